@@ -1,0 +1,217 @@
+"""Settings: `config.toml` for plain settings, the environment (and `.env`) for secrets and overrides.
+
+Every setting has one environment name, `SECTION_KEY` in upper case (for example `AGORA_APP_ID`,
+`WEB_PUBLIC_URL`); secrets can only come from the environment. The result is one frozen, validated
+`Settings` object; invalid input raises `ConfigError`, whose message lists every problem at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+DEFAULT_CONFIG_PATH = Path("config.toml")
+AGORA_DEFAULT_PRESET = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
+AGORA_DEFAULT_SDK_URL = "https://download.agora.io/sdk/release/AgoraRTC_N-4.24.8.js"
+DEFAULT_PERSONA = (
+    "You are a warm, concise voice assistant talking with a member of a Discord server. "
+    "Keep replies to one or two sentences. If you know something about the person from earlier "
+    "conversations, use it naturally; never read your notes back verbatim."
+)
+
+
+class ConfigError(Exception):
+    """Raised when settings are missing or invalid; the message names every setting at fault."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("Configuration problems:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DiscordSettings(_Section):
+    token: SecretStr | None = None
+    dev_guild_id: int | None = None
+    call_cooldown_seconds: float = Field(default=20.0, ge=0)
+
+
+class AgoraSettings(_Section):
+    app_id: str | None = None
+    app_certificate: SecretStr | None = None
+    customer_id: SecretStr | None = None
+    customer_secret: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+    api_base_url: str = "https://api.agora.io/api/conversational-ai-agent"
+    preset: str = AGORA_DEFAULT_PRESET
+    llm_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model: str | None = None
+    tts_vendor: str | None = None
+    tts_params: dict[str, Any] = Field(default_factory=dict)
+    asr_language: str = "en-US"
+    idle_timeout_seconds: int = Field(default=30, ge=0, le=259200)
+    max_history: int = Field(default=32, ge=1, le=1024)
+    max_concurrent_agents: int = Field(default=20, ge=1)
+    checkpoint_seconds: float = Field(default=10.0, gt=0)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
+    greeting: str = "Hi! Good to hear from you. What's on your mind?"
+    sdk_url: str = AGORA_DEFAULT_SDK_URL
+
+    @field_validator("app_id")
+    @classmethod
+    def _app_id_is_hex(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) != 32 or any(c not in "0123456789abcdefABCDEF" for c in value)):
+            raise ValueError("must be the 32-character hex App ID from Agora Console")
+        return value
+
+
+class LLMSettings(_Section):
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.base_url)
+
+
+class WebSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    public_url: str = "http://localhost:8080"
+    link_ttl_minutes: int = Field(default=60, ge=1)
+    link_signing_key: SecretStr | None = None
+
+
+class MemorySettings(_Section):
+    database_path: Path = Path("data/bot.db")
+    context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
+    persona: str = DEFAULT_PERSONA
+    chat_idle_minutes: float = Field(default=30.0, gt=0)
+
+
+class CallSettings(_Section):
+    max_minutes: int = Field(default=30, ge=1, le=4320)
+    calls_per_member_per_day: int = Field(default=20, ge=1)
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+
+
+class Settings(_Section):
+    discord: DiscordSettings = DiscordSettings()
+    agora: AgoraSettings = AgoraSettings()
+    llm: LLMSettings = LLMSettings()
+    web: WebSettings = WebSettings()
+    memory: MemorySettings = MemorySettings()
+    calls: CallSettings = CallSettings()
+
+    @property
+    def agora_configured(self) -> bool:
+        a = self.agora
+        return bool(a.app_id and a.app_certificate and a.customer_id and a.customer_secret)
+
+
+SECRET_SETTINGS: frozenset[tuple[str, str]] = frozenset(
+    (section, key)
+    for section, model in Settings.model_fields.items()
+    for key, field in model.annotation.model_fields.items()  # type: ignore[union-attr]
+    if "SecretStr" in str(field.annotation)
+)
+
+
+def env_name(section: str, key: str) -> str:
+    return f"{section}_{key}".upper()
+
+
+def all_settings() -> list[tuple[str, str, Any, bool]]:
+    """(section, key, default, secret) for every setting, in declaration order: drives docs and `check`."""
+    rows = []
+    for section, field in Settings.model_fields.items():
+        model = field.annotation
+        for key, sub in model.model_fields.items():  # type: ignore[union-attr]
+            default = sub.get_default(call_default_factory=True)
+            rows.append((section, key, default, (section, key) in SECRET_SETTINGS))
+    return rows
+
+
+def load_settings(
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    load_dotenv_file: bool = True,
+) -> Settings:
+    """Read config.toml (optional), then `.env`, then the process environment; validate once."""
+    if environ is None:
+        if load_dotenv_file:
+            from dotenv import load_dotenv
+
+            load_dotenv(override=False)
+        environ = os.environ
+    path = config_path or Path(environ.get("BOT_CONFIG", DEFAULT_CONFIG_PATH))
+    problems: list[str] = []
+    raw: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError([f"{path} is not valid TOML: {exc}"]) from exc
+    elif config_path is not None:
+        raise ConfigError([f"{path} does not exist (copy config.example.toml to {path})"])
+
+    merged: dict[str, dict[str, Any]] = {}
+    for section, field in Settings.model_fields.items():
+        file_section = raw.pop(section, {})
+        if not isinstance(file_section, dict):
+            problems.append(f"[{section}] in {path} must be a table")
+            file_section = {}
+        values: dict[str, Any] = {}
+        for key in field.annotation.model_fields:  # type: ignore[union-attr]
+            secret = (section, key) in SECRET_SETTINGS
+            if key in file_section:
+                value = file_section.pop(key)
+                if secret:
+                    problems.append(
+                        f"{section}.{key} is a secret: remove it from {path} and set {env_name(section, key)} "
+                        "in the environment or .env"
+                    )
+                    continue
+                values[key] = value
+            env_value = environ.get(env_name(section, key))
+            if env_value not in (None, ""):
+                values[key] = env_value
+        problems.extend(f"{section}.{key} in {path} is not a known setting" for key in file_section)
+        merged[section] = values
+    problems.extend(f"[{section}] in {path} is not a known section" for section in raw)
+
+    try:
+        settings = Settings.model_validate(_parse_env_json(merged))
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = [str(part) for part in error["loc"]]
+            name = ".".join(loc)
+            hint = env_name(loc[0], loc[1]) if len(loc) >= 2 else ""
+            problems.append(f"{name} ({hint}): {error['msg']}")
+        raise ConfigError(problems) from None
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def _parse_env_json(merged: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Dict settings (e.g. agora.tts_params) may be given as JSON text in the environment."""
+    params = merged.get("agora", {}).get("tts_params")
+    if isinstance(params, str) and params.lstrip().startswith("{"):
+        # Malformed JSON stays text, so validation reports "agora.tts_params: Input should be a valid dictionary".
+        with contextlib.suppress(json.JSONDecodeError):
+            merged["agora"]["tts_params"] = json.loads(params)
+    return merged

@@ -1,0 +1,188 @@
+"""Merge overlapping history snapshots of one call into one ordered list of utterances.
+
+Agora returns a call's history as the latest `max_history` messages (role and content only). Successive
+snapshots overlap, old messages fall off the front, the last assistant message may still be growing, and short
+messages ("yes", "okay") repeat. A snapshot shorter than `max_history` is the whole conversation so far, so it
+is anchored at the start.
+
+Stored turns form *segments*: runs known to be contiguous. Between two segments lies a gap of unknown size
+(no snapshot covered it). A new snapshot is placed where it overlaps stored turns the most; it extends a
+segment, fills a gap (joining two segments), or, overlapping nothing, becomes a segment of its own placed by
+capture order (snapshots are tail windows, so a later capture never ends earlier).
+
+Limit, inherent to content-only history: when a snapshot begins or ends on a message whose text also occurs
+elsewhere ("yes"), a placement that matches the other occurrence can look as good as the true one, and the
+larger overlap is chosen. Checkpoints are frequent, so true overlaps are long (most of `max_history`) and a
+false one needs a whole run of repeated messages that long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """A stored or incoming message. `turn_id` is None for messages not stored yet."""
+
+    role: str
+    content: str
+    turn_id: int | None = None
+    segment: int = 0
+    partial: bool = False
+    captured: int = 0
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    turns: list[Utterance]
+    anchored: bool
+    added: int
+    grown: int
+
+    @property
+    def gaps(self) -> int:
+        """Unclosed gaps: between segments, plus one before the first segment if the start was never seen."""
+        segments = len({t.segment for t in self.turns})
+        return max(segments - 1, 0) + (0 if self.anchored or not self.turns else 1)
+
+
+def _compatible(stored: Utterance, role: str, content: str, incoming_is_last: bool) -> str | None:
+    """'eq', 'grow' (one is a prefix of the other: a reply captured mid-sentence), or None."""
+    if stored.role != role:
+        return None
+    if stored.content == content:
+        return "eq"
+    if role == "assistant" and (stored.partial or incoming_is_last):
+        if content.startswith(stored.content) or stored.content.startswith(content):
+            return "grow"
+    return None
+
+
+def _best_offset(segment: Sequence[Utterance], window: Sequence[tuple[str, str]]) -> tuple[int, int] | None:
+    """The offset of window[0] in `segment` with the largest all-matching overlap (rightmost on ties)."""
+    n, m = len(segment), len(window)
+    best: tuple[int, int] | None = None
+    for offset in range(n - 1, -m, -1):
+        lo, hi = max(0, offset), min(n, offset + m)
+        overlap = hi - lo
+        if overlap <= 0 or (best is not None and overlap <= best[1]):
+            continue
+        for pos in range(lo, hi):
+            role, content = window[pos - offset]
+            if _compatible(segment[pos], role, content, pos - offset == m - 1) is None:
+                break
+        else:
+            best = (offset, overlap)
+            if overlap == m:
+                break
+    return best
+
+
+def merge_snapshot(
+    stored: Sequence[Utterance],
+    window: Sequence[tuple[str, str]],
+    *,
+    captured: int,
+    complete: bool,
+    final: bool = False,
+    anchored: bool = False,
+) -> MergeResult:
+    """Merge one snapshot into the stored turns of a call.
+
+    `captured` orders snapshots in time; `complete` says the window starts at the conversation's start;
+    `final` says nothing will follow (the history delivered after the agent stopped), so the last
+    message is not still growing. Empty messages are ignored.
+    """
+    window = [(r, c) for r, c in window if c and c.strip() and r in ("user", "assistant")]
+    segments: list[list[Utterance]] = []
+    for turn in stored:
+        if not segments or turn.segment != segments[-1][0].segment:
+            segments.append([])
+        segments[-1].append(turn)
+    if not window:
+        return MergeResult(list(stored), anchored or (complete and not stored), 0, 0)
+
+    placements = {i: p for i, seg in enumerate(segments) if (p := _best_offset(seg, window)) is not None}
+    chosen = _contiguous_run(placements, segments, len(window))
+
+    added = grown = 0
+    merged: list[Utterance] = []
+    m = len(window)
+    if chosen:
+        first, last = chosen[0], chosen[-1]
+        first_offset = placements[first][0]
+        merged.extend(segments[first][: max(first_offset, 0)])
+        covered: dict[int, Utterance] = {}
+        for i in chosen:
+            offset = placements[i][0]
+            for pos, turn in enumerate(segments[i]):
+                if 0 <= pos - offset < m:
+                    covered[pos - offset] = turn
+        for j, (role, content) in enumerate(window):
+            if j in covered:
+                before = covered[j]
+                longer = content if len(content) > len(before.content) else before.content
+                grown += longer != before.content
+                merged.append(replace(before, content=longer, partial=False))
+            else:
+                added += 1
+                merged.append(Utterance(role, content))
+        last_offset = placements[last][0]
+        tail = segments[last][last_offset + m :]
+        if not tail:
+            end = merged[-1]
+            merged[-1] = replace(
+                end,
+                partial=end.role == "assistant" and not final,
+                captured=max(end.captured, captured),
+            )
+        merged.extend(tail)
+        new_segments = segments[:first] + [merged] + segments[last + 1 :]
+        anchored_now = anchored or (complete and first == 0 and first_offset <= 0)
+    else:
+        fresh = [
+            Utterance(r, c, partial=(j == m - 1 and r == "assistant" and not final), captured=captured)
+            for j, (r, c) in enumerate(window)
+        ]
+        added = m
+        if complete:
+            position = 0
+        else:
+            position = len(segments)
+            while position > 0 and segments[position - 1][-1].captured > captured:
+                position -= 1
+            if position == 0 and anchored and segments:
+                position = 1
+        new_segments = segments[:position] + [fresh] + segments[position:]
+        anchored_now = anchored or complete
+
+    turns = [replace(t, segment=s) for s, seg in enumerate(new_segments) for t in seg]
+    return MergeResult(turns, anchored_now, added, grown)
+
+
+def _contiguous_run(
+    placements: dict[int, tuple[int, int]], segments: list[list[Utterance]], m: int
+) -> list[int]:
+    """The segments the window overlaps, if they form one consistent run; otherwise the single best one."""
+    if not placements:
+        return []
+    indices = sorted(placements)
+    consistent = indices == list(range(indices[0], indices[-1] + 1))
+    if consistent and len(indices) > 1:
+        offsets = [placements[i][0] for i in indices]
+        for k, i in enumerate(indices):
+            offset, n = offsets[k], len(segments[i])
+            if k > 0 and offset > 0:
+                consistent = False
+            if k < len(indices) - 1 and offset + m < n:
+                consistent = False
+        for k in range(1, len(indices)):
+            # In window coordinates segment k must start after segment k-1 ends.
+            prev_end = -offsets[k - 1] + len(segments[indices[k - 1]])
+            if -offsets[k] < prev_end:
+                consistent = False
+    if consistent:
+        return indices
+    return [max(indices, key=lambda i: (placements[i][1], i))]

@@ -1,0 +1,192 @@
+"""Memory operations: record what was said, read it back, forget it for real, export it, expire it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.memory.context import ContextBuilder
+from bot.memory.merge import MergeResult, Utterance, merge_snapshot
+from bot.store.models import (
+    CallRecord,
+    ConversationSummary,
+    FactRecord,
+    ForgetResult,
+    NewTurn,
+    TurnUpdate,
+)
+from bot.store.repository import Store
+
+log = logging.getLogger(__name__)
+
+FINAL_CAPTURE = 2**53
+"""Capture order of the history delivered after the agent stopped: nothing can come later."""
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    facts: list[FactRecord]
+    superseded: list[FactRecord]
+    conversations: list[ConversationSummary]
+    fact_count: int
+    conversation_count: int
+    memory_enabled: bool
+
+
+class MemoryService:
+    def __init__(self, store: Store, *, budget_tokens: int, persona: str):
+        self.store = store
+        self.context = ContextBuilder(store, budget_tokens=budget_tokens, persona=persona)
+        self._call_locks: dict[str, asyncio.Lock] = {}
+        self._scrub_task: asyncio.Task[None] | None = None
+        self._scrub_again = False
+
+    # ---- recording -------------------------------------------------------------------------------------
+
+    async def record_snapshot(
+        self,
+        call: CallRecord,
+        window: Sequence[tuple[str, str]],
+        *,
+        max_history: int | None,
+        captured: int | None = None,
+        final: bool = False,
+        at: float | None = None,
+    ) -> MergeResult:
+        """Merge one history snapshot of a call into its stored turns, atomically.
+
+        `max_history=None` means the window is known to be the whole conversation (an import)."""
+        at = time.time() if at is None else at
+        complete = max_history is None or len(window) < max_history
+        lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
+        async with lock:
+            stored = await self.store.call_turns(call.call_id)
+            current = await self.store.get_call(call.call_id)
+            anchored = bool(current and current.history_anchored)
+            before = [
+                Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured) for t in stored
+            ]
+            result = merge_snapshot(
+                before,
+                window,
+                captured=FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000)),
+                complete=complete,
+                final=final,
+                anchored=anchored,
+            )
+            old = {t.turn_id: t for t in stored}
+            inserts: list[NewTurn] = []
+            updates: list[TurnUpdate] = []
+            for seq, turn in enumerate(result.turns):
+                if turn.turn_id is None:
+                    inserts.append(
+                        NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured)  # type: ignore[arg-type]
+                    )
+                    continue
+                was = old[turn.turn_id]
+                if (was.seq, was.content, was.segment, was.partial, was.captured) != (
+                    seq, turn.content, turn.segment, turn.partial, turn.captured,
+                ):
+                    updates.append(
+                        TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured)
+                    )
+            if inserts or updates or result.anchored != anchored:
+                await self.store.apply_call_turns(
+                    call.call_id, call.user_id, inserts, updates, anchored=result.anchored, checkpoint_at=at
+                )
+            return result
+
+    def release_call(self, call_id: str) -> None:
+        self._call_locks.pop(call_id, None)
+
+    # ---- reading ---------------------------------------------------------------------------------------
+
+    async def page(self, user_id: int, *, page: int = 0, facts_per_page: int = 8, calls_per_page: int = 3) -> MemoryPage:
+        facts = await self.store.list_facts(user_id, offset=page * facts_per_page, limit=facts_per_page)
+        all_facts = await self.store.list_facts(user_id, include_superseded=True, limit=1000)
+        superseded = [f for f in all_facts if not f.current][:facts_per_page] if page == 0 else []
+        conversations = await self.store.list_conversations(
+            user_id, offset=page * calls_per_page, limit=calls_per_page
+        )
+        user = await self.store.get_user(user_id)
+        return MemoryPage(
+            facts=facts,
+            superseded=superseded,
+            conversations=conversations,
+            fact_count=await self.store.count_facts(user_id),
+            conversation_count=await self.store.count_conversations(user_id),
+            memory_enabled=user.memory_enabled if user else True,
+        )
+
+    async def build_context(
+        self,
+        user_id: int,
+        *,
+        persona: str | None = None,
+        budget_tokens: int | None = None,
+        query: str | None = None,
+    ) -> list[dict[str, str]]:
+        user = await self.store.get_user(user_id)
+        include = user is None or user.memory_enabled
+        return await self.context.build(
+            user_id, persona=persona, budget_tokens=budget_tokens, query=query, include_memory=include
+        )
+
+    async def export(self, user_id: int) -> dict[str, Any]:
+        return await self.store.export_user(user_id)
+
+    # ---- forgetting ------------------------------------------------------------------------------------
+
+    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
+        fact = await self.store.forget_fact(user_id, fact_id)
+        if fact is not None:
+            self._schedule_scrub()
+        return fact
+
+    async def forget_conversation(self, user_id: int, kind: str, ref_id: str) -> ForgetResult | None:
+        if kind == "call":
+            result = await self.store.forget_call(user_id, ref_id)
+        else:
+            result = await self.store.forget_chat(user_id, ref_id)
+        if result is not None:
+            self._schedule_scrub()
+        return result
+
+    async def forget_everything(self, user_id: int) -> ForgetResult:
+        result = await self.store.forget_user(user_id)
+        self._schedule_scrub()
+        return result
+
+    async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        removed = await self.store.purge_transcripts(guild_id=guild_id, older_than=now - retention_days * 86400)
+        if removed:
+            self._schedule_scrub()
+        return removed
+
+    def _schedule_scrub(self) -> None:
+        """Rows are gone at once; the index and log residue is scrubbed right after, off the caller's path."""
+        if self._scrub_task is not None and not self._scrub_task.done():
+            self._scrub_again = True
+            return
+        self._scrub_task = asyncio.get_running_loop().create_task(self._scrub_loop())
+
+    async def _scrub_loop(self) -> None:
+        while True:
+            self._scrub_again = False
+            try:
+                await self.store.scrub()
+            except Exception:
+                log.exception("scrubbing deleted memory from the database file failed; will retry on next delete")
+                return
+            if not self._scrub_again:
+                return
+
+    async def wait_scrubbed(self) -> None:
+        """Wait until deleted text is gone from indexes and the write-ahead log too."""
+        while self._scrub_task is not None and not self._scrub_task.done():
+            await asyncio.shield(self._scrub_task)

@@ -1,0 +1,167 @@
+"""Numbered schema migrations. Each runs once, in order, inside a transaction; the version is recorded."""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "initial schema",
+        """
+        CREATE TABLE users (
+            user_id        INTEGER PRIMARY KEY,
+            memory_enabled INTEGER NOT NULL DEFAULT 1,
+            consent        TEXT CHECK (consent IN ('remember', 'no_memory')),
+            consent_at     REAL,
+            created_at     REAL NOT NULL
+        );
+
+        CREATE TABLE guild_settings (
+            guild_id                 INTEGER PRIMARY KEY,
+            calls_enabled            INTEGER NOT NULL DEFAULT 1,
+            persona                  TEXT,
+            greeting                 TEXT,
+            max_call_minutes         INTEGER,
+            calls_per_member_per_day INTEGER,
+            retention_days           INTEGER,
+            updated_at               REAL NOT NULL
+        );
+
+        CREATE TABLE calls (
+            call_id           TEXT PRIMARY KEY,
+            user_id           INTEGER NOT NULL,
+            guild_id          INTEGER,
+            channel           TEXT NOT NULL,
+            agent_name        TEXT NOT NULL UNIQUE,
+            agent_id          TEXT,
+            user_uid          INTEGER NOT NULL,
+            agent_uid         INTEGER NOT NULL,
+            state             TEXT NOT NULL
+                CHECK (state IN ('starting', 'active', 'ending', 'ended', 'failed')),
+            private           INTEGER NOT NULL DEFAULT 0,
+            link_hash         TEXT UNIQUE,
+            link_expires_at   REAL,
+            max_minutes       INTEGER NOT NULL,
+            started_at        REAL NOT NULL,
+            ended_at          REAL,
+            end_reason        TEXT,
+            history_anchored  INTEGER NOT NULL DEFAULT 0,
+            last_checkpoint_at REAL,
+            owner             TEXT,
+            notify_token      TEXT,
+            summary           TEXT
+        );
+        CREATE INDEX calls_user ON calls (user_id, started_at);
+        CREATE INDEX calls_state ON calls (state) WHERE state NOT IN ('ended', 'failed');
+        CREATE INDEX calls_guild ON calls (guild_id, started_at);
+
+        CREATE TABLE chats (
+            chat_id         TEXT PRIMARY KEY,
+            user_id         INTEGER NOT NULL,
+            guild_id        INTEGER,
+            private         INTEGER NOT NULL DEFAULT 0,
+            started_at      REAL NOT NULL,
+            last_message_at REAL NOT NULL,
+            ended_at        REAL,
+            summary         TEXT
+        );
+        CREATE INDEX chats_user ON chats (user_id, started_at);
+        CREATE INDEX chats_open ON chats (ended_at) WHERE ended_at IS NULL;
+
+        CREATE TABLE turns (
+            turn_id   INTEGER PRIMARY KEY,
+            user_id   INTEGER NOT NULL,
+            call_id   TEXT REFERENCES calls (call_id) ON DELETE CASCADE,
+            chat_id   TEXT REFERENCES chats (chat_id) ON DELETE CASCADE,
+            seq       INTEGER NOT NULL,
+            segment   INTEGER NOT NULL DEFAULT 0,
+            partial   INTEGER NOT NULL DEFAULT 0,
+            captured  INTEGER NOT NULL DEFAULT 0,
+            role      TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            content   TEXT NOT NULL,
+            spoken_at REAL NOT NULL,
+            source    TEXT NOT NULL CHECK (source IN ('voice', 'text')),
+            CHECK ((call_id IS NULL) <> (chat_id IS NULL))
+        );
+        CREATE INDEX turns_call ON turns (call_id, seq) WHERE call_id IS NOT NULL;
+        CREATE INDEX turns_chat ON turns (chat_id, seq) WHERE chat_id IS NOT NULL;
+        CREATE INDEX turns_user ON turns (user_id, spoken_at);
+
+        CREATE TABLE facts (
+            fact_id        INTEGER PRIMARY KEY,
+            user_id        INTEGER NOT NULL,
+            text           TEXT NOT NULL,
+            source_call_id TEXT REFERENCES calls (call_id) ON DELETE SET NULL,
+            source_chat_id TEXT REFERENCES chats (chat_id) ON DELETE SET NULL,
+            created_at     REAL NOT NULL,
+            updated_at     REAL NOT NULL,
+            confirmed_at   REAL NOT NULL,
+            mentions       INTEGER NOT NULL DEFAULT 1,
+            superseded_by  INTEGER REFERENCES facts (fact_id) ON DELETE SET NULL,
+            invalidated_at REAL
+        );
+        CREATE INDEX facts_user ON facts (user_id, superseded_by, confirmed_at);
+
+        -- Which calls and chats a fact was learned or confirmed in, so forgetting a call removes the facts
+        -- that came only from it.
+        CREATE TABLE fact_sources (
+            fact_id INTEGER NOT NULL REFERENCES facts (fact_id) ON DELETE CASCADE,
+            call_id TEXT REFERENCES calls (call_id) ON DELETE CASCADE,
+            chat_id TEXT REFERENCES chats (chat_id) ON DELETE CASCADE,
+            CHECK ((call_id IS NULL) <> (chat_id IS NULL))
+        );
+        CREATE INDEX fact_sources_fact ON fact_sources (fact_id);
+        CREATE INDEX fact_sources_call ON fact_sources (call_id) WHERE call_id IS NOT NULL;
+        CREATE INDEX fact_sources_chat ON fact_sources (chat_id) WHERE chat_id IS NOT NULL;
+
+        CREATE TABLE jobs (
+            job_id     INTEGER PRIMARY KEY,
+            kind       TEXT NOT NULL,
+            ref_id     TEXT NOT NULL,
+            state      TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'running', 'done', 'failed')),
+            attempts   INTEGER NOT NULL DEFAULT 0,
+            not_before REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (kind, ref_id)
+        );
+        CREATE INDEX jobs_pending ON jobs (state, not_before);
+
+        CREATE TABLE notices (
+            notice_id   TEXT PRIMARY KEY,
+            received_at REAL NOT NULL
+        );
+
+        CREATE TABLE meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+
+        CREATE VIRTUAL TABLE turns_fts USING fts5 (content, content='turns', content_rowid='turn_id');
+        CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
+            INSERT INTO turns_fts (rowid, content) VALUES (new.turn_id, new.content);
+        END;
+        CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
+            INSERT INTO turns_fts (turns_fts, rowid, content) VALUES ('delete', old.turn_id, old.content);
+        END;
+        CREATE TRIGGER turns_fts_update AFTER UPDATE OF content ON turns BEGIN
+            INSERT INTO turns_fts (turns_fts, rowid, content) VALUES ('delete', old.turn_id, old.content);
+            INSERT INTO turns_fts (rowid, content) VALUES (new.turn_id, new.content);
+        END;
+
+        CREATE VIRTUAL TABLE facts_fts USING fts5 (text, content='facts', content_rowid='fact_id');
+        CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
+            INSERT INTO facts_fts (rowid, text) VALUES (new.fact_id, new.text);
+        END;
+        CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.fact_id, old.text);
+        END;
+        CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.fact_id, old.text);
+            INSERT INTO facts_fts (rowid, text) VALUES (new.fact_id, new.text);
+        END;
+        """,
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,156 @@
+"""Plain records that cross the store boundary. Times are Unix seconds (float, UTC)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+CallState = Literal["starting", "active", "ending", "ended", "failed"]
+OPEN_CALL_STATES: tuple[CallState, ...] = ("starting", "active", "ending")
+Role = Literal["user", "assistant"]
+Source = Literal["voice", "text"]
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    user_id: int
+    memory_enabled: bool
+    consent: Literal["remember", "no_memory"] | None
+    consent_at: float | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class GuildSettings:
+    """Per-server overrides; None means "use the bot-wide default"."""
+
+    guild_id: int
+    calls_enabled: bool = True
+    persona: str | None = None
+    greeting: str | None = None
+    max_call_minutes: int | None = None
+    calls_per_member_per_day: int | None = None
+    retention_days: int | None = None
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    call_id: str
+    user_id: int
+    guild_id: int | None
+    channel: str
+    agent_name: str
+    user_uid: int
+    agent_uid: int
+    state: CallState
+    max_minutes: int
+    started_at: float
+    private: bool = False
+    agent_id: str | None = None
+    link_hash: str | None = None
+    link_expires_at: float | None = None
+    ended_at: float | None = None
+    end_reason: str | None = None
+    history_anchored: bool = False
+    last_checkpoint_at: float | None = None
+    owner: str | None = None
+    notify_token: str | None = None
+    summary: str | None = None
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    chat_id: str
+    user_id: int
+    guild_id: int | None
+    private: bool
+    started_at: float
+    last_message_at: float
+    ended_at: float | None = None
+    summary: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    turn_id: int
+    user_id: int
+    call_id: str | None
+    chat_id: str | None
+    seq: int
+    role: Role
+    content: str
+    spoken_at: float
+    source: Source
+    segment: int = 0
+    partial: bool = False
+    captured: int = 0
+
+
+@dataclass(frozen=True)
+class FactRecord:
+    fact_id: int
+    user_id: int
+    text: str
+    source_call_id: str | None
+    source_chat_id: str | None
+    created_at: float
+    updated_at: float
+    confirmed_at: float
+    mentions: int
+    superseded_by: int | None = None
+    invalidated_at: float | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.superseded_by is None and self.invalidated_at is None
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    role: Role
+    content: str
+    spoken_at: float
+    seq: int
+    segment: int = 0
+    partial: bool = False
+    captured: int = 0
+
+
+@dataclass(frozen=True)
+class TurnUpdate:
+    turn_id: int
+    seq: int
+    content: str
+    segment: int
+    partial: bool
+    captured: int
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One call or chat session as /memory lists it."""
+
+    kind: Literal["call", "chat"]
+    ref_id: str
+    started_at: float
+    ended_at: float | None
+    turn_count: int
+    summary: str | None
+    first_lines: list[str] = field(default_factory=list)
+    private: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: int
+    kind: str
+    ref_id: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    turns: int = 0
+    facts: int = 0
+    calls: int = 0
+    chats: int = 0

@@ -1,0 +1,865 @@
+"""The embedded SQLite backend (aiosqlite): one file, WAL mode, foreign keys and secure_delete on.
+
+One connection serves the process; an asyncio lock makes every operation (and every transaction) run alone,
+so coroutines never see each other's half-written state. Conditional UPDATEs make call state transitions safe
+across processes sharing the file too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS
+from bot.store.models import (
+    OPEN_CALL_STATES,
+    CallRecord,
+    CallState,
+    ChatRecord,
+    ConversationSummary,
+    FactRecord,
+    ForgetResult,
+    GuildSettings,
+    Job,
+    NewTurn,
+    TurnRecord,
+    TurnUpdate,
+    UserRecord,
+)
+from bot.store.repository import SchemaTooNew
+
+_CALL_COLUMNS = [f.name for f in fields(CallRecord)]
+_CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
+_TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
+_FACT_COLUMNS = (
+    "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
+    "superseded_by, invalidated_at"
+)
+_GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
+_UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
+_FTS_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+def fts_query(text: str, max_terms: int = 12) -> str | None:
+    """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
+    terms = []
+    for word in _FTS_WORD.findall(text.lower()):
+        if len(word) > 2 and word not in terms:
+            terms.append(word)
+    if not terms:
+        return None
+    return " OR ".join(f'"{t}"' for t in terms[:max_terms])
+
+
+class SqliteStore:
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000):
+        self.path = Path(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self.path.parent and str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        db.row_factory = aiosqlite.Row
+        try:
+            await db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            await db.execute("PRAGMA journal_mode = WAL")
+            await db.execute("PRAGMA foreign_keys = ON")
+            await db.execute("PRAGMA secure_delete = ON")
+            await db.execute("PRAGMA synchronous = NORMAL")
+            self._db = db
+            await self._migrate()
+        except BaseException:
+            self._db = None
+            await db.close()
+            raise
+
+    async def close(self) -> None:
+        if self._db is not None:
+            async with self._lock:
+                await self._db.close()
+                self._db = None
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("store is not open")
+        return self._db
+
+    async def _migrate(self) -> None:
+        await self.db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+            "applied_at REAL NOT NULL)"
+        )
+        current = await self.schema_version()
+        if current > LATEST_VERSION:
+            raise SchemaTooNew(
+                f"the database {self.path} has schema version {current}, but this bot only knows up to "
+                f"{LATEST_VERSION}: upgrade the bot, or point memory.database_path at another file"
+            )
+        for version, name, sql in MIGRATIONS:
+            if version <= current:
+                continue
+            async with self._transaction():
+                for statement in _split_sql(sql):
+                    await self.db.execute(statement)
+                await self.db.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, time.time()),
+                )
+
+    async def schema_version(self) -> int:
+        async with self.db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def ping(self) -> None:
+        async with self._lock, self.db.execute("SELECT 1") as cur:
+            await cur.fetchone()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        await self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            await self.db.execute("ROLLBACK")
+            raise
+        else:
+            await self.db.execute("COMMIT")
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock, self._transaction() as db:
+            yield db
+
+    async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
+            return list(await cur.fetchall())
+
+    async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
+            return await cur.fetchone()
+
+    async def _scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        row = await self._one(sql, params)
+        return None if row is None else row[0]
+
+    # ---- users -----------------------------------------------------------------------------------------
+
+    async def get_user(self, user_id: int) -> UserRecord | None:
+        row = await self._one("SELECT * FROM users WHERE user_id = ?", (user_id,))
+        return None if row is None else _user(row)
+
+    async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord:
+        consent = "remember" if remember else "no_memory"
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO users (user_id, memory_enabled, consent, consent_at, created_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (user_id) DO UPDATE SET consent = excluded.consent, consent_at = excluded.consent_at, "
+                "memory_enabled = excluded.memory_enabled",
+                (user_id, int(remember), consent, at, at),
+            )
+        user = await self.get_user(user_id)
+        assert user is not None
+        return user
+
+    async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO users (user_id, memory_enabled, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (user_id) DO UPDATE SET memory_enabled = excluded.memory_enabled",
+                (user_id, int(enabled), at),
+            )
+        user = await self.get_user(user_id)
+        assert user is not None
+        return user
+
+    # ---- guild settings --------------------------------------------------------------------------------
+
+    async def get_guild_settings(self, guild_id: int) -> GuildSettings:
+        row = await self._one("SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
+        if row is None:
+            return GuildSettings(guild_id=guild_id)
+        return GuildSettings(
+            guild_id=guild_id,
+            calls_enabled=bool(row["calls_enabled"]),
+            persona=row["persona"],
+            greeting=row["greeting"],
+            max_call_minutes=row["max_call_minutes"],
+            calls_per_member_per_day=row["calls_per_member_per_day"],
+            retention_days=row["retention_days"],
+        )
+
+    async def update_guild_settings(self, guild_id: int, at: float, **changes: Any) -> GuildSettings:
+        unknown = set(changes) - _GUILD_SETTING_NAMES
+        if unknown:
+            raise ValueError(f"unknown guild settings: {sorted(unknown)}")
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO guild_settings (guild_id, updated_at) VALUES (?, ?) ON CONFLICT (guild_id) DO NOTHING",
+                (guild_id, at),
+            )
+            if changes:
+                assignments = ", ".join(f"{name} = ?" for name in changes)
+                values = [int(v) if isinstance(v, bool) else v for v in changes.values()]
+                await db.execute(
+                    f"UPDATE guild_settings SET {assignments}, updated_at = ? WHERE guild_id = ?",
+                    (*values, at, guild_id),
+                )
+        return await self.get_guild_settings(guild_id)
+
+    async def delete_guild_settings(self, guild_id: int) -> None:
+        async with self._tx() as db:
+            await db.execute("DELETE FROM guild_settings WHERE guild_id = ?", (guild_id,))
+
+    # ---- calls -----------------------------------------------------------------------------------------
+
+    async def create_call(self, call: CallRecord) -> None:
+        values = [_to_db(getattr(call, name)) for name in _CALL_COLUMNS]
+        async with self._tx() as db:
+            await db.execute(
+                f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join('?' * len(_CALL_COLUMNS))})",
+                values,
+            )
+
+    async def get_call(self, call_id: str) -> CallRecord | None:
+        row = await self._one("SELECT * FROM calls WHERE call_id = ?", (call_id,))
+        return None if row is None else _call(row)
+
+    async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None:
+        row = await self._one("SELECT * FROM calls WHERE link_hash = ?", (link_hash,))
+        return None if row is None else _call(row)
+
+    async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None:
+        row = await self._one("SELECT * FROM calls WHERE agent_id = ?", (agent_id,))
+        return None if row is None else _call(row)
+
+    async def open_call_for_user(self, user_id: int) -> CallRecord | None:
+        row = await self._one(
+            "SELECT * FROM calls WHERE user_id = ? AND state IN ('starting', 'active', 'ending') "
+            "ORDER BY started_at DESC LIMIT 1",
+            (user_id,),
+        )
+        return None if row is None else _call(row)
+
+    async def open_calls(self) -> list[CallRecord]:
+        rows = await self._all(
+            "SELECT * FROM calls WHERE state IN ('starting', 'active', 'ending') ORDER BY started_at"
+        )
+        return [_call(r) for r in rows]
+
+    async def count_open_calls(self) -> int:
+        return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
+
+    async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int:
+        return int(
+            await self._scalar(
+                "SELECT COUNT(*) FROM calls WHERE user_id = ? AND guild_id IS ? AND started_at >= ? "
+                "AND state != 'failed'",
+                (user_id, guild_id, since),
+            )
+        )
+
+    async def count_guild_calls_since(self, guild_id: int, since: float) -> int:
+        return int(
+            await self._scalar(
+                "SELECT COUNT(*) FROM calls WHERE guild_id = ? AND started_at >= ? AND state != 'failed'",
+                (guild_id, since),
+            )
+        )
+
+    async def transition_call(
+        self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields_: Any
+    ) -> bool:
+        _check_call_fields(fields_)
+        assignments = ", ".join(["state = ?", *(f"{k} = ?" for k in fields_)])
+        placeholders = ", ".join("?" * len(from_states))
+        async with self._tx() as db:
+            cur = await db.execute(
+                f"UPDATE calls SET {assignments} WHERE call_id = ? AND state IN ({placeholders})",
+                (to_state, *(_to_db(v) for v in fields_.values()), call_id, *from_states),
+            )
+            return cur.rowcount == 1
+
+    async def update_call(self, call_id: str, **fields_: Any) -> None:
+        _check_call_fields(fields_)
+        if not fields_:
+            return
+        assignments = ", ".join(f"{k} = ?" for k in fields_)
+        async with self._tx() as db:
+            await db.execute(
+                f"UPDATE calls SET {assignments} WHERE call_id = ?",
+                (*(_to_db(v) for v in fields_.values()), call_id),
+            )
+
+    async def delete_call(self, call_id: str) -> None:
+        async with self._tx() as db:
+            await _delete_conversation(db, call_id=call_id)
+
+    # ---- chats -----------------------------------------------------------------------------------------
+
+    async def create_chat(self, chat: ChatRecord) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                f"INSERT INTO chats ({', '.join(_CHAT_COLUMNS)}) VALUES ({', '.join('?' * len(_CHAT_COLUMNS))})",
+                [_to_db(getattr(chat, c)) for c in _CHAT_COLUMNS],
+            )
+
+    async def get_chat(self, chat_id: str) -> ChatRecord | None:
+        row = await self._one("SELECT * FROM chats WHERE chat_id = ?", (chat_id,))
+        return None if row is None else _chat(row)
+
+    async def open_chat_for_user(self, user_id: int) -> ChatRecord | None:
+        row = await self._one(
+            "SELECT * FROM chats WHERE user_id = ? AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1", (user_id,)
+        )
+        return None if row is None else _chat(row)
+
+    async def idle_chats(self, last_message_before: float) -> list[ChatRecord]:
+        rows = await self._all(
+            "SELECT * FROM chats WHERE ended_at IS NULL AND last_message_at < ? ORDER BY last_message_at",
+            (last_message_before,),
+        )
+        return [_chat(r) for r in rows]
+
+    async def end_chat(self, chat_id: str, at: float) -> bool:
+        async with self._tx() as db:
+            cur = await db.execute("UPDATE chats SET ended_at = ? WHERE chat_id = ? AND ended_at IS NULL", (at, chat_id))
+            return cur.rowcount == 1
+
+    # ---- turns -----------------------------------------------------------------------------------------
+
+    async def call_turns(self, call_id: str) -> list[TurnRecord]:
+        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq", (call_id,))
+        return [_turn(r) for r in rows]
+
+    async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
+        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? ORDER BY seq", (chat_id,))
+        return [_turn(r) for r in rows]
+
+    async def apply_call_turns(
+        self,
+        call_id: str,
+        user_id: int,
+        inserts: Sequence[NewTurn],
+        updates: Sequence[TurnUpdate],
+        *,
+        anchored: bool,
+        checkpoint_at: float,
+    ) -> None:
+        async with self._tx() as db:
+            if updates:
+                await db.executemany(
+                    "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
+                    "WHERE turn_id = ? AND call_id = ?",
+                    [(u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id) for u in updates],
+                )
+            if inserts:
+                await db.executemany(
+                    "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
+                    "source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice')",
+                    [
+                        (user_id, call_id, t.seq, t.segment, int(t.partial), t.captured, t.role, t.content, t.spoken_at)
+                        for t in inserts
+                    ],
+                )
+            await db.execute(
+                "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ? "
+                "WHERE call_id = ?",
+                (int(anchored), checkpoint_at, call_id),
+            )
+
+    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
+        async with self._tx() as db:
+            cur = await db.execute(
+                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
+                "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text')",
+                (user_id, chat_id, chat_id, role, content, at),
+            )
+            await db.execute("UPDATE chats SET last_message_at = ? WHERE chat_id = ?", (at, chat_id))
+            return int(cur.lastrowid or 0)
+
+    async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            (user_id, limit),
+        )
+        return [_turn(r) for r in reversed(rows)]
+
+    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
+        match = fts_query(query)
+        if match is None:
+            return []
+        rows = await self._all(
+            f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))} FROM turns_fts "
+            "JOIN turns t ON t.turn_id = turns_fts.rowid "
+            "WHERE turns_fts MATCH ? AND t.user_id = ? ORDER BY bm25(turns_fts) LIMIT ?",
+            (match, user_id, limit),
+        )
+        return [_turn(r) for r in rows]
+
+    async def count_turns(self, user_id: int) -> int:
+        return int(await self._scalar("SELECT COUNT(*) FROM turns WHERE user_id = ?", (user_id,)))
+
+    # ---- facts and summaries ---------------------------------------------------------------------------
+
+    async def add_fact(
+        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
+    ) -> FactRecord:
+        async with self._tx() as db:
+            cur = await db.execute(
+                "INSERT INTO facts (user_id, text, source_call_id, source_chat_id, created_at, updated_at, "
+                "confirmed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (user_id, text, call_id, chat_id, at, at, at),
+            )
+            fact_id = int(cur.lastrowid or 0)
+            if call_id or chat_id:
+                await db.execute(
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)", (fact_id, call_id, chat_id)
+                )
+        fact = await self.get_fact(fact_id)
+        assert fact is not None
+        return fact
+
+    async def confirm_fact(
+        self, fact_id: int, at: float, *, call_id: str | None = None, chat_id: str | None = None
+    ) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE facts SET mentions = mentions + 1, confirmed_at = ?, updated_at = ? WHERE fact_id = ?",
+                (at, at, fact_id),
+            )
+            if call_id or chat_id:
+                await db.execute(
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)", (fact_id, call_id, chat_id)
+                )
+
+    async def supersede_fact(self, old_fact_id: int, new_fact_id: int, at: float) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE facts SET superseded_by = ?, invalidated_at = ?, updated_at = ? WHERE fact_id = ?",
+                (new_fact_id, at, at, old_fact_id),
+            )
+
+    async def get_fact(self, fact_id: int) -> FactRecord | None:
+        row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = ?", (fact_id,))
+        return None if row is None else _fact(row)
+
+    async def list_facts(
+        self, user_id: int, *, include_superseded: bool = False, offset: int = 0, limit: int = 100
+    ) -> list[FactRecord]:
+        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        rows = await self._all(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? {where} "
+            "ORDER BY (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), confirmed_at DESC, mentions DESC, "
+            "fact_id DESC LIMIT ? OFFSET ?",
+            (user_id, limit, offset),
+        )
+        return [_fact(r) for r in rows]
+
+    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int:
+        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        return int(await self._scalar(f"SELECT COUNT(*) FROM facts WHERE user_id = ? {where}", (user_id,)))
+
+    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
+        match = fts_query(query)
+        if match is None:
+            return []
+        rows = await self._all(
+            f"SELECT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM facts_fts "
+            "JOIN facts f ON f.fact_id = facts_fts.rowid WHERE facts_fts MATCH ? AND f.user_id = ? "
+            "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL ORDER BY bm25(facts_fts) LIMIT ?",
+            (match, user_id, limit),
+        )
+        return [_fact(r) for r in rows]
+
+    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
+        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        rows = await self._all(
+            f"SELECT DISTINCT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM fact_sources s "
+            f"JOIN facts f ON f.fact_id = s.fact_id WHERE s.{column} = ? ORDER BY f.fact_id",
+            (ref,),
+        )
+        return [_fact(r) for r in rows]
+
+    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None:
+        async with self._tx() as db:
+            if call_id:
+                await db.execute("UPDATE calls SET summary = ? WHERE call_id = ?", (text, call_id))
+            else:
+                await db.execute("UPDATE chats SET summary = ? WHERE chat_id = ?", (text, chat_id))
+
+    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
+        conversations = await self.list_conversations(user_id, offset=0, limit=limit * 3 + 3)
+        return [c for c in conversations if c.summary][:limit]
+
+    async def list_conversations(
+        self, user_id: int, *, offset: int = 0, limit: int = 10
+    ) -> list[ConversationSummary]:
+        rows = await self._all(
+            "SELECT kind, ref_id, started_at, ended_at, summary, private, "
+            "(SELECT COUNT(*) FROM turns t WHERE (kind = 'call' AND t.call_id = ref_id) "
+            "  OR (kind = 'chat' AND t.chat_id = ref_id)) AS turn_count "
+            "FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, private FROM calls "
+            "      WHERE user_id = ? AND state IN ('ended', 'failed') "
+            "      UNION ALL SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats WHERE user_id = ?) "
+            "WHERE turn_count > 0 OR summary IS NOT NULL "
+            "ORDER BY started_at DESC LIMIT ? OFFSET ?",
+            (user_id, user_id, limit, offset),
+        )
+        result = []
+        for r in rows:
+            column = "call_id" if r["kind"] == "call" else "chat_id"
+            first = await self._all(
+                f"SELECT role, content FROM turns WHERE {column} = ? AND role = 'user' ORDER BY seq LIMIT 2",
+                (r["ref_id"],),
+            )
+            result.append(
+                ConversationSummary(
+                    kind=r["kind"],
+                    ref_id=r["ref_id"],
+                    started_at=r["started_at"],
+                    ended_at=r["ended_at"],
+                    turn_count=r["turn_count"],
+                    summary=r["summary"],
+                    first_lines=[f["content"] for f in first],
+                    private=bool(r["private"]),
+                )
+            )
+        return result
+
+    async def count_conversations(self, user_id: int) -> int:
+        return int(
+            await self._scalar(
+                "SELECT (SELECT COUNT(*) FROM calls c WHERE c.user_id = ? AND c.state IN ('ended', 'failed') AND "
+                "  (c.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id))) + "
+                "(SELECT COUNT(*) FROM chats h WHERE h.user_id = ? AND "
+                "  (h.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id)))",
+                (user_id, user_id),
+            )
+        )
+
+    # ---- forgetting, export, retention -----------------------------------------------------------------
+
+    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
+        fact = await self.get_fact(fact_id)
+        if fact is None or fact.user_id != user_id:
+            return None
+        async with self._tx() as db:
+            await db.execute("DELETE FROM facts WHERE fact_id = ? AND user_id = ?", (fact_id, user_id))
+        return fact
+
+    async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None:
+        call = await self.get_call(call_id)
+        if call is None or call.user_id != user_id:
+            return None
+        async with self._tx() as db:
+            return await _delete_conversation(db, call_id=call_id)
+
+    async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
+        chat = await self.get_chat(chat_id)
+        if chat is None or chat.user_id != user_id:
+            return None
+        async with self._tx() as db:
+            return await _delete_conversation(db, chat_id=chat_id)
+
+    async def forget_user(self, user_id: int) -> ForgetResult:
+        async with self._tx() as db:
+            turns = await _changes(db, "DELETE FROM turns WHERE user_id = ?", (user_id,))
+            facts = await _changes(db, "DELETE FROM facts WHERE user_id = ?", (user_id,))
+            calls = await _changes(
+                db, "DELETE FROM calls WHERE user_id = ? AND state IN ('ended', 'failed')", (user_id,)
+            )
+            # An open call keeps its row (the agent must still be stopped) but loses everything it said.
+            await db.execute(
+                "UPDATE calls SET summary = NULL, private = 1 WHERE user_id = ?", (user_id,)
+            )
+            chats = await _changes(db, "DELETE FROM chats WHERE user_id = ?", (user_id,))
+            await db.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
+        return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
+
+    async def scrub(self) -> None:
+        async with self._lock:
+            await self.db.execute("INSERT INTO turns_fts (turns_fts) VALUES ('optimize')")
+            await self.db.execute("INSERT INTO facts_fts (facts_fts) VALUES ('optimize')")
+            await self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    async def export_user(self, user_id: int) -> dict[str, Any]:
+        user = await self.get_user(user_id)
+        facts = await self._all(f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? ORDER BY fact_id", (user_id,))
+        calls = await self._all("SELECT * FROM calls WHERE user_id = ? ORDER BY started_at", (user_id,))
+        chats = await self._all("SELECT * FROM chats WHERE user_id = ? ORDER BY started_at", (user_id,))
+        turns = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at, seq", (user_id,)
+        )
+        by_conversation: dict[str, list[dict[str, Any]]] = {}
+        for t in turns:
+            key = t["call_id"] or t["chat_id"]
+            by_conversation.setdefault(key, []).append(
+                {"role": t["role"], "content": t["content"], "at": _iso(t["spoken_at"]), "source": t["source"]}
+            )
+        return {
+            "user_id": str(user_id),
+            "exported_at": _iso(time.time()),
+            "settings": None
+            if user is None
+            else {"memory_enabled": user.memory_enabled, "consent": user.consent, "consent_at": _iso(user.consent_at)},
+            "facts": [
+                {
+                    "id": f["fact_id"],
+                    "text": f["text"],
+                    "source": {"call_id": f["source_call_id"], "chat_id": f["source_chat_id"]},
+                    "created_at": _iso(f["created_at"]),
+                    "confirmed_at": _iso(f["confirmed_at"]),
+                    "mentions": f["mentions"],
+                    "superseded_by": f["superseded_by"],
+                    "invalidated_at": _iso(f["invalidated_at"]),
+                }
+                for f in facts
+            ],
+            "calls": [
+                {
+                    "id": c["call_id"],
+                    "guild_id": None if c["guild_id"] is None else str(c["guild_id"]),
+                    "started_at": _iso(c["started_at"]),
+                    "ended_at": _iso(c["ended_at"]),
+                    "end_reason": c["end_reason"],
+                    "private": bool(c["private"]),
+                    "summary": c["summary"],
+                    "turns": by_conversation.get(c["call_id"], []),
+                }
+                for c in calls
+            ],
+            "chats": [
+                {
+                    "id": h["chat_id"],
+                    "guild_id": None if h["guild_id"] is None else str(h["guild_id"]),
+                    "started_at": _iso(h["started_at"]),
+                    "ended_at": _iso(h["ended_at"]),
+                    "summary": h["summary"],
+                    "turns": by_conversation.get(h["chat_id"], []),
+                }
+                for h in chats
+            ],
+        }
+
+    async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int:
+        """Delete turns of finished conversations that started before `older_than` in one server (or DMs)."""
+        async with self._tx() as db:
+            calls = await _changes(
+                db,
+                "DELETE FROM turns WHERE call_id IN (SELECT call_id FROM calls WHERE guild_id IS ? "
+                "AND started_at < ? AND state IN ('ended', 'failed'))",
+                (guild_id, older_than),
+            )
+            chats = await _changes(
+                db,
+                "DELETE FROM turns WHERE chat_id IN (SELECT chat_id FROM chats WHERE guild_id IS ? "
+                "AND started_at < ? AND ended_at IS NOT NULL)",
+                (guild_id, older_than),
+            )
+        return calls + chats
+
+    # ---- jobs ------------------------------------------------------------------------------------------
+
+    async def enqueue_job(self, kind: str, ref_id: str, at: float) -> bool:
+        async with self._tx() as db:
+            cur = await db.execute(
+                "INSERT INTO jobs (kind, ref_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (kind, ref_id) DO NOTHING",
+                (kind, ref_id, at, at),
+            )
+            return cur.rowcount == 1
+
+    async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
+        """Take the oldest due job; a 'running' job whose lease ran out (its worker died) is due again."""
+        async with self._tx() as db:
+            async with db.execute(
+                "SELECT job_id, kind, ref_id, attempts FROM jobs WHERE (state = 'pending' AND not_before <= ?) "
+                "OR (state = 'running' AND not_before <= ?) ORDER BY job_id LIMIT 1",
+                (at, at),
+            ) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                return None
+            await db.execute(
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, not_before = ?, updated_at = ? "
+                "WHERE job_id = ?",
+                (at + lease_seconds, at, row["job_id"]),
+            )
+            return Job(job_id=row["job_id"], kind=row["kind"], ref_id=row["ref_id"], attempts=row["attempts"] + 1)
+
+    async def finish_job(self, job_id: int, at: float) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE jobs SET state = 'done', updated_at = ? WHERE job_id = ?", (at, job_id))
+
+    async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None:
+        async with self._tx() as db:
+            if retry_at is None:
+                await db.execute(
+                    "UPDATE jobs SET state = 'failed', last_error = ?, updated_at = ? WHERE job_id = ?",
+                    (error[:500], at, job_id),
+                )
+            else:
+                await db.execute(
+                    "UPDATE jobs SET state = 'pending', last_error = ?, not_before = ?, updated_at = ? "
+                    "WHERE job_id = ?",
+                    (error[:500], retry_at, at, job_id),
+                )
+
+    async def job_state(self, kind: str, ref_id: str) -> str | None:
+        return await self._scalar("SELECT state FROM jobs WHERE kind = ? AND ref_id = ?", (kind, ref_id))
+
+    # ---- notices and meta ------------------------------------------------------------------------------
+
+    async def remember_notice(self, notice_id: str, at: float) -> bool:
+        async with self._tx() as db:
+            cur = await db.execute(
+                "INSERT INTO notices (notice_id, received_at) VALUES (?, ?) ON CONFLICT (notice_id) DO NOTHING",
+                (notice_id, at),
+            )
+            await db.execute("DELETE FROM notices WHERE received_at < ?", (at - 7 * 86400,))
+            return cur.rowcount == 1
+
+    async def get_meta(self, key: str) -> str | None:
+        return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
+
+    async def set_meta(self, key: str, value: str) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (BEGIN ... END;) whole."""
+    statements, current = [], []
+    in_trigger = False
+    for line in script.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("--"):
+            continue
+        current.append(line)
+        upper = stripped.upper()
+        if upper.startswith("CREATE TRIGGER"):
+            in_trigger = True
+        if in_trigger:
+            if upper == "END;":
+                statements.append("\n".join(current))
+                current, in_trigger = [], False
+        elif stripped.endswith(";"):
+            statements.append("\n".join(current))
+            current = []
+    if current:
+        statements.append("\n".join(current))
+    return statements
+
+
+async def _changes(db: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> int:
+    cur = await db.execute(sql, params)
+    return max(cur.rowcount, 0)
+
+
+async def _delete_conversation(
+    db: aiosqlite.Connection, *, call_id: str | None = None, chat_id: str | None = None
+) -> ForgetResult:
+    """Delete a call or chat, its turns and summary, and the facts that came only from it."""
+    column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+    async with db.execute(
+        f"SELECT fact_id FROM fact_sources WHERE {column} = ? "
+        f"EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != ? "
+        f"UNION SELECT fact_id FROM facts WHERE source_{column} = ? "
+        "AND fact_id NOT IN (SELECT fact_id FROM fact_sources)",
+        (ref, ref, ref),
+    ) as cur:
+        only_here = [r[0] for r in await cur.fetchall()]
+    facts = 0
+    for fact_id in set(only_here):
+        facts += await _changes(db, "DELETE FROM facts WHERE fact_id = ?", (fact_id,))
+    turns = await _changes(db, f"DELETE FROM turns WHERE {column} = ?", (ref,))
+    table = "calls" if call_id else "chats"
+    removed = await _changes(db, f"DELETE FROM {table} WHERE {column} = ?", (ref,))
+    return ForgetResult(
+        turns=turns, facts=facts, calls=removed if call_id else 0, chats=removed if chat_id else 0
+    )
+
+
+def _check_call_fields(values: dict[str, Any]) -> None:
+    unknown = set(values) - _UPDATABLE_CALL_FIELDS
+    if unknown:
+        raise ValueError(f"unknown call fields: {sorted(unknown)}")
+
+
+def _to_db(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value
+
+
+def _user(row: aiosqlite.Row) -> UserRecord:
+    return UserRecord(
+        user_id=row["user_id"],
+        memory_enabled=bool(row["memory_enabled"]),
+        consent=row["consent"],
+        consent_at=row["consent_at"],
+        created_at=row["created_at"],
+    )
+
+
+def _call(row: aiosqlite.Row) -> CallRecord:
+    data = {name: row[name] for name in _CALL_COLUMNS}
+    data["private"] = bool(data["private"])
+    data["history_anchored"] = bool(data["history_anchored"])
+    return CallRecord(**data)
+
+
+def _chat(row: aiosqlite.Row) -> ChatRecord:
+    data = {name: row[name] for name in _CHAT_COLUMNS}
+    data["private"] = bool(data["private"])
+    return ChatRecord(**data)
+
+
+def _turn(row: aiosqlite.Row) -> TurnRecord:
+    return TurnRecord(
+        turn_id=row[0],
+        user_id=row[1],
+        call_id=row[2],
+        chat_id=row[3],
+        seq=row[4],
+        role=row[5],
+        content=row[6],
+        spoken_at=row[7],
+        source=row[8],
+        segment=row[9],
+        partial=bool(row[10]),
+        captured=row[11],
+    )
+
+
+def _fact(row: aiosqlite.Row) -> FactRecord:
+    return FactRecord(*tuple(row))

@@ -1,0 +1,158 @@
+"""Merging overlapping history snapshots stores each utterance once, in order, or names the gap it cannot close."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.memory.merge import Utterance, merge_snapshot
+from bot.memory.service import MemoryService
+from tests.factories import make_call
+
+REPEATED = ["yes", "okay", "mm-hm", "Okay.", "Sure."]
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Random conversations where short messages repeat, but never two repeated messages side by side.
+
+    Content-only history cannot tell two overlapping placements apart inside a run of identical messages
+    (see bot.memory.merge); real calls alternate speakers with distinct sentences between the "yes"es."""
+    length = draw(st.integers(min_value=1, max_value=40))
+    messages: list[tuple[str, str]] = []
+    previous_repeated = True
+    for i in range(length):
+        role = draw(st.sampled_from(["user", "assistant"])) if i else "assistant"
+        repeated = not previous_repeated and draw(st.booleans())
+        if repeated:
+            content = draw(st.sampled_from(REPEATED))
+        else:
+            content = f"#{i}: " + draw(st.text(alphabet="abcdefgh ", min_size=0, max_size=12))
+        messages.append((role, content))
+        previous_repeated = repeated
+    return messages
+
+
+@st.composite
+def deliveries(draw: st.DrawFn):
+    conversation = draw(conversations())
+    max_history = draw(st.integers(min_value=2, max_value=10))
+    n = len(conversation)
+    def distinct(position: int) -> bool:
+        return conversation[position][1] not in REPEATED
+
+    # Windows start and end on distinct messages: with content-only history, a window edge on a "yes" can
+    # match another "yes" across an uncovered gap, and no algorithm can tell them apart (see bot.memory.merge).
+    ends = sorted(
+        e
+        for e in set(draw(st.lists(st.integers(min_value=1, max_value=n), min_size=1, max_size=12))) | {1}
+        if distinct(e - 1) and distinct(max(0, e - max_history))
+    )
+    snapshots = []
+    for capture, end in enumerate(ends):
+        start = max(0, end - max_history)
+        window = list(conversation[start:end])
+        if draw(st.booleans()) and window[-1][0] == "assistant" and end != n:
+            role, content = window[-1]
+            window[-1] = (role, content[: max(len(content.split(":")[0]) + 1, len(content) // 2)])
+        snapshots.append((capture, start, end, window))
+    order = draw(st.permutations(list(range(len(snapshots)))))
+    duplicates = draw(st.lists(st.integers(min_value=0, max_value=len(snapshots) - 1), max_size=4))
+    return conversation, max_history, snapshots, list(order) + duplicates
+
+
+def expected_segments(conversation, snapshots, max_history):
+    """Covered intervals joined where they overlap by at least one message (adjacent is not enough)."""
+    intervals = sorted((s, e) for _, s, e, _ in snapshots)
+    merged: list[list[int]] = []
+    for s, e in intervals:
+        if merged and s < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        elif merged and (s, e) == tuple(merged[-1]):
+            continue
+        else:
+            merged.append([s, e])
+    anchored = any(s == 0 and (e - s) < max_history for _, s, e, _ in snapshots)
+    return merged, anchored
+
+
+def longest_seen(conversation, snapshots):
+    best: dict[int, str] = {}
+    for _, start, _, window in snapshots:
+        for k, (_, content) in enumerate(window):
+            if len(content) > len(best.get(start + k, "")):
+                best[start + k] = content
+    return best
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(deliveries())
+def test_any_delivery_order_stores_each_utterance_once_in_order(case) -> None:
+    conversation, max_history, snapshots, order = case
+    stored: list[Utterance] = []
+    anchored = False
+    for index in order:
+        capture, start, end, window = snapshots[index]
+        result = merge_snapshot(
+            stored, window, captured=capture, complete=len(window) < max_history, anchored=anchored
+        )
+        stored, anchored = result.turns, result.anchored
+
+    intervals, expect_anchored = expected_segments(conversation, snapshots, max_history)
+    contents = longest_seen(conversation, snapshots)
+    expected = [
+        (conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)
+    ]
+    assert [(t.role, t.content) for t in stored] == expected
+    segments = [len([t for t in stored if t.segment == k]) for k in sorted({t.segment for t in stored})]
+    assert segments == [e - s for s, e in intervals], "each uncovered stretch is reported as exactly one gap"
+    assert anchored == expect_anchored
+    assert result.gaps == len(intervals) - 1 + (0 if anchored else 1)
+
+
+def test_growing_reply_is_replaced_by_its_full_text_not_duplicated() -> None:
+    first = merge_snapshot([], [("assistant", "Hello"), ("user", "hi"), ("assistant", "The weather is")],
+                           captured=1, complete=True)
+    second = merge_snapshot(first.turns, [("user", "hi"), ("assistant", "The weather is sunny today."),
+                                          ("user", "great")], captured=2, complete=False, anchored=first.anchored)
+    assert [t.content for t in second.turns] == ["Hello", "hi", "The weather is sunny today.", "great"]
+    assert second.added == 1 and second.grown == 1 and second.gaps == 0
+
+
+def test_window_that_overlaps_nothing_is_a_gap_until_a_later_snapshot_bridges_it() -> None:
+    convo = [("user" if i % 2 else "assistant", f"line {i}") for i in range(12)]
+    a = merge_snapshot([], convo[0:4], captured=1, complete=True)
+    c = merge_snapshot(a.turns, convo[8:12], captured=3, complete=False, anchored=a.anchored)
+    assert c.gaps == 1 and len({t.segment for t in c.turns}) == 2
+    b = merge_snapshot(c.turns, convo[3:9], captured=2, complete=False, anchored=c.anchored)
+    assert [(t.role, t.content) for t in b.turns] == convo
+    assert b.gaps == 0
+
+
+async def test_service_merges_atomically_and_a_retry_changes_nothing(store, memory: MemoryService) -> None:
+    call = make_call()
+    await store.create_call(call)
+    rng = random.Random(7)
+    convo = [("assistant" if i % 2 == 0 else "user", f"utterance {i} {rng.random():.6f}") for i in range(80)]
+    for end in range(5, 81, 5):
+        window = convo[max(0, end - 32) : end]
+        await memory.record_snapshot(call, window, max_history=32)
+        await memory.record_snapshot(call, window, max_history=32)  # the same checkpoint retried
+    turns = await store.call_turns(call.call_id)
+    assert [(t.role, t.content) for t in turns] == convo
+    assert [t.seq for t in turns] == list(range(80))
+    assert await store.count_turns(call.user_id) == 80
+
+
+async def test_final_history_after_stop_adds_only_what_was_missed(store, memory: MemoryService) -> None:
+    call = make_call()
+    await store.create_call(call)
+    convo = [("assistant" if i % 2 == 0 else "user", f"u{i}") for i in range(40)]
+    await memory.record_snapshot(call, convo[:30], max_history=32)
+    await memory.record_snapshot(call, convo[8:40], max_history=32, final=True)
+    await memory.record_snapshot(call, convo[8:40], max_history=32, final=True)  # webhook delivered twice
+    turns = await store.call_turns(call.call_id)
+    assert [(t.role, t.content) for t in turns] == convo
+    assert not any(t.partial for t in turns)

@@ -1,0 +1,179 @@
+"""The SQLite store: migrations, pragmas, conditional transitions, queue, export and real deletion."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.memory.service import MemoryService
+from bot.store.migrations import LATEST_VERSION
+from bot.store.repository import SchemaTooNew
+from bot.store.sqlite import SqliteStore
+from tests.factories import make_call
+
+
+async def test_fresh_database_is_migrated_with_safe_pragmas(store: SqliteStore) -> None:
+    assert await store.schema_version() == LATEST_VERSION
+    async with store.db.execute("PRAGMA journal_mode") as cur:
+        assert (await cur.fetchone())[0] == "wal"
+    async with store.db.execute("PRAGMA foreign_keys") as cur:
+        assert (await cur.fetchone())[0] == 1
+    async with store.db.execute("PRAGMA secure_delete") as cur:
+        assert (await cur.fetchone())[0] == 1
+
+
+async def test_reopening_does_not_migrate_twice(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    for _ in range(2):
+        s = SqliteStore(path)
+        await s.open()
+        await s.close()
+    rows = sqlite3.connect(path).execute("SELECT version FROM schema_migrations").fetchall()
+    assert rows == [(v,) for v in range(1, LATEST_VERSION + 1)]
+
+
+async def test_database_newer_than_the_code_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    s = SqliteStore(path)
+    await s.open()
+    await s.close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO schema_migrations VALUES (?, 'from the future', 0)", (LATEST_VERSION + 1,))
+    with pytest.raises(SchemaTooNew, match="upgrade the bot"):
+        await SqliteStore(path).open()
+
+
+async def test_only_one_of_two_racing_transitions_wins(store: SqliteStore) -> None:
+    call = make_call()
+    await store.create_call(call)
+    first = await store.transition_call(call.call_id, ["active"], "ending", end_reason="hangup")
+    second = await store.transition_call(call.call_id, ["active"], "ending", end_reason="idle")
+    assert (first, second) == (True, False)
+    assert (await store.get_call(call.call_id)).end_reason == "hangup"
+
+
+async def test_job_queue_is_durable_once_per_ref_and_leases_expire(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    s = SqliteStore(path)
+    await s.open()
+    assert await s.enqueue_job("extract", "call-1", 1.0)
+    assert not await s.enqueue_job("extract", "call-1", 2.0)
+    job = await s.claim_job(10.0, lease_seconds=60)
+    assert job is not None and job.attempts == 1
+    assert await s.claim_job(11.0, lease_seconds=60) is None
+    await s.close()  # the worker "crashes" holding the job
+    s = SqliteStore(path)
+    await s.open()
+    again = await s.claim_job(100.0, lease_seconds=60)
+    assert again is not None and again.ref_id == "call-1" and again.attempts == 2
+    await s.finish_job(again.job_id, 101.0)
+    assert await s.job_state("extract", "call-1") == "done"
+    assert await s.claim_job(1000.0, lease_seconds=60) is None
+    await s.close()
+
+
+async def test_notice_ids_are_remembered_once(store: SqliteStore) -> None:
+    assert await store.remember_notice("n-1", time.time())
+    assert not await store.remember_notice("n-1", time.time())
+
+
+async def test_full_text_search_is_scoped_to_the_user(store: SqliteStore, memory: MemoryService) -> None:
+    mine, theirs = make_call(user_id=1), make_call(user_id=2)
+    for call in (mine, theirs):
+        await store.create_call(call)
+        await memory.record_snapshot(call, [("user", "my dog is called Biscuit")], max_history=32)
+    hits = await store.search_turns(1, "biscuit dog", 10)
+    assert [t.user_id for t in hits] == [1]
+    assert await store.search_turns(1, '" OR * NEAR(', 10) == []
+
+
+async def test_retention_purges_old_transcripts_of_that_server_only(store: SqliteStore, memory) -> None:
+    old = make_call(guild_id=5, state="ended", started_at=time.time() - 40 * 86400)
+    recent = make_call(guild_id=5, state="ended")
+    elsewhere = make_call(guild_id=6, state="ended", started_at=time.time() - 40 * 86400)
+    for call in (old, recent, elsewhere):
+        await store.create_call(call)
+        await memory.record_snapshot(call, [("user", f"said in {call.call_id}")], max_history=32)
+    fact = await store.add_fact(42, "Likes tea", time.time(), call_id=old.call_id)
+    removed = await memory.purge_expired(5, retention_days=30)
+    assert removed == 1
+    assert await store.call_turns(old.call_id) == []
+    assert len(await store.call_turns(recent.call_id)) == 1
+    assert len(await store.call_turns(elsewhere.call_id)) == 1
+    assert (await store.get_fact(fact.fact_id)) is not None, "facts stay until forgotten"
+
+
+async def test_forgetting_a_call_removes_facts_that_came_only_from_it(store: SqliteStore, memory) -> None:
+    a, b = make_call(state="ended"), make_call(state="ended")
+    for call in (a, b):
+        await store.create_call(call)
+    only_a = await store.add_fact(42, "Has a cat named Miso", 1.0, call_id=a.call_id)
+    both = await store.add_fact(42, "Lives in Lyon", 1.0, call_id=a.call_id)
+    await store.confirm_fact(both.fact_id, 2.0, call_id=b.call_id)
+    result = await memory.forget_conversation(42, "call", a.call_id)
+    assert result is not None and result.facts == 1 and result.calls == 1
+    assert await store.get_fact(only_a.fact_id) is None
+    assert await store.get_fact(both.fact_id) is not None
+    assert await memory.forget_conversation(99, "call", b.call_id) is None, "another user's call is untouchable"
+
+
+async def test_forget_all_leaves_no_trace_in_any_page_of_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "forget.db"
+    store = SqliteStore(path)
+    await store.open()
+    memory = MemoryService(store, budget_tokens=1500, persona="p")
+    markers = ["zqxmarkeralpha", "zqxmarkerbravo", "zqxmarkercharlie"]
+    call = make_call(user_id=77, state="ended")
+    await store.create_call(call)
+    await memory.record_snapshot(call, [("user", f"my secret word is {markers[0]}"),
+                                        ("assistant", f"noted {markers[1]}")], max_history=32)
+    await store.add_fact(77, f"Secret word is {markers[2]}", 1.0, call_id=call.call_id)
+    await store.set_summary(call_id=call.call_id, text=f"Talked about {markers[0]}")
+    keeper = make_call(user_id=78, state="ended")
+    await store.create_call(keeper)
+    await memory.record_snapshot(keeper, [("user", "zqxkeepme stays")], max_history=32)
+    await store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def file_bytes() -> bytes:
+        data = path.read_bytes()
+        wal = path.with_name(path.name + "-wal")
+        return data + (wal.read_bytes() if wal.exists() else b"")
+
+    assert all(m.encode() in file_bytes() for m in markers), "the markers were written (the check can fail)"
+    result = await memory.forget_everything(77)
+    await memory.wait_scrubbed()
+    assert result.turns == 2 and result.facts == 1 and result.calls == 1
+    raw = file_bytes()
+    assert [m for m in markers if m.encode() in raw] == []
+    assert b"zqxkeepme" in raw
+    export = await memory.export(77)
+    assert export["facts"] == [] and export["calls"] == [] and export["settings"] is None
+    await store.close()
+
+
+async def test_export_contains_everything_stored_about_the_user(store: SqliteStore, memory) -> None:
+    call = make_call(user_id=5, state="ended")
+    await store.create_call(call)
+    await store.set_consent(5, True, 1.0)
+    await memory.record_snapshot(call, [("assistant", "Hi"), ("user", "I'm Ada")], max_history=32)
+    await store.add_fact(5, "Name is Ada", 2.0, call_id=call.call_id)
+    await store.set_summary(call_id=call.call_id, text="Introductions.")
+    export = await memory.export(5)
+    assert export["user_id"] == "5"
+    assert export["settings"]["consent"] == "remember"
+    assert [f["text"] for f in export["facts"]] == ["Name is Ada"]
+    assert export["calls"][0]["summary"] == "Introductions."
+    assert [t["content"] for t in export["calls"][0]["turns"]] == ["Hi", "I'm Ada"]
+
+
+async def test_memory_page_is_paginated_with_counts(store: SqliteStore, memory) -> None:
+    for i in range(20):
+        await store.add_fact(9, f"fact number {i}", float(i))
+    first = await memory.page(9, page=0, facts_per_page=8)
+    third = await memory.page(9, page=2, facts_per_page=8)
+    assert first.fact_count == 20
+    assert [f.text for f in first.facts][:2] == ["fact number 19", "fact number 18"]
+    assert len(third.facts) == 4
