@@ -155,7 +155,7 @@ def load_settings(
         if load_dotenv_file:
             from dotenv import load_dotenv
 
-            load_dotenv(override=False)
+            load_dotenv(Path(".env"), override=False)
         environ = os.environ
     path = config_path or Path(environ.get("BOT_CONFIG", DEFAULT_CONFIG_PATH))
     problems: list[str] = []

@@ -24,15 +24,89 @@ MEMORY_HEADER = (
 )
 _DELIMITER = re.compile(r"<\s*/?\s*memory\s*>", re.IGNORECASE)
 _STOPWORDS = frozenset(
-    "the and for you your are can what which with have has had this that there their them they was were will "
-    "would could should about from into just like need want know tell please my mine me our out how when where "
-    "who why does did doing done been being any all some more most very also not but get got its it's i'm "
-    "okay yes yeah sure thanks thank hello hi hey".split()
+    [
+        "the",
+        "and",
+        "for",
+        "you",
+        "your",
+        "are",
+        "can",
+        "what",
+        "which",
+        "with",
+        "have",
+        "has",
+        "had",
+        "this",
+        "that",
+        "there",
+        "their",
+        "them",
+        "they",
+        "was",
+        "were",
+        "will",
+        "would",
+        "could",
+        "should",
+        "about",
+        "from",
+        "into",
+        "just",
+        "like",
+        "need",
+        "want",
+        "know",
+        "tell",
+        "please",
+        "my",
+        "mine",
+        "me",
+        "our",
+        "out",
+        "how",
+        "when",
+        "where",
+        "who",
+        "why",
+        "does",
+        "did",
+        "doing",
+        "done",
+        "been",
+        "being",
+        "any",
+        "all",
+        "some",
+        "more",
+        "most",
+        "very",
+        "also",
+        "not",
+        "but",
+        "get",
+        "got",
+        "its",
+        "it's",
+        "i'm",
+        "okay",
+        "yes",
+        "yeah",
+        "sure",
+        "thanks",
+        "thank",
+        "hello",
+        "hi",
+        "hey",
+    ]
 )
 
 
 def _quote(text: str) -> str:
-    return json.dumps(_DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text), ensure_ascii=False)
+    return json.dumps(
+        _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text), ensure_ascii=False
+    )
 
 
 def _day(ts: float) -> str:
@@ -116,8 +190,11 @@ class ContextBuilder:
         relevant_facts = await self.store.search_facts(user_id, terms, 20) if terms else []
         facts = await self.store.list_facts(user_id, limit=200)
         for fact in _rank_facts(relevant_facts, facts):
-            if not block.try_add("What they told you:", f"- {_quote(fact.text)} ({_day(fact.confirmed_at)})",
-                                 f"fact:{fact.fact_id}"):
+            if not block.try_add(
+                "What they told you:",
+                f"- {_quote(fact.text)} ({_day(fact.confirmed_at)})",
+                f"fact:{fact.fact_id}",
+            ):
                 break
 
         if terms:

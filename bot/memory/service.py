@@ -89,7 +89,11 @@ class MemoryService:
                     continue
                 was = old[turn.turn_id]
                 if (was.seq, was.content, was.segment, was.partial, was.captured) != (
-                    seq, turn.content, turn.segment, turn.partial, turn.captured,
+                    seq,
+                    turn.content,
+                    turn.segment,
+                    turn.partial,
+                    turn.captured,
                 ):
                     updates.append(
                         TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured)
@@ -105,7 +109,9 @@ class MemoryService:
 
     # ---- reading ---------------------------------------------------------------------------------------
 
-    async def page(self, user_id: int, *, page: int = 0, facts_per_page: int = 8, calls_per_page: int = 3) -> MemoryPage:
+    async def page(
+        self, user_id: int, *, page: int = 0, facts_per_page: int = 8, calls_per_page: int = 3
+    ) -> MemoryPage:
         facts = await self.store.list_facts(user_id, offset=page * facts_per_page, limit=facts_per_page)
         all_facts = await self.store.list_facts(user_id, include_superseded=True, limit=1000)
         superseded = [f for f in all_facts if not f.current][:facts_per_page] if page == 0 else []
@@ -161,9 +167,13 @@ class MemoryService:
         self._schedule_scrub()
         return result
 
-    async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
+    async def purge_expired(
+        self, guild_id: int | None, retention_days: int, *, now: float | None = None
+    ) -> int:
         now = time.time() if now is None else now
-        removed = await self.store.purge_transcripts(guild_id=guild_id, older_than=now - retention_days * 86400)
+        removed = await self.store.purge_transcripts(
+            guild_id=guild_id, older_than=now - retention_days * 86400
+        )
         if removed:
             self._schedule_scrub()
         return removed
@@ -181,7 +191,9 @@ class MemoryService:
             try:
                 await self.store.scrub()
             except Exception:
-                log.exception("scrubbing deleted memory from the database file failed; will retry on next delete")
+                log.exception(
+                    "scrubbing deleted memory from the database file failed; will retry on next delete"
+                )
                 return
             if not self._scrub_again:
                 return

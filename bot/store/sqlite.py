@@ -22,7 +22,6 @@ import aiosqlite
 
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 from bot.store.models import (
-    OPEN_CALL_STATES,
     CallRecord,
     CallState,
     ChatRecord,
@@ -40,7 +39,9 @@ from bot.store.repository import SchemaTooNew
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
-_TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
+_TURN_COLUMNS = (
+    "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
+)
 _FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"
@@ -268,7 +269,9 @@ class SqliteStore:
         return [_call(r) for r in rows]
 
     async def count_open_calls(self) -> int:
-        return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
+        return int(
+            await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')")
+        )
 
     async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int:
         return int(
@@ -330,7 +333,8 @@ class SqliteStore:
 
     async def open_chat_for_user(self, user_id: int) -> ChatRecord | None:
         row = await self._one(
-            "SELECT * FROM chats WHERE user_id = ? AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1", (user_id,)
+            "SELECT * FROM chats WHERE user_id = ? AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1",
+            (user_id,),
         )
         return None if row is None else _chat(row)
 
@@ -343,17 +347,23 @@ class SqliteStore:
 
     async def end_chat(self, chat_id: str, at: float) -> bool:
         async with self._tx() as db:
-            cur = await db.execute("UPDATE chats SET ended_at = ? WHERE chat_id = ? AND ended_at IS NULL", (at, chat_id))
+            cur = await db.execute(
+                "UPDATE chats SET ended_at = ? WHERE chat_id = ? AND ended_at IS NULL", (at, chat_id)
+            )
             return cur.rowcount == 1
 
     # ---- turns -----------------------------------------------------------------------------------------
 
     async def call_turns(self, call_id: str) -> list[TurnRecord]:
-        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq", (call_id,))
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq", (call_id,)
+        )
         return [_turn(r) for r in rows]
 
     async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
-        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? ORDER BY seq", (chat_id,))
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? ORDER BY seq", (chat_id,)
+        )
         return [_turn(r) for r in rows]
 
     async def apply_call_turns(
@@ -371,14 +381,27 @@ class SqliteStore:
                 await db.executemany(
                     "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
                     "WHERE turn_id = ? AND call_id = ?",
-                    [(u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id) for u in updates],
+                    [
+                        (u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id)
+                        for u in updates
+                    ],
                 )
             if inserts:
                 await db.executemany(
                     "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
                     "source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice')",
                     [
-                        (user_id, call_id, t.seq, t.segment, int(t.partial), t.captured, t.role, t.content, t.spoken_at)
+                        (
+                            user_id,
+                            call_id,
+                            t.seq,
+                            t.segment,
+                            int(t.partial),
+                            t.captured,
+                            t.role,
+                            t.content,
+                            t.spoken_at,
+                        )
                         for t in inserts
                     ],
                 )
@@ -434,7 +457,8 @@ class SqliteStore:
             fact_id = int(cur.lastrowid or 0)
             if call_id or chat_id:
                 await db.execute(
-                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)", (fact_id, call_id, chat_id)
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)",
+                    (fact_id, call_id, chat_id),
                 )
         fact = await self.get_fact(fact_id)
         assert fact is not None
@@ -450,7 +474,8 @@ class SqliteStore:
             )
             if call_id or chat_id:
                 await db.execute(
-                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)", (fact_id, call_id, chat_id)
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)",
+                    (fact_id, call_id, chat_id),
                 )
 
     async def supersede_fact(self, old_fact_id: int, new_fact_id: int, at: float) -> None:
@@ -521,7 +546,8 @@ class SqliteStore:
             "  OR (kind = 'chat' AND t.chat_id = ref_id)) AS turn_count "
             "FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, private FROM calls "
             "      WHERE user_id = ? AND state IN ('ended', 'failed') "
-            "      UNION ALL SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats WHERE user_id = ?) "
+            "      UNION ALL SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats "
+            "      WHERE user_id = ?) "
             "WHERE turn_count > 0 OR summary IS NOT NULL "
             "ORDER BY started_at DESC LIMIT ? OFFSET ?",
             (user_id, user_id, limit, offset),
@@ -590,9 +616,7 @@ class SqliteStore:
                 db, "DELETE FROM calls WHERE user_id = ? AND state IN ('ended', 'failed')", (user_id,)
             )
             # An open call keeps its row (the agent must still be stopped) but loses everything it said.
-            await db.execute(
-                "UPDATE calls SET summary = NULL, private = 1 WHERE user_id = ?", (user_id,)
-            )
+            await db.execute("UPDATE calls SET summary = NULL, private = 1 WHERE user_id = ?", (user_id,))
             chats = await _changes(db, "DELETE FROM chats WHERE user_id = ?", (user_id,))
             await db.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
         return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
@@ -605,7 +629,9 @@ class SqliteStore:
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
-        facts = await self._all(f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? ORDER BY fact_id", (user_id,))
+        facts = await self._all(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? ORDER BY fact_id", (user_id,)
+        )
         calls = await self._all("SELECT * FROM calls WHERE user_id = ? ORDER BY started_at", (user_id,))
         chats = await self._all("SELECT * FROM chats WHERE user_id = ? ORDER BY started_at", (user_id,))
         turns = await self._all(
@@ -615,14 +641,23 @@ class SqliteStore:
         for t in turns:
             key = t["call_id"] or t["chat_id"]
             by_conversation.setdefault(key, []).append(
-                {"role": t["role"], "content": t["content"], "at": _iso(t["spoken_at"]), "source": t["source"]}
+                {
+                    "role": t["role"],
+                    "content": t["content"],
+                    "at": _iso(t["spoken_at"]),
+                    "source": t["source"],
+                }
             )
         return {
             "user_id": str(user_id),
             "exported_at": _iso(time.time()),
             "settings": None
             if user is None
-            else {"memory_enabled": user.memory_enabled, "consent": user.consent, "consent_at": _iso(user.consent_at)},
+            else {
+                "memory_enabled": user.memory_enabled,
+                "consent": user.consent,
+                "consent_at": _iso(user.consent_at),
+            },
             "facts": [
                 {
                     "id": f["fact_id"],
@@ -706,7 +741,9 @@ class SqliteStore:
                 "WHERE job_id = ?",
                 (at + lease_seconds, at, row["job_id"]),
             )
-            return Job(job_id=row["job_id"], kind=row["kind"], ref_id=row["ref_id"], attempts=row["attempts"] + 1)
+            return Job(
+                job_id=row["job_id"], kind=row["kind"], ref_id=row["ref_id"], attempts=row["attempts"] + 1
+            )
 
     async def finish_job(self, job_id: int, at: float) -> None:
         async with self._tx() as db:

@@ -23,8 +23,9 @@ async def test_empty_memory_gives_only_the_persona(memory: MemoryService) -> Non
 async def test_facts_come_first_then_recent_turns(store: SqliteStore, memory: MemoryService) -> None:
     call = make_call(user_id=3, state="ended")
     await store.create_call(call)
-    await memory.record_snapshot(call, [("assistant", "Hello!"), ("user", "I just got back from Kyoto")],
-                                 max_history=32)
+    await memory.record_snapshot(
+        call, [("assistant", "Hello!"), ("user", "I just got back from Kyoto")], max_history=32
+    )
     await store.add_fact(3, "Prefers to be called Max", 5.0, call_id=call.call_id)
     persona, block = await memory.build_context(3)
     assert persona["content"] == memory.context.persona
@@ -60,15 +61,21 @@ async def test_paused_memory_injects_nothing(store: SqliteStore, memory) -> None
 @st.composite
 def memories(draw: st.DrawFn):
     facts = draw(st.lists(st.text(min_size=1, max_size=300), max_size=40))
-    turns = draw(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(min_size=1, max_size=500)),
-                          max_size=60))
+    turns = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["user", "assistant"]), st.text(min_size=1, max_size=500)), max_size=60
+        )
+    )
     budget = draw(st.integers(min_value=100, max_value=2000))
     query = draw(st.one_of(st.none(), st.text(max_size=80)))
     return facts, turns, budget, query
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(memories())
 async def test_context_never_exceeds_the_budget(tmp_path_factory, case) -> None:
     facts, turns, budget, query = case

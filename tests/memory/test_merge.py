@@ -40,6 +40,7 @@ def deliveries(draw: st.DrawFn):
     conversation = draw(conversations())
     max_history = draw(st.integers(min_value=2, max_value=10))
     n = len(conversation)
+
     def distinct(position: int) -> bool:
         return conversation[position][1] not in REPEATED
 
@@ -94,7 +95,7 @@ def test_any_delivery_order_stores_each_utterance_once_in_order(case) -> None:
     stored: list[Utterance] = []
     anchored = False
     for index in order:
-        capture, start, end, window = snapshots[index]
+        capture, _start, _end, window = snapshots[index]
         result = merge_snapshot(
             stored, window, captured=capture, complete=len(window) < max_history, anchored=anchored
         )
@@ -102,9 +103,7 @@ def test_any_delivery_order_stores_each_utterance_once_in_order(case) -> None:
 
     intervals, expect_anchored = expected_segments(conversation, snapshots, max_history)
     contents = longest_seen(conversation, snapshots)
-    expected = [
-        (conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)
-    ]
+    expected = [(conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)]
     assert [(t.role, t.content) for t in stored] == expected
     segments = [len([t for t in stored if t.segment == k]) for k in sorted({t.segment for t in stored})]
     assert segments == [e - s for s, e in intervals], "each uncovered stretch is reported as exactly one gap"
@@ -113,10 +112,19 @@ def test_any_delivery_order_stores_each_utterance_once_in_order(case) -> None:
 
 
 def test_growing_reply_is_replaced_by_its_full_text_not_duplicated() -> None:
-    first = merge_snapshot([], [("assistant", "Hello"), ("user", "hi"), ("assistant", "The weather is")],
-                           captured=1, complete=True)
-    second = merge_snapshot(first.turns, [("user", "hi"), ("assistant", "The weather is sunny today."),
-                                          ("user", "great")], captured=2, complete=False, anchored=first.anchored)
+    first = merge_snapshot(
+        [],
+        [("assistant", "Hello"), ("user", "hi"), ("assistant", "The weather is")],
+        captured=1,
+        complete=True,
+    )
+    second = merge_snapshot(
+        first.turns,
+        [("user", "hi"), ("assistant", "The weather is sunny today."), ("user", "great")],
+        captured=2,
+        complete=False,
+        anchored=first.anchored,
+    )
     assert [t.content for t in second.turns] == ["Hello", "hi", "The weather is sunny today.", "great"]
     assert second.added == 1 and second.grown == 1 and second.gaps == 0
 

@@ -117,7 +117,9 @@ async def test_forgetting_a_call_removes_facts_that_came_only_from_it(store: Sql
     assert result is not None and result.facts == 1 and result.calls == 1
     assert await store.get_fact(only_a.fact_id) is None
     assert await store.get_fact(both.fact_id) is not None
-    assert await memory.forget_conversation(99, "call", b.call_id) is None, "another user's call is untouchable"
+    assert await memory.forget_conversation(99, "call", b.call_id) is None, (
+        "another user's call is untouchable"
+    )
 
 
 async def test_forget_all_leaves_no_trace_in_any_page_of_the_file(tmp_path: Path) -> None:
@@ -128,8 +130,11 @@ async def test_forget_all_leaves_no_trace_in_any_page_of_the_file(tmp_path: Path
     markers = ["zqxmarkeralpha", "zqxmarkerbravo", "zqxmarkercharlie"]
     call = make_call(user_id=77, state="ended")
     await store.create_call(call)
-    await memory.record_snapshot(call, [("user", f"my secret word is {markers[0]}"),
-                                        ("assistant", f"noted {markers[1]}")], max_history=32)
+    await memory.record_snapshot(
+        call,
+        [("user", f"my secret word is {markers[0]}"), ("assistant", f"noted {markers[1]}")],
+        max_history=32,
+    )
     await store.add_fact(77, f"Secret word is {markers[2]}", 1.0, call_id=call.call_id)
     await store.set_summary(call_id=call.call_id, text=f"Talked about {markers[0]}")
     keeper = make_call(user_id=78, state="ended")

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The two commands: `python3 tasks.py run` (set up and run the bot) and `python3 tasks.py test` (set up and
+run the whole test suite). Both create ./.venv and install what they need; only Python 3.11+ is required."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"[tasks] {message}\n")
+    sys.stderr.flush()
+
+
+def ensure_venv(extra: str) -> None:
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under the system Python
+        sys.exit(f"Python 3.11 or newer is needed; this is {sys.version.split()[0]}.")
+    if not PYTHON.exists():
+        say("creating .venv")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    stamp = VENV / f".installed-{extra or 'base'}"
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    target = f".[{extra}]" if extra else "."
+    say(f"installing {target} into .venv")
+    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True, cwd=ROOT)
+    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", target], check=True, cwd=ROOT)
+    stamp.write_text(digest)
+
+
+def ensure_chromium() -> None:
+    """Browser tests drive Debian's Chromium; it is installed from Debian's packages, never downloaded."""
+    if CHROMIUM.exists():
+        return
+    apt = shutil.which("apt-get")
+    if apt is None:
+        sys.exit("The browser tests need Chromium at /usr/bin/chromium (Debian package 'chromium').")
+    prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    say("installing Debian's chromium package for the browser tests")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run([*prefix, apt, "-qq", "update"], check=True, env=env)
+    subprocess.run(
+        [*prefix, apt, "-qq", "install", "-y", "--no-install-recommends", "chromium"], check=True, env=env
+    )
+
+
+def run_bot(args: list[str]) -> int:
+    ensure_venv("")
+    config = ROOT / "config.toml"
+    if not config.exists():
+        shutil.copy(ROOT / "config.example.toml", config)
+        say("created config.toml from config.example.toml; secrets go in .env (see .env.example)")
+    os.chdir(ROOT)
+    os.execv(str(PYTHON), [str(PYTHON), "-m", "bot", *args, "run"])
+    return 0
+
+
+def run_tests(args: list[str]) -> int:
+    ensure_venv("test")
+    ensure_chromium()
+    os.chdir(ROOT)
+    lint = subprocess.run([str(PYTHON), "-m", "ruff", "check", "bot", "cogs", "tests", "bench", "tasks.py"])
+    if lint.returncode != 0:
+        say("ruff found problems (above)")
+        return lint.returncode
+    return subprocess.run([str(PYTHON), "-m", "pytest", *args]).returncode
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"run", "test"}:
+        sys.exit("usage: python3 tasks.py run [--config FILE] | python3 tasks.py test [pytest options]")
+    command, rest = sys.argv[1], sys.argv[2:]
+    return run_bot(rest) if command == "run" else run_tests(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

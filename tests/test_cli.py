@@ -1,0 +1,112 @@
+"""The command line as an admin uses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.__main__ import main
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name in (
+        "DISCORD_TOKEN",
+        "AGORA_APP_ID",
+        "AGORA_APP_CERTIFICATE",
+        "AGORA_CUSTOMER_ID",
+        "AGORA_CUSTOMER_SECRET",
+        "LLM_BASE_URL",
+        "BOT_CONFIG",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "config.toml"
+    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "bot.db"}"\n')
+    return path
+
+
+def test_run_without_a_token_names_the_setting(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--config", str(config), "run"]) == 2
+    out = capsys.readouterr().out
+    assert "discord.token (DISCORD_TOKEN)" in out
+    assert "AGORA_CUSTOMER_SECRET" in out
+
+
+def test_bad_config_exits_with_the_list_not_a_traceback(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[web]\nport = -1\n")
+    assert main(["--config", str(path), "check"]) == 2
+    err = capsys.readouterr().err
+    assert "web.port (WEB_PORT)" in err and "Traceback" not in err
+
+
+def test_check_reports_each_setting_and_the_database(config: Path, capsys) -> None:
+    assert main(["--config", str(config), "check"]) == 1
+    out = capsys.readouterr().out
+    assert "MISSING  discord.token (DISCORD_TOKEN)" in out
+    assert "reachable and migrated" in out
+    assert "llm.base_url is not set" in out
+    assert "cannot start" in out
+
+
+def test_import_then_context_then_export_then_forget(config: Path, tmp_path: Path, capsys) -> None:
+    history = tmp_path / "history.json"
+    history.write_text(
+        json.dumps(
+            [
+                {
+                    "started_at": "2026-11-01T10:00:00Z",
+                    "messages": [
+                        {"role": "assistant", "content": "Hello!"},
+                        {"role": "user", "content": "I'm Priya and I collect vintage cameras."},
+                    ],
+                },
+                {
+                    "started_at": "2026-11-02T10:00:00Z",
+                    "messages": [{"role": "user", "content": "My favourite is a Leica M3."}],
+                },
+            ]
+        )
+    )
+    assert main(["--config", str(config), "import-history", "555", str(history)]) == 0
+    assert "Imported 2 conversation(s), 3 messages" in capsys.readouterr().out
+
+    assert main(["--config", str(config), "context", "555", "--budget", "400"]) == 0
+    messages = json.loads(capsys.readouterr().out)
+    assert messages[0]["role"] == "system"
+    assert "vintage cameras" in messages[1]["content"] and "Leica M3" in messages[1]["content"]
+
+    assert main(["--config", str(config), "context", "555", "--query", "which camera do I like?"]) == 0
+    assert "Leica" in json.loads(capsys.readouterr().out)[1]["content"]
+
+    assert main(["--config", str(config), "export-user", "555"]) == 0
+    export = json.loads(capsys.readouterr().out)
+    assert [len(c["turns"]) for c in export["calls"]] == [2, 1]
+
+    assert main(["--config", str(config), "forget-user", "555"]) == 0
+    assert "2 calls" in capsys.readouterr().out
+    assert main(["--config", str(config), "context", "555"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is not valid JSON"),
+        ('{"messages": []}', "started_at must be an ISO-8601"),
+        (
+            '{"started_at": "2026-01-01T00:00:00", "messages": [{"role": "system", "content": "x"}]}',
+            "message 1",
+        ),
+    ],
+)
+def test_import_rejects_bad_files_clearly(
+    config: Path, tmp_path: Path, capsys, content: str, message: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    assert main(["--config", str(config), "import-history", "1", str(path)]) == 1
+    assert message in capsys.readouterr().err

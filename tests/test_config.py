@@ -1,0 +1,84 @@
+"""Settings load once from config.toml and the environment; every problem is reported at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, all_settings, env_name, load_settings
+
+APP_ID = "970CA35de60c44645bbae8a215061b33"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_apply_without_a_file(tmp_path: Path) -> None:
+    settings = load_settings(environ={"BOT_CONFIG": str(tmp_path / "absent.toml")})
+    assert settings.memory.context_budget_tokens == 1500
+    assert settings.agora.max_history == 32
+    assert settings.discord.token is None
+
+
+def test_environment_overrides_the_file_and_secrets_come_only_from_it(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[agora]\napp_id = "{APP_ID}"\nmax_history = 40\n[web]\nport = 9000\n')
+    settings = load_settings(path, {"WEB_PORT": "9100", "DISCORD_TOKEN": "abc", "AGORA_CUSTOMER_SECRET": "s"})
+    assert settings.web.port == 9100
+    assert settings.agora.max_history == 40
+    assert settings.discord.token.get_secret_value() == "abc"
+    assert "abc" not in repr(settings) and "abc" not in str(settings.model_dump())
+
+
+def test_every_problem_is_listed_with_its_setting_name(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[agora]\napp_id = "not-hex"\nmax_history = 0\ncustomer_secret = "oops"\n[web]\nport = "eighty"\n'
+        "[memory]\nbudget = 3\n[nonsense]\nx = 1\n",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {"CALLS_MAX_MINUTES": "-5"})
+    text = str(caught.value)
+    for expected in (
+        "agora.app_id (AGORA_APP_ID)",
+        "agora.max_history (AGORA_MAX_HISTORY)",
+        "agora.customer_secret is a secret",
+        "AGORA_CUSTOMER_SECRET",
+        "web.port (WEB_PORT)",
+        "memory.budget in",
+        "[nonsense]",
+        "calls.max_minutes (CALLS_MAX_MINUTES)",
+    ):
+        assert expected in text, expected
+    assert "Traceback" not in text
+
+
+def test_invalid_toml_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_settings(write(tmp_path, "[agora\n"), {})
+
+
+def test_dotenv_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LLM_API_KEY", raising=False)
+    monkeypatch.setenv("BOT_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / ".env").write_text("LLM_API_KEY=from-dotenv\n")
+    settings = load_settings()
+    assert settings.llm.api_key.get_secret_value() == "from-dotenv"
+    monkeypatch.delenv("LLM_API_KEY")
+
+
+def test_example_config_is_valid_and_documents_every_setting() -> None:
+    root = Path(__file__).resolve().parents[1]
+    load_settings(root / "config.example.toml", {})
+    readme = (root / "README.md").read_text()
+    for section, key, _default, _secret in all_settings():
+        assert f"`{section}.{key}`" in readme, f"README's configuration table lacks {section}.{key}"
+        assert f"`{env_name(section, key)}`" in readme
+    env_example = (root / ".env.example").read_text()
+    for section, key, _default, secret in all_settings():
+        if secret:
+            assert env_name(section, key) in env_example
