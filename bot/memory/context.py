@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.memory.tokens import estimate_message_tokens
+from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.repository import Store
 
@@ -126,34 +126,50 @@ class _Section:
 
 
 class _BudgetedBlock:
-    """Accumulates lines while the whole memory message stays within the budget."""
+    """Accumulates lines while the whole memory message stays within the budget.
+
+    The token estimate is a function of the rendered byte length, which is kept as a running sum, so adding a
+    line costs O(line) rather than re-rendering the block."""
 
     def __init__(self, budget_tokens: int):
         self.budget = budget_tokens
         self.sections: list[_Section] = []
         self._seen: set[str] = set()
+        self._bytes = len(self.render().encode("utf-8"))
 
-    def render(self, sections: list[_Section] | None = None) -> str:
+    def render(self) -> str:
         body = []
-        for section in sections if sections is not None else self.sections:
+        for section in self.sections:
             if section.lines:
                 body.append(section.title)
                 body.extend(section.lines)
         return f"{MEMORY_HEADER}\n<memory>\n" + "\n".join(body) + "\n</memory>"
 
+    def fits(self, extra_bytes: int) -> bool:
+        return MESSAGE_OVERHEAD_TOKENS + -(-(self._bytes + extra_bytes) // 3) <= self.budget
+
     def try_add(self, title: str, line: str, key: str) -> bool:
         if key in self._seen:
             return True
-        if not self.sections or self.sections[-1].title != title:
+        new_section = not self.sections or self.sections[-1].title != title
+        extra = len(line.encode("utf-8")) + 1 + ((len(title.encode("utf-8")) + 1) if new_section else 0)
+        if not self.sections or all(not s.lines for s in self.sections):
+            extra -= 1  # the first body line has no newline before it
+        if not self.fits(extra):
+            return False
+        if new_section:
             self.sections.append(_Section(title, []))
         self.sections[-1].lines.append(line)
-        if estimate_message_tokens(self.render()) > self.budget:
-            self.sections[-1].lines.pop()
-            if not self.sections[-1].lines:
-                self.sections.pop()
-            return False
+        self._bytes += extra
         self._seen.add(key)
         return True
+
+    def copy(self) -> _BudgetedBlock:
+        clone = _BudgetedBlock(self.budget)
+        clone.sections = [_Section(s.title, list(s.lines)) for s in self.sections]
+        clone._seen = set(self._seen)
+        clone._bytes = self._bytes
+        return clone
 
     @property
     def empty(self) -> bool:
@@ -188,7 +204,7 @@ class ContextBuilder:
         terms = query_terms(query) if query else ""
 
         relevant_facts = await self.store.search_facts(user_id, terms, 20) if terms else []
-        facts = await self.store.list_facts(user_id, limit=200)
+        facts = await self.store.list_facts(user_id, limit=max(budget // 8, 16))
         for fact in _rank_facts(relevant_facts, facts):
             if not block.try_add(
                 "What they told you:",
@@ -210,11 +226,9 @@ class ContextBuilder:
             if not block.try_add("Earlier conversations:", line, f"summary:{convo.ref_id}"):
                 break
 
-        recent = await self.store.recent_turns(user_id, 200)
+        recent = await self.store.recent_turns(user_id, max(budget // 8, 16))
         fitted: list[TurnRecord] = []
-        probe = _BudgetedBlock(budget)
-        probe.sections = [_Section(s.title, list(s.lines)) for s in block.sections]
-        probe._seen = set(block._seen)
+        probe = block.copy()
         for turn in reversed(recent):
             line = f"- {_day(turn.spoken_at)} {turn.role}: {_quote(turn.content)}"
             if not probe.try_add("Most recent lines, oldest first:", line, f"turn:{turn.turn_id}"):
@@ -226,7 +240,9 @@ class ContextBuilder:
                 f"- {_day(turn.spoken_at)} {turn.role}: {_quote(turn.content)}",
                 f"turn:{turn.turn_id}",
             )
-        return None if block.empty else block.render()
+        if block.empty:
+            return None
+        return block.render()
 
 
 def _rank_facts(relevant: list[FactRecord], facts: list[FactRecord]) -> list[FactRecord]:

@@ -40,12 +40,14 @@ class MergeResult:
     anchored: bool
     added: int
     grown: int
+    gaps: int
+    """Unclosed gaps: between segments, plus one before the first segment if the start was never seen."""
 
-    @property
-    def gaps(self) -> int:
-        """Unclosed gaps: between segments, plus one before the first segment if the start was never seen."""
-        segments = len({t.segment for t in self.turns})
-        return max(segments - 1, 0) + (0 if self.anchored or not self.turns else 1)
+
+def count_gaps(segments: int, anchored: bool) -> int:
+    if segments == 0:
+        return 0
+    return segments - 1 + (0 if anchored else 1)
 
 
 def _compatible(stored: Utterance, role: str, content: str, incoming_is_last: bool) -> str | None:
@@ -102,7 +104,8 @@ def merge_snapshot(
             segments.append([])
         segments[-1].append(turn)
     if not window:
-        return MergeResult(list(stored), anchored or (complete and not stored), 0, 0)
+        anchored_now = anchored or (complete and not stored)
+        return MergeResult(list(stored), anchored_now, 0, 0, count_gaps(len(segments), anchored_now))
 
     placements = {i: p for i, seg in enumerate(segments) if (p := _best_offset(seg, window)) is not None}
     chosen = _contiguous_run(placements, segments, len(window))
@@ -159,7 +162,7 @@ def merge_snapshot(
         anchored_now = anchored or complete
 
     turns = [replace(t, segment=s) for s, seg in enumerate(new_segments) for t in seg]
-    return MergeResult(turns, anchored_now, added, grown)
+    return MergeResult(turns, anchored_now, added, grown, count_gaps(len(new_segments), anchored_now))
 
 
 def _contiguous_run(
@@ -186,3 +189,58 @@ def _contiguous_run(
     if consistent:
         return indices
     return [max(indices, key=lambda i: (placements[i][1], i))]
+
+
+@dataclass(frozen=True)
+class Append:
+    """The common case of a live call: the snapshot continues the stored tail. Only the tail is touched."""
+
+    new: list[Utterance]
+    replaced_last: Utterance | None
+
+
+def try_append(
+    tail: Sequence[Utterance], window: Sequence[tuple[str, str]], *, captured: int, final: bool = False
+) -> Append | None:
+    """Cheap path for a snapshot whose start overlaps the end of the stored call.
+
+    `tail` is the end of the stored call (a few times the window length). Returns None when the snapshot does
+    not simply continue the last segment (out of order, a gap, a bridge): the caller then merges in full.
+    """
+    window = [(r, c) for r, c in window if c and c.strip() and r in ("user", "assistant")]
+    if not tail or not window:
+        return None
+    last_segment = tail[-1].segment
+    start = len(tail)
+    while start > 0 and tail[start - 1].segment == last_segment:
+        start -= 1
+    segment = tail[start:]
+    m = len(window)
+    # The overlap must leave at least one loaded turn before it, so no longer placement can hide in turns
+    # that were not loaded.
+    for k in range(min(len(segment) - 1, m), 0, -1):
+        matched = True
+        for j in range(k):
+            stored = segment[len(segment) - k + j]
+            if _compatible(stored, window[j][0], window[j][1], j == m - 1) is None:
+                matched = False
+                break
+        if not matched:
+            continue
+        last = segment[-1]
+        content = window[k - 1][1]
+        longer = content if len(content) > len(last.content) else last.content
+        new = [Utterance(r, c, segment=last_segment) for r, c in window[k:]]
+        if new:
+            end = new[-1]
+            new[-1] = replace(end, partial=end.role == "assistant" and not final, captured=captured)
+            replaced = replace(last, content=longer, partial=False)
+        else:
+            replaced = replace(
+                last,
+                content=longer,
+                partial=last.role == "assistant" and not final,
+                captured=max(last.captured, captured),
+            )
+        return Append(new, None if replaced == last else replaced)
+    return None

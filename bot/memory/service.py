@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.memory.context import ContextBuilder
-from bot.memory.merge import MergeResult, Utterance, merge_snapshot
+from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
 from bot.store.models import (
     CallRecord,
     ConversationSummary,
     FactRecord,
     ForgetResult,
     NewTurn,
+    TurnRecord,
     TurnUpdate,
 )
 from bot.store.repository import Store
@@ -35,6 +36,10 @@ class MemoryPage:
     fact_count: int
     conversation_count: int
     memory_enabled: bool
+
+
+def _utterance(t: TurnRecord) -> Utterance:
+    return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured)
 
 
 class MemoryService:
@@ -63,17 +68,23 @@ class MemoryService:
         at = time.time() if at is None else at
         complete = max_history is None or len(window) < max_history
         lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
+        capture = FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000))
         async with lock:
-            stored = await self.store.call_turns(call.call_id)
             current = await self.store.get_call(call.call_id)
             anchored = bool(current and current.history_anchored)
-            before = [
-                Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured) for t in stored
-            ]
+            if anchored or not complete:
+                tail = await self.store.call_tail(call.call_id, 2 * len(window) + 2)
+                appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
+                if appended is not None:
+                    await self._apply_append(call, tail, appended, at)
+                    grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
+                    gaps = count_gaps(tail[-1].segment + 1, anchored)
+                    return MergeResult([], anchored, len(appended.new), int(grown), gaps)
+            stored = await self.store.call_turns(call.call_id)
             result = merge_snapshot(
-                before,
+                [_utterance(t) for t in stored],
                 window,
-                captured=FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000)),
+                captured=capture,
                 complete=complete,
                 final=final,
                 anchored=anchored,
@@ -104,6 +115,21 @@ class MemoryService:
                 )
             return result
 
+    async def _apply_append(self, call: CallRecord, tail: list[TurnRecord], appended: Append, at: float) -> None:
+        last = tail[-1]
+        updates = []
+        if appended.replaced_last is not None:
+            r = appended.replaced_last
+            updates.append(TurnUpdate(last.turn_id, last.seq, r.content, r.segment, r.partial, r.captured))
+        inserts = [
+            NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured)  # type: ignore[arg-type]
+            for i, u in enumerate(appended.new)
+        ]
+        if inserts or updates:
+            await self.store.apply_call_turns(
+                call.call_id, call.user_id, inserts, updates, anchored=False, checkpoint_at=at
+            )
+
     def release_call(self, call_id: str) -> None:
         self._call_locks.pop(call_id, None)
 
@@ -113,8 +139,9 @@ class MemoryService:
         self, user_id: int, *, page: int = 0, facts_per_page: int = 8, calls_per_page: int = 3
     ) -> MemoryPage:
         facts = await self.store.list_facts(user_id, offset=page * facts_per_page, limit=facts_per_page)
-        all_facts = await self.store.list_facts(user_id, include_superseded=True, limit=1000)
-        superseded = [f for f in all_facts if not f.current][:facts_per_page] if page == 0 else []
+        superseded = (
+            await self.store.list_facts(user_id, superseded_only=True, limit=facts_per_page) if page == 0 else []
+        )
         conversations = await self.store.list_conversations(
             user_id, offset=page * calls_per_page, limit=calls_per_page
         )

@@ -490,9 +490,20 @@ class SqliteStore:
         return None if row is None else _fact(row)
 
     async def list_facts(
-        self, user_id: int, *, include_superseded: bool = False, offset: int = 0, limit: int = 100
+        self,
+        user_id: int,
+        *,
+        include_superseded: bool = False,
+        superseded_only: bool = False,
+        offset: int = 0,
+        limit: int = 100,
     ) -> list[FactRecord]:
-        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        if superseded_only:
+            where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
+        elif include_superseded:
+            where = ""
+        else:
+            where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
         rows = await self._all(
             f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? {where} "
             "ORDER BY (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), confirmed_at DESC, mentions DESC, "
@@ -534,29 +545,54 @@ class SqliteStore:
                 await db.execute("UPDATE chats SET summary = ? WHERE chat_id = ?", (text, chat_id))
 
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
-        conversations = await self.list_conversations(user_id, offset=0, limit=limit * 3 + 3)
-        return [c for c in conversations if c.summary][:limit]
+        rows = await self._all(
+            "SELECT * FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, private "
+            "FROM calls WHERE user_id = ? AND summary IS NOT NULL ORDER BY started_at DESC LIMIT ?) "
+            "UNION ALL SELECT * FROM (SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats "
+            "WHERE user_id = ? AND summary IS NOT NULL ORDER BY started_at DESC LIMIT ?) "
+            "ORDER BY started_at DESC LIMIT ?",
+            (user_id, limit, user_id, limit, limit),
+        )
+        return [
+            ConversationSummary(
+                kind=r["kind"],
+                ref_id=r["ref_id"],
+                started_at=r["started_at"],
+                ended_at=r["ended_at"],
+                turn_count=0,
+                summary=r["summary"],
+                private=bool(r["private"]),
+            )
+            for r in rows
+        ]
+
+    async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?", (call_id, limit)
+        )
+        return [_turn(r) for r in reversed(rows)]
 
     async def list_conversations(
         self, user_id: int, *, offset: int = 0, limit: int = 10
     ) -> list[ConversationSummary]:
         rows = await self._all(
-            "SELECT kind, ref_id, started_at, ended_at, summary, private, "
-            "(SELECT COUNT(*) FROM turns t WHERE (kind = 'call' AND t.call_id = ref_id) "
-            "  OR (kind = 'chat' AND t.chat_id = ref_id)) AS turn_count "
-            "FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, private FROM calls "
-            "      WHERE user_id = ? AND state IN ('ended', 'failed') "
-            "      UNION ALL SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats "
-            "      WHERE user_id = ?) "
-            "WHERE turn_count > 0 OR summary IS NOT NULL "
-            "ORDER BY started_at DESC LIMIT ? OFFSET ?",
+            "SELECT * FROM ("
+            "  SELECT 'call' AS kind, c.call_id AS ref_id, c.started_at, c.ended_at, c.summary, c.private FROM calls c "
+            "  WHERE c.user_id = ? AND c.state IN ('ended', 'failed') AND (c.summary IS NOT NULL OR "
+            "    EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id)) "
+            "  UNION ALL "
+            "  SELECT 'chat', h.chat_id, h.started_at, h.ended_at, h.summary, h.private FROM chats h "
+            "  WHERE h.user_id = ? AND (h.summary IS NOT NULL OR "
+            "    EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id))"
+            ") ORDER BY started_at DESC LIMIT ? OFFSET ?",
             (user_id, user_id, limit, offset),
         )
         result = []
         for r in rows:
             column = "call_id" if r["kind"] == "call" else "chat_id"
+            count = await self._scalar(f"SELECT COUNT(*) FROM turns WHERE {column} = ?", (r["ref_id"],))
             first = await self._all(
-                f"SELECT role, content FROM turns WHERE {column} = ? AND role = 'user' ORDER BY seq LIMIT 2",
+                f"SELECT content FROM turns WHERE {column} = ? AND role = 'user' ORDER BY seq LIMIT 2",
                 (r["ref_id"],),
             )
             result.append(
@@ -565,7 +601,7 @@ class SqliteStore:
                     ref_id=r["ref_id"],
                     started_at=r["started_at"],
                     ended_at=r["ended_at"],
-                    turn_count=r["turn_count"],
+                    turn_count=int(count),
                     summary=r["summary"],
                     first_lines=[f["content"] for f in first],
                     private=bool(r["private"]),

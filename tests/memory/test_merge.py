@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from bot.memory.merge import Utterance, merge_snapshot
 from bot.memory.service import MemoryService
+from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
 
 REPEATED = ["yes", "okay", "mm-hm", "Okay.", "Sure."]
@@ -164,3 +165,28 @@ async def test_final_history_after_stop_adds_only_what_was_missed(store, memory:
     turns = await store.call_turns(call.call_id)
     assert [(t.role, t.content) for t in turns] == convo
     assert not any(t.partial for t in turns)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(deliveries())
+async def test_the_service_path_with_its_fast_append_gives_the_same_result(case) -> None:
+    """The service tries a cheap append on the call's tail first and merges in full otherwise."""
+    conversation, max_history, snapshots, order = case
+    store = SqliteStore(":memory:")
+    await store.open()
+    try:
+        memory = MemoryService(store, budget_tokens=1500, persona="p")
+        call = make_call()
+        await store.create_call(call)
+        for index in order:
+            capture, _start, _end, window = snapshots[index]
+            await memory.record_snapshot(call, window, max_history=max_history, captured=capture)
+        intervals, _ = expected_segments(conversation, snapshots, max_history)
+        contents = longest_seen(conversation, snapshots)
+        expected = [(conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)]
+        turns = await store.call_turns(call.call_id)
+        assert [(t.role, t.content) for t in turns] == expected
+        assert [t.seq for t in turns] == sorted(t.seq for t in turns)
+        assert len({t.seq for t in turns}) == len(turns)
+    finally:
+        await store.close()

@@ -1,0 +1,203 @@
+"""Benchmark of the memory store on a large database.
+
+Fills a SQLite store with many users, turns and facts (default 10,000 / 1,000,000 / 50,000), then prints p50 and
+p99 for the operations a person waits on:
+
+- building a call-start context for a user with 5,000 turns and 500 facts (target p99 < 5 ms)
+- merging a 32-message history snapshot into a 500-turn call (target p99 < 5 ms)
+- listing a user's /memory page (target p99 < 5 ms)
+- forgetting everything about a user (target < 50 ms), and separately the scrub that follows off the hot path
+
+The fill writes rows with the stdlib sqlite3 module in bulk (through the same schema, triggers and FTS index);
+every measured operation goes through the real services.
+
+    .venv/bin/python bench/memory_store.py [--users N] [--turns N] [--facts N] [--runs N] [--db PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.memory.service import MemoryService  # noqa: E402
+from bot.store.sqlite import SqliteStore  # noqa: E402
+
+WORDS = (
+    "account appointment balance birthday book call car card cat change city coffee daughter deadline dinner doctor "
+    "dog email family flight garden guitar holiday home insurance job kitchen laptop loan meeting mother music name "
+    "number order password payment phone plan policy project rent school sister son subscription team ticket trip "
+    "vacation weekend work yoga zoo Monday Tuesday Friday January March October blue green seven twelve"
+).split()
+HEAVY_USER = 1
+
+
+def sentence(rng: random.Random, n: int = 12) -> str:
+    return " ".join(rng.choices(WORDS, k=n)) + f" {rng.randrange(10**6)}"
+
+
+def fill(path: Path, users: int, turns: int, facts: int, rng: random.Random) -> tuple[str, str]:
+    """Returns (the heavy user's 500-turn call id, an ordinary user's id as text)."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = OFF")
+    now = time.time()
+    heavy_turns, heavy_facts = 5000, 500
+    per_call = 100
+    calls: list[tuple] = []
+    turn_rows: list[tuple] = []
+
+    def add_call(user: int, n: int) -> str:
+        call_id = uuid.uuid4().hex
+        started = now - rng.uniform(0, 90 * 86400)
+        calls.append((call_id, user, 7, call_id, call_id, 1, 2, "ended", 30, started, started + 600, "hangup", 1))
+        for seq in range(n):
+            role = "assistant" if seq % 2 == 0 else "user"
+            turn_rows.append((user, call_id, seq, role, sentence(rng), started + seq))
+        return call_id
+
+    heavy_call = add_call(HEAVY_USER, 500)
+    for _ in range((heavy_turns - 500) // per_call):
+        add_call(HEAVY_USER, per_call)
+    remaining = turns - heavy_turns
+    for i in range(max(remaining // per_call, 0)):
+        add_call(2 + i % (users - 1), per_call)
+
+    db.execute("BEGIN")
+    db.executemany(
+        "INSERT INTO calls (call_id, user_id, guild_id, channel, agent_name, user_uid, agent_uid, state, max_minutes, "
+        "started_at, ended_at, end_reason, history_anchored) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        calls,
+    )
+    db.executemany(
+        "INSERT INTO turns (user_id, call_id, seq, role, content, spoken_at, source) VALUES (?, ?, ?, ?, ?, ?, 'voice')",
+        turn_rows,
+    )
+    fact_rows = [(HEAVY_USER, sentence(rng, 8), now - i, now - i, now - i) for i in range(heavy_facts)]
+    fact_rows += [(2 + i % (users - 1), sentence(rng, 8), now - i, now - i, now - i) for i in range(facts - heavy_facts)]
+    db.executemany(
+        "INSERT INTO facts (user_id, text, created_at, updated_at, confirmed_at) VALUES (?, ?, ?, ?, ?)", fact_rows
+    )
+    db.executemany(
+        "INSERT INTO users (user_id, memory_enabled, consent, consent_at, created_at) VALUES (?, 1, 'remember', ?, ?)",
+        [(u, now, now) for u in range(1, users + 1)],
+    )
+    db.execute("COMMIT")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("ANALYZE")
+    db.close()
+    return heavy_call, str(2)
+
+
+def pct(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def report(name: str, samples: list[float], target_ms: float) -> None:
+    p50, p99 = pct(samples, 50) * 1000, pct(samples, 99) * 1000
+    verdict = "ok" if p99 < target_ms else "OVER TARGET"
+    print(f"{name:<46} p50 {p50:8.2f} ms   p99 {p99:8.2f} ms   target p99 < {target_ms:g} ms  {verdict}")
+
+
+async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: random.Random) -> None:
+    store = SqliteStore(path)
+    await store.open()
+    memory = MemoryService(store, budget_tokens=1500, persona="You are a helpful voice assistant.")
+
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        await memory.build_context(HEAVY_USER)
+        samples.append(time.perf_counter() - start)
+    report("context build (5,000 turns, 500 facts)", samples, 5)
+
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        await memory.build_context(HEAVY_USER, query="when is my flight to the doctor appointment on Friday")
+        samples.append(time.perf_counter() - start)
+    report("query-aware context build (same user)", samples, 5)
+
+    call = await store.get_call(heavy_call)
+    assert call is not None
+    stored = [(t.role, t.content) for t in await store.call_turns(heavy_call)]
+    conversation = list(stored)
+    samples = []
+    for _ in range(runs):
+        for _ in range(4):
+            conversation.append(("assistant" if len(conversation) % 2 == 0 else "user", sentence(rng)))
+        window = conversation[-32:]
+        start = time.perf_counter()
+        await memory.record_snapshot(call, window, max_history=32)
+        samples.append(time.perf_counter() - start)
+    report(f"merge 32-message snapshot ({len(stored)}+ turn call)", samples, 5)
+    turns = await store.call_turns(heavy_call)
+    assert [(t.role, t.content) for t in turns] == conversation, "merge lost or duplicated a turn"
+
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        await memory.page(HEAVY_USER, page=rng.randrange(3))
+        samples.append(time.perf_counter() - start)
+    report("list /memory page (heavy user)", samples, 5)
+
+    samples, scrub = [], []
+    victims = rng.sample(range(2, users + 1), min(runs, users - 1))
+    for user in victims:
+        start = time.perf_counter()
+        await memory.forget_everything(user)
+        samples.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        await memory.wait_scrubbed()
+        scrub.append(time.perf_counter() - start)
+    report("forget everything (ordinary user, ~100 turns)", samples, 50)
+    report("  then scrub index + WAL (off the hot path)", scrub, 10_000)
+    start = time.perf_counter()
+    await memory.forget_everything(HEAVY_USER)
+    heavy = time.perf_counter() - start
+    print(f"{'forget everything (heavy user, 5,000+ turns)':<46} {heavy * 1000:8.2f} ms once")
+    await memory.wait_scrubbed()
+    await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--users", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=1_000_000)
+    parser.add_argument("--facts", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--db", type=Path, help="database file to create (default: a temporary file)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    folder = tempfile.mkdtemp(prefix="memory-bench-")
+    path = args.db or Path(folder) / "bench.db"
+
+    async def create() -> None:
+        store = SqliteStore(path)
+        await store.open()
+        await store.close()
+
+    asyncio.run(create())
+    start = time.perf_counter()
+    heavy_call, _ = fill(path, args.users, args.turns, args.facts, rng)
+    size_mb = path.stat().st_size / 1e6
+    print(
+        f"filled {args.users:,} users, {args.turns:,} turns, {args.facts:,} facts in "
+        f"{time.perf_counter() - start:.1f} s ({size_mb:.0f} MB); {args.runs} runs each; "
+        f"SQLite {sqlite3.sqlite_version}"
+    )
+    asyncio.run(measure(path, heavy_call, args.runs, args.users, rng))
+
+
+if __name__ == "__main__":
+    main()

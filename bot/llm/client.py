@@ -1,0 +1,414 @@
+"""Async client for OpenAI-compatible chat-completions servers (OpenAI, vLLM, llama.cpp, Ollama, ...).
+
+Retry policy: HTTP 429, 5xx and transport errors (connection errors, timeouts, broken connections) are
+retried at most ``max_retries`` times after the first attempt, sleeping ``backoff_base * 2**n`` plus up to as
+much again of random jitter, or the server's numeric ``Retry-After`` when that is longer (capped at
+``MAX_RETRY_AFTER``). Other 4xx answers are never retried. A stream is retried only until its response
+headers arrive: once deltas have been handed to the caller, a failure is raised rather than replayed.
+
+The API key goes only into the Authorization header. It is never logged, is absent from ``repr``, and is
+masked out of any server text quoted in an error message (some servers echo the key they rejected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from bot.llm.errors import (
+    API_KEY_SETTING,
+    BASE_URL_SETTING,
+    MODEL_SETTING,
+    LLMBadResponse,
+    LLMError,
+    LLMUnavailable,
+)
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT = "memory-call-bot/0.1 (LLM client)"
+MAX_RETRY_AFTER = 20.0
+MAX_DETAIL_CHARS = 300
+CHAT_PATH = "/chat/completions"
+MODELS_PATH = "/models"
+
+Message = dict[str, Any]
+Sleep = Callable[[float], Awaitable[object]]
+
+
+class LLMClient:
+    """One shared HTTP connection pool to one chat-completions server and model."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        backoff_base: float = 0.3,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"{BASE_URL_SETTING} must start with http:// or https://, got {base_url!r}")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self._base_url = base_url.rstrip("/")
+        self._model = model
+        self._api_key = api_key or None
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._backoff_base = backoff_base
+        self._sleep = sleep
+        self._response_format_supported = True
+        headers = {"User-Agent": USER_AGENT}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        self._http = httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport)
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def __repr__(self) -> str:
+        return f"LLMClient(base_url={self._base_url!r}, model={self._model!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.2,
+        max_tokens: int | None = None,
+        json_mode: bool = False,
+    ) -> str:
+        """Return the assistant's reply text.
+
+        With ``json_mode`` the request asks for ``response_format: {"type": "json_object"}``. Servers that
+        reject that field with a 400 naming it get the request again without it, and are not asked again by
+        this client.
+        """
+        payload = self._payload(messages, temperature, max_tokens)
+        if json_mode and self._response_format_supported:
+            payload["response_format"] = {"type": "json_object"}
+            try:
+                response = await self._send("POST", CHAT_PATH, payload)
+            except LLMError as exc:
+                if not _rejects_response_format(exc):
+                    raise
+                logger.warning(
+                    "LLM at %s does not support response_format; sending JSON-mode requests without it",
+                    self._base_url,
+                )
+                self._response_format_supported = False
+                del payload["response_format"]
+                response = await self._send("POST", CHAT_PATH, payload)
+        else:
+            response = await self._send("POST", CHAT_PATH, payload)
+        return self._completion_text(response)
+
+    async def stream(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.7,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[str]:
+        """Yield the reply's content deltas as the server streams them (SSE).
+
+        A consumer that stops early should close the generator (``contextlib.aclosing``) so the connection is
+        released at once rather than when the generator is garbage-collected.
+        """
+        payload = self._payload(messages, temperature, max_tokens)
+        payload["stream"] = True
+        response = await self._send("POST", CHAT_PATH, payload, stream=True)
+        try:
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # Some servers ignore ``stream: true`` and answer with one ordinary completion.
+                await response.aread()
+                text = self._completion_text(response)
+                if text:
+                    yield text
+                return
+            finished = False
+            async for line in response.aiter_lines():
+                data = _sse_data(line)
+                if data is None:
+                    continue
+                if data == "[DONE]":
+                    return
+                delta, chunk_finished = self._parse_chunk(data)
+                finished = finished or chunk_finished
+                if delta:
+                    yield delta
+            if not finished:
+                raise LLMUnavailable(
+                    f"stream from LLM at {self._base_url} ended before the reply was finished"
+                )
+        except httpx.TransportError as exc:
+            raise LLMUnavailable(
+                f"stream from LLM at {self._base_url} broke off: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            await response.aclose()
+
+    async def models(self) -> list[str]:
+        """The model ids the server lists at GET ``{base_url}/models``."""
+        response = await self._send("GET", MODELS_PATH, None)
+        data = self._json_body(response)
+        entries = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise LLMBadResponse(
+                f"LLM at {self._base_url} answered GET {MODELS_PATH} with something that is not a model "
+                f"list: check {BASE_URL_SETTING} points at an OpenAI-compatible API (usually ending in /v1)",
+                status=response.status_code,
+            )
+        return [
+            entry["id"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)
+        ]
+
+    async def ping(self) -> None:
+        """Check that the server is reachable, accepts the key and speaks the API; raise LLMError if not."""
+        await self.models()
+
+    def _payload(self, messages: list[Message], temperature: float, max_tokens: int | None) -> dict[str, Any]:
+        payload: dict[str, Any] = {"model": self._model, "messages": messages, "temperature": temperature}
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        return payload
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        payload: dict[str, Any] | None,
+        *,
+        stream: bool = False,
+    ) -> httpx.Response:
+        """Send with retries and return a 2xx response; raise the matching LLMError otherwise.
+
+        With ``stream`` the returned response body is unread and the caller must close it.
+        """
+        url = self._base_url + path
+        attempt = 0
+        while True:
+            attempt += 1
+            request = self._http.build_request(method, url, json=payload)
+            try:
+                response = await self._http.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                if attempt > self._max_retries:
+                    raise self._transport_error(exc, attempt) from exc
+                delay = self._backoff(attempt, None)
+                logger.warning(
+                    "LLM at %s: %s; retrying in %.2f s (retry %d of %d)",
+                    self._base_url,
+                    type(exc).__name__,
+                    delay,
+                    attempt,
+                    self._max_retries,
+                )
+            else:
+                if response.is_success:
+                    return response
+                await response.aread()
+                await response.aclose()
+                if not _retryable(response.status_code) or attempt > self._max_retries:
+                    raise self._status_error(response, path, attempt)
+                delay = self._backoff(attempt, _retry_after(response))
+                logger.warning(
+                    "LLM at %s answered %d; retrying in %.2f s (retry %d of %d)",
+                    self._base_url,
+                    response.status_code,
+                    delay,
+                    attempt,
+                    self._max_retries,
+                )
+            await self._sleep(delay)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = self._backoff_base * 2 ** (attempt - 1)
+        delay += random.uniform(0, delay)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, MAX_RETRY_AFTER))
+        return delay
+
+    def _transport_error(self, exc: httpx.TransportError, attempts: int) -> LLMUnavailable:
+        tries = _attempts_text(attempts)
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMUnavailable(
+                f"LLM at {self._base_url} did not answer within {self._timeout:g} s{tries}: "
+                f"check {BASE_URL_SETTING} and that the server is not overloaded ({type(exc).__name__})"
+            )
+        if isinstance(exc, httpx.ConnectError):
+            return LLMUnavailable(
+                f"could not connect to LLM at {self._base_url}{tries}: check {BASE_URL_SETTING} "
+                f"and that the server is running ({exc})"
+            )
+        return LLMUnavailable(
+            f"connection to LLM at {self._base_url} failed{tries}: {type(exc).__name__}: {exc}"
+        )
+
+    def _status_error(self, response: httpx.Response, path: str, attempts: int) -> LLMError:
+        status = response.status_code
+        detail = self._redact(_error_detail(response))
+        where = f"LLM at {self._base_url} answered {status}"
+        if status in (401, 403):
+            return LLMError(f"{where}: check {API_KEY_SETTING} ({detail})", status=status)
+        if status == 404:
+            if "model" in detail.lower():
+                return LLMError(
+                    f"{where}: check {MODEL_SETTING} (is {self._model!r} served?) ({detail})", status=status
+                )
+            return LLMError(
+                f"{where} for {path}: check {BASE_URL_SETTING} (it usually ends in /v1) ({detail})",
+                status=status,
+            )
+        if status == 429:
+            return LLMUnavailable(
+                f"{where} (rate limited){_attempts_text(attempts)}: {detail}", status=status
+            )
+        if status >= 500:
+            return LLMUnavailable(f"{where}{_attempts_text(attempts)}: {detail}", status=status)
+        return LLMError(f"{where}, rejecting the request: {detail}", status=status)
+
+    def _json_body(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            snippet = self._redact(_truncate(response.text.strip()))
+            raise LLMBadResponse(
+                f"LLM at {self._base_url} answered {response.status_code} with a body that is not JSON: "
+                f"check {BASE_URL_SETTING} points at an OpenAI-compatible API ({snippet!r})",
+                status=response.status_code,
+            ) from exc
+
+    def _completion_text(self, response: httpx.Response) -> str:
+        data = self._json_body(response)
+        content = _dig(data, "choices", 0, "message", "content")
+        if isinstance(content, str):
+            return content
+        error = _dig(data, "error")
+        reason = f": {self._redact(_truncate(str(error)))}" if error is not None else ""
+        raise LLMBadResponse(
+            f"LLM at {self._base_url} answered without choices[0].message.content{reason}",
+            status=response.status_code,
+        )
+
+    def _parse_chunk(self, data: str) -> tuple[str, bool]:
+        """Return the content delta of one SSE chunk and whether it carries a finish_reason."""
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            snippet = self._redact(_truncate(data))
+            raise LLMBadResponse(
+                f"LLM at {self._base_url} streamed a chunk that is not JSON: {snippet!r}"
+            ) from exc
+        if not isinstance(chunk, dict):
+            raise LLMBadResponse(f"LLM at {self._base_url} streamed a chunk that is not an object")
+        if "error" in chunk:
+            detail = self._redact(_truncate(str(chunk["error"])))
+            raise LLMUnavailable(f"LLM at {self._base_url} reported an error mid-stream: {detail}")
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return "", False  # e.g. a trailing usage-only chunk
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise LLMBadResponse(f"LLM at {self._base_url} streamed a malformed choice")
+        content = _dig(choice, "delta", "content")
+        if content is not None and not isinstance(content, str):
+            raise LLMBadResponse(f"LLM at {self._base_url} streamed a non-string content delta")
+        return content or "", choice.get("finish_reason") is not None
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+
+def _retryable(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def _rejects_response_format(exc: LLMError) -> bool:
+    """Whether a 400 says the server lacks ``response_format``, as opposed to refusing this use of it.
+
+    OpenAI itself answers 400 naming response_format when no message mentions JSON; that is the caller's
+    prompt to fix, and falling back would silently turn JSON mode off for good.
+    """
+    text = exc.message.lower()
+    return exc.status in (400, 422) and "response_format" in text and "must contain the word" not in text
+
+
+def _sse_data(line: str) -> str | None:
+    """The payload of an SSE ``data:`` line, or None for blank lines, comments and other fields."""
+    if not line.startswith("data:"):
+        return None
+    return line[len("data:") :].strip()
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The server's own explanation: OpenAI's ``error.message``, a few common variants, or the raw text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return _truncate(response.text.strip()) or response.reason_phrase
+    for path in (("error", "message"), ("error",), ("message",), ("detail",)):
+        value = _dig(body, *path)
+        if isinstance(value, str) and value:
+            return _truncate(value)
+    return _truncate(json.dumps(body))
+
+
+def _dig(value: Any, *path: str | int) -> Any:
+    for key in path:
+        if isinstance(key, int):
+            if not isinstance(value, list) or len(value) <= key:
+                return None
+        elif not isinstance(value, dict):
+            return None
+        value = value[key] if isinstance(key, int) else value.get(key)
+    return value
+
+
+def _attempts_text(attempts: int) -> str:
+    return f" after {attempts} attempts" if attempts > 1 else ""
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= MAX_DETAIL_CHARS else text[:MAX_DETAIL_CHARS] + "…"

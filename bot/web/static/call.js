@@ -1,0 +1,643 @@
+// Call page: joins the Agora RTC channel with the parameters embedded by the server (#call-config),
+// publishes the microphone, plays the agent's voice, shows a best-effort live transcript and keeps in
+// sync with the bot through /api/calls/<token>/status and /hangup.
+// Needs the Agora Web SDK (agora-rtc-sdk-ng 4.24.x, UMD build) loaded before this module: global AgoraRTC.
+
+const $ = (id) => document.getElementById(id);
+
+const ui = {
+  status: $("status"),
+  dot: $("status-dot"),
+  activity: $("activity"),
+  timer: $("timer"),
+  timerValue: $("timer-value"),
+  controls: $("controls"),
+  error: $("error"),
+  start: $("start"),
+  mute: $("mute"),
+  end: $("end"),
+  enableAudio: $("enable-audio"),
+  summary: $("summary"),
+  summaryTitle: $("summary-title"),
+  summaryTurns: $("summary-turns"),
+  summaryFacts: $("summary-facts"),
+  summaryFactsRow: $("summary-facts-row"),
+  summaryNote: $("summary-note"),
+  transcript: $("transcript"),
+  transcriptEmpty: $("transcript-empty"),
+};
+
+const cfg = JSON.parse($("call-config").textContent);
+const linkToken = decodeURIComponent(location.pathname.split("/").filter(Boolean).pop() || "");
+const api = {
+  status: `/api/calls/${encodeURIComponent(linkToken)}/status`,
+  hangup: `/api/calls/${encodeURIComponent(linkToken)}/hangup`,
+};
+const pollIntervalMs = Number(cfg.pollIntervalMs) > 0 ? Number(cfg.pollIntervalMs) : 4000;
+
+const STATUS_TEXT = {
+  connecting: "Connecting…",
+  waiting: "Waiting for the agent…",
+  active: "Agent joined — speak any time",
+  ending: "Ending call…",
+  ended: "Call ended",
+};
+
+// idle | connecting | waiting | active | ending | ended
+let phase = "idle";
+let client = null;
+let micTrack = null;
+let agentUser = null;
+let agentPresent = false;
+let inChannel = false; // joined or joining: closing the tab must hang up
+let muted = false;
+let beaconSent = false;
+let lastStatus = null;
+let pollTimer = null;
+let pollInFlight = false;
+let clockTimer = null;
+let callStartedAt = null;
+
+// ---------------------------------------------------------------------------------------------------------
+// UI helpers
+
+const SLOW_AGENT_MS = 20000;
+let slowAgentTimer = null;
+
+function setPhase(next, text) {
+  phase = next;
+  ui.status.textContent = text ?? STATUS_TEXT[next] ?? "";
+  ui.dot.dataset.state = next;
+  clearTimeout(slowAgentTimer);
+  if (next === "waiting") {
+    // Spec pitfall: the agent may take a moment to publish after the bot started it.
+    slowAgentTimer = setTimeout(() => {
+      if (phase === "waiting") {
+        ui.status.textContent =
+          "Still waiting for the agent… If nothing happens soon, end the call and type /call in Discord again.";
+      }
+    }, SLOW_AGENT_MS);
+  }
+}
+
+function showError(title, hint) {
+  ui.error.replaceChildren();
+  for (const line of [title, hint]) {
+    if (!line) continue;
+    const p = document.createElement("p");
+    p.textContent = line;
+    ui.error.append(p);
+  }
+  ui.error.hidden = false;
+}
+
+function clearError() {
+  ui.error.hidden = true;
+  ui.error.replaceChildren();
+}
+
+function setActivity(text, speaking = "") {
+  ui.activity.textContent = text;
+  ui.activity.dataset.speaking = speaking;
+  ui.activity.hidden = !text;
+}
+
+function formatClock(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  return `${String(Math.floor(s / 60)).padStart(2, "0")}:${String(s % 60).padStart(2, "0")}`;
+}
+
+function startClock() {
+  callStartedAt = Date.now();
+  const max = Number(cfg.maxMinutes) > 0 ? ` of ${formatClock(cfg.maxMinutes * 60)}` : "";
+  const tick = () => {
+    ui.timerValue.textContent = `${formatClock((Date.now() - callStartedAt) / 1000)}${max}`;
+  };
+  tick();
+  ui.timer.hidden = false;
+  clockTimer = setInterval(tick, 1000);
+}
+
+function stopClock() {
+  if (clockTimer !== null) clearInterval(clockTimer);
+  clockTimer = null;
+}
+
+function focusIfLost(element) {
+  const active = document.activeElement;
+  if (!active || active === document.body || active.hidden || active.disabled || active.offsetParent === null) {
+    element.focus();
+  }
+}
+
+function humanize(reason) {
+  const text = String(reason).replace(/[_-]+/g, " ").trim();
+  return text ? text.charAt(0).toUpperCase() + text.slice(1) : "";
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Errors → short human messages
+
+function describeError(err, stage) {
+  const code = `${err?.code ?? ""} ${err?.name ?? ""} ${err?.message ?? ""}`;
+  if (stage === "sdk") {
+    return [
+      "The voice component didn't load.",
+      "Check your internet connection, allow this page in any content blocker, then reload the page.",
+    ];
+  }
+  if (stage === "mic") {
+    if (!window.isSecureContext) {
+      return ["The microphone needs a secure (https) page.", "Open the link exactly as the bot sent it."];
+    }
+    if (/PERMISSION_DENIED|NotAllowed|SecurityError|Permission/i.test(code)) {
+      return [
+        "Microphone access was blocked.",
+        "Allow the microphone for this site (the icon next to the address bar), then press Start call again.",
+      ];
+    }
+    if (/DEVICE_NOT_FOUND|NotFound|Overconstrained/i.test(code)) {
+      return ["No microphone was found.", "Connect a microphone, then press Start call again."];
+    }
+    if (/NOT_READABLE|NotReadable|TrackStart/i.test(code)) {
+      return [
+        "Your microphone is busy or unavailable.",
+        "Close other apps that use it, then press Start call again.",
+      ];
+    }
+    return ["The microphone couldn't be started.", "Check your microphone, then press Start call again."];
+  }
+  if (/expired|invalid.?token|DYNAMIC_KEY|INVALID_VENDOR_KEY/i.test(code)) {
+    return ["This call link has expired.", "Type /call in Discord to get a new link."];
+  }
+  return [
+    "Couldn't connect to the call.",
+    "Check your internet connection and press Start call again. If it keeps failing, type /call in Discord for a new link.",
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Server API
+
+async function fetchStatus() {
+  try {
+    const res = await fetch(api.status, { cache: "no-store", credentials: "same-origin" });
+    if (res.status === 404) return { state: "ended", ended_reason: null, turns_stored: 0, facts_learned: null, gone: true };
+    if (!res.ok) return null;
+    return await res.json();
+  } catch {
+    return null;
+  }
+}
+
+async function postHangup() {
+  const res = await fetch(api.hangup, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ via: "page" }),
+    keepalive: true,
+    cache: "no-store",
+    credentials: "same-origin",
+  });
+  if (!res.ok) return null;
+  return await res.json();
+}
+
+function sendHangupBeacon() {
+  if (beaconSent) return;
+  beaconSent = true;
+  const body = new Blob(["beacon"], { type: "text/plain" });
+  let queued = false;
+  try {
+    queued = typeof navigator.sendBeacon === "function" && navigator.sendBeacon(api.hangup, body);
+  } catch {
+    queued = false;
+  }
+  if (!queued) {
+    fetch(api.hangup, { method: "POST", body, keepalive: true }).catch(() => {});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Status polling: notices calls ended elsewhere (Discord, idle timeout, time limit)
+
+function startPolling() {
+  if (pollTimer === null) pollTimer = setInterval(pollOnce, pollIntervalMs);
+}
+
+function stopPolling() {
+  if (pollTimer !== null) clearInterval(pollTimer);
+  pollTimer = null;
+}
+
+async function pollOnce() {
+  if (pollInFlight || phase === "ending" || phase === "ended") return;
+  pollInFlight = true;
+  try {
+    const status = await fetchStatus();
+    if (!status || phase === "ending" || phase === "ended") return;
+    lastStatus = status;
+    if (status.state === "ended" || status.state === "failed") {
+      await endedElsewhere(status);
+    }
+  } finally {
+    pollInFlight = false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Live transcript (stream-message chunks: message_id|part_idx|part_sum|base64(json)); best effort
+
+const pendingChunks = new Map();
+const turnItems = new Map();
+const MAX_TRANSCRIPT_ITEMS = 100;
+const decoder = new TextDecoder();
+
+function decodeBase64Utf8(b64) {
+  const binary = atob(b64);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i += 1) bytes[i] = binary.charCodeAt(i);
+  return decoder.decode(bytes);
+}
+
+function handleStreamMessage(_uid, payload) {
+  try {
+    const text = typeof payload === "string" ? payload : decoder.decode(payload);
+    if (text.trimStart().startsWith("{")) {
+      handleAgentMessage(JSON.parse(text));
+      return;
+    }
+    const parts = text.split("|");
+    if (parts.length < 4) return;
+    const [messageId, partIdx, partSum] = parts;
+    const data = parts.slice(3).join("|");
+    const index = Number.parseInt(partIdx, 10);
+    const total = Number.parseInt(partSum, 10); // NaN for "???" (unknown yet)
+    if (!messageId || !(index >= 1)) return;
+    let entry = pendingChunks.get(messageId);
+    if (!entry) {
+      entry = { parts: new Map(), total: null, at: Date.now() };
+      pendingChunks.set(messageId, entry);
+    }
+    if (total >= 1) entry.total = total;
+    entry.parts.set(index, data);
+    if (entry.total !== null && entry.parts.size >= entry.total) {
+      pendingChunks.delete(messageId);
+      let b64 = "";
+      for (let i = 1; i <= entry.total; i += 1) {
+        if (!entry.parts.has(i)) return;
+        b64 += entry.parts.get(i);
+      }
+      handleAgentMessage(JSON.parse(decodeBase64Utf8(b64)));
+    }
+    prunePendingChunks();
+  } catch {
+    // Malformed or partial messages are dropped: the transcript is optional.
+  }
+}
+
+function prunePendingChunks() {
+  const cutoff = Date.now() - 30000;
+  for (const [id, entry] of pendingChunks) {
+    if (entry.at < cutoff || pendingChunks.size > 200) pendingChunks.delete(id);
+  }
+}
+
+function handleAgentMessage(msg) {
+  if (!msg || typeof msg !== "object") return;
+  if (msg.object === "user.transcription") {
+    upsertTurn("user", msg.turn_id, msg.text, { final: msg.final !== false });
+  } else if (msg.object === "assistant.transcription") {
+    upsertTurn("assistant", msg.turn_id, msg.text, {
+      final: msg.turn_status !== 0,
+      interrupted: msg.turn_status === 2,
+    });
+  } else if (msg.object === "message.interrupt") {
+    const item = turnItems.get(`assistant:${msg.turn_id}`);
+    if (item) markInterrupted(item);
+  }
+}
+
+function markInterrupted(item) {
+  if (item.querySelector(".flag")) return;
+  const flag = document.createElement("span");
+  flag.className = "flag";
+  flag.textContent = "(interrupted)";
+  item.append(flag);
+}
+
+function upsertTurn(role, turnId, text, { final = true, interrupted = false } = {}) {
+  if (typeof text !== "string" || text.trim() === "") return;
+  const key = `${role}:${turnId ?? "?"}`;
+  let item = turnItems.get(key);
+  const list = ui.transcript;
+  const nearBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  if (!item) {
+    item = document.createElement("li");
+    item.dataset.role = role;
+    const who = document.createElement("span");
+    who.className = "who";
+    who.textContent = role === "user" ? "You:" : "Agent:";
+    const body = document.createElement("span");
+    body.className = "text";
+    item.append(who, body);
+    list.append(item);
+    turnItems.set(key, item);
+    while (list.children.length > MAX_TRANSCRIPT_ITEMS) {
+      const oldest = list.firstElementChild;
+      for (const [k, v] of turnItems) if (v === oldest) turnItems.delete(k);
+      oldest.remove();
+    }
+    ui.transcriptEmpty.hidden = true;
+  }
+  item.querySelector(".text").textContent = text;
+  item.dataset.final = String(final);
+  if (interrupted) markInterrupted(item);
+  if (nearBottom) list.scrollTop = list.scrollHeight;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Agora client
+
+const isAgent = (uid) => String(uid) === String(cfg.agentUid);
+
+function registerHandlers(rtc) {
+  rtc.on("user-published", async (user, mediaType) => {
+    if (!isAgent(user.uid) || mediaType !== "audio") return;
+    if (phase === "ending" || phase === "ended" || rtc !== client) return;
+    try {
+      const track = await rtc.subscribe(user, "audio");
+      if (rtc !== client) return;
+      agentUser = user;
+      agentPresent = true;
+      (user.audioTrack ?? track)?.play();
+      if (phase === "connecting" || phase === "waiting") setPhase("active");
+    } catch {
+      showError(
+        "Couldn't play the agent's voice.",
+        "Check your speakers or headphones. If it persists, end the call and type /call in Discord again.",
+      );
+    }
+  });
+  rtc.on("user-unpublished", (user, mediaType) => {
+    if (isAgent(user.uid) && mediaType === "audio" && phase === "active") setActivity("The agent is not sending audio.");
+  });
+  rtc.on("user-left", (user) => {
+    if (isAgent(user.uid) && rtc === client) endedElsewhere(null, { agentLeft: true });
+  });
+  rtc.on("stream-message", handleStreamMessage);
+  rtc.on("volume-indicator", (volumes) => {
+    if (phase !== "active" || !Array.isArray(volumes)) return;
+    let agentLevel = 0;
+    let userLevel = 0;
+    for (const v of volumes) {
+      if (isAgent(v.uid)) agentLevel = v.level;
+      else if (String(v.uid) === String(cfg.uid) || v.uid === 0) userLevel = v.level;
+    }
+    if (agentLevel > 5) setActivity("The agent is speaking…", "agent");
+    else if (muted) setActivity("Your microphone is muted.");
+    else if (userLevel > 5) setActivity("Listening to you…", "user");
+    else setActivity("Listening.");
+  });
+  rtc.on("connection-state-change", (current, previous, reason) => {
+    if (rtc !== client || phase === "ending" || phase === "ended") return;
+    if (current === "RECONNECTING") {
+      ui.status.textContent = "Connection unstable — reconnecting…";
+    } else if (current === "CONNECTED" && previous === "RECONNECTING") {
+      setPhase(phase);
+    } else if (current === "DISCONNECTED" && reason && reason !== "LEAVE") {
+      hangUp({ message: "The connection to the call was lost." });
+    }
+  });
+  rtc.on("token-privilege-did-expire", () => {
+    if (rtc === client) hangUp({ message: "The call's access has expired." });
+  });
+}
+
+async function startCall() {
+  if (phase !== "idle") return;
+  clearError();
+  const AgoraRTC = window.AgoraRTC;
+  if (!AgoraRTC || typeof AgoraRTC.createClient !== "function") {
+    showError(...describeError(null, "sdk"));
+    return;
+  }
+  ui.start.disabled = true;
+  setPhase("connecting");
+  try {
+    AgoraRTC.setLogLevel?.(3);
+  } catch {
+    // logging level is cosmetic
+  }
+  AgoraRTC.onAutoplayFailed = () => {
+    ui.enableAudio.hidden = false;
+  };
+
+  const rtc = AgoraRTC.createClient({ mode: "rtc", codec: "vp8" });
+  client = rtc;
+  registerHandlers(rtc);
+  inChannel = true;
+  try {
+    await rtc.join(cfg.appId, cfg.channel, cfg.token, Number(cfg.uid));
+  } catch (err) {
+    await failStart(describeError(err, "join"));
+    return;
+  }
+  if (rtc !== client) return; // ended while joining
+  let track;
+  try {
+    track = await AgoraRTC.createMicrophoneAudioTrack();
+  } catch (err) {
+    await failStart(describeError(err, "mic"));
+    return;
+  }
+  if (rtc !== client) {
+    track.close();
+    return;
+  }
+  micTrack = track;
+  try {
+    await rtc.publish([track]);
+  } catch (err) {
+    await failStart(describeError(err, "join"));
+    return;
+  }
+  if (rtc !== client) return;
+  if (phase === "connecting") setPhase(agentPresent ? "active" : "waiting");
+  try {
+    rtc.enableAudioVolumeIndicator?.();
+  } catch {
+    // optional
+  }
+  ui.start.hidden = true;
+  ui.start.disabled = false;
+  ui.mute.hidden = false;
+  ui.end.hidden = false;
+  startClock();
+  focusIfLost(ui.end);
+}
+
+async function failStart([title, hint]) {
+  await leaveChannel();
+  agentPresent = false;
+  setPhase("idle", "Not connected.");
+  showError(title, hint);
+  ui.start.disabled = false;
+  ui.start.hidden = false;
+  ui.start.focus();
+}
+
+async function leaveChannel() {
+  const track = micTrack;
+  const rtc = client;
+  micTrack = null;
+  client = null;
+  inChannel = false;
+  try {
+    track?.close();
+  } catch {
+    // already closed
+  }
+  if (rtc) {
+    try {
+      await rtc.leave();
+    } catch {
+      // already left
+    }
+  }
+}
+
+async function toggleMute() {
+  if (!micTrack) return;
+  const next = !muted;
+  ui.mute.disabled = true;
+  try {
+    await micTrack.setEnabled(!next);
+    muted = next;
+    ui.mute.setAttribute("aria-pressed", String(muted));
+    setActivity(muted ? "Your microphone is muted." : "");
+  } catch {
+    showError("Couldn't change the microphone.", "Try again, or end the call.");
+  } finally {
+    ui.mute.disabled = false;
+  }
+}
+
+// The user ends the call (End call button) or the connection is lost.
+async function hangUp({ message } = {}) {
+  if (phase === "ending" || phase === "ended") return;
+  setPhase("ending");
+  ui.mute.disabled = true;
+  ui.end.disabled = true;
+  stopPolling();
+  const request = postHangup().then(
+    (status) => ({ status, reached: status !== null }),
+    () => ({ status: null, reached: false }),
+  );
+  await leaveChannel();
+  const { status, reached } = await request;
+  finish(status ?? lastStatus, { reached, message });
+}
+
+// The call ended without the user pressing End call: status poll, agent left, link gone.
+async function endedElsewhere(status, { agentLeft = false } = {}) {
+  if (phase === "ending" || phase === "ended") return;
+  setPhase("ending");
+  stopPolling();
+  await leaveChannel();
+  let final = status;
+  if (agentLeft) {
+    final = await fetchStatus();
+    if (final && (final.state === "starting" || final.state === "active")) {
+      // The agent left but the bot still thinks the call runs: tell it, so it can wrap up.
+      final = await postHangup().catch(() => null);
+    }
+  }
+  finish(final ?? lastStatus, {
+    reached: true,
+    message: agentLeft && !final?.ended_reason ? "The agent left the call." : undefined,
+  });
+}
+
+function finish(status, { reached = true, message } = {}) {
+  setPhase("ended");
+  stopClock();
+  ui.timer.hidden = true;
+  setActivity("");
+  ui.start.hidden = true;
+  ui.mute.hidden = true;
+  ui.end.hidden = true;
+  ui.enableAudio.hidden = true;
+  ui.controls.hidden = true;
+  ui.summary.hidden = false;
+  const notes = [];
+  if (message) notes.push(message);
+  if (status?.state === "failed") notes.push("The call stopped because of a problem on our side.");
+  if (status?.ended_reason) notes.push(`Reason: ${humanize(status.ended_reason)}.`);
+  if (!reached) notes.push("We couldn't reach the bot to confirm; the call will end on its own shortly.");
+  ui.summaryNote.textContent = notes.join(" ");
+  renderSummary(status);
+  ui.summaryTitle.tabIndex = -1;
+  focusIfLost(ui.summaryTitle);
+  if (status && !status.gone && status.facts_learned == null) waitForFacts();
+}
+
+function renderSummary(status) {
+  ui.summaryTurns.textContent = status && Number.isFinite(status.turns_stored) ? String(status.turns_stored) : "–";
+  if (status && status.facts_learned != null) {
+    ui.summaryFacts.textContent = String(status.facts_learned);
+    ui.summaryFactsRow.hidden = false;
+  } else if (status && !status.gone) {
+    ui.summaryFacts.textContent = "Still being processed…";
+  } else {
+    ui.summaryFactsRow.hidden = true;
+  }
+}
+
+// After the call, post-call processing may still be running: check a few more times for facts_learned.
+async function waitForFacts() {
+  for (let attempt = 0; attempt < 20; attempt += 1) {
+    await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
+    const status = await fetchStatus();
+    if (!status || status.gone) break;
+    if (status.facts_learned != null) {
+      renderSummary(status);
+      return;
+    }
+  }
+  ui.summaryFactsRow.hidden = true; // memory is off or processing is taking long: nothing to show
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Wiring
+
+ui.start.addEventListener("click", startCall);
+ui.mute.addEventListener("click", toggleMute);
+ui.end.addEventListener("click", () => hangUp());
+ui.enableAudio.addEventListener("click", () => {
+  try {
+    agentUser?.audioTrack?.play();
+  } finally {
+    ui.enableAudio.hidden = true;
+  }
+});
+
+window.addEventListener("pagehide", () => {
+  if (!inChannel || phase === "ending" || phase === "ended") return;
+  sendHangupBeacon();
+  const track = micTrack;
+  const rtc = client;
+  try {
+    track?.close();
+    rtc?.leave();
+  } catch {
+    // the page is going away anyway
+  }
+});
+
+if (!window.AgoraRTC) showError(...describeError(null, "sdk"));
+if (cfg.state === "ending") {
+  ui.start.disabled = true;
+  setPhase("idle", "This call is ending…");
+}
+startPolling();

@@ -1,0 +1,1277 @@
+"""A strict local stand-in for the Agora Conversational AI REST API and its NCS webhooks.
+
+It implements the contract of ``/work/shared/specs/agora-convoai.md`` (§4, §5, §6 and the behaviour table of
+§12) on 127.0.0.1 and rejects what the real service is documented to reject. Where the spec marks behaviour
+UNVERIFIED, the choice made here is written down next to the code that makes it. Summary of those choices:
+
+* Auth: only HTTP Basic with the configured customer ID/secret (scheme case-insensitive). ``agora token=``
+  headers get 401: this project authenticates with Basic, and 007 verification is not implemented.
+* An ``{appid}`` in the path other than the emulator's app ID gets 401 ``InvalidPermission`` (the credentials
+  are not valid for that project). 401 rather than 404 so a misconfigured app ID can never pass for
+  "agent already gone" on ``leave``.
+* ``properties.token`` must be a valid ``006`` token for (channel, agent_rtc_uid) signed with the emulator's
+  app certificate and not expired, else 400 ``InvalidFieldValue``. A ``006`` RTC token carries no RTM
+  privilege, so ``advanced_features.enable_rtm: true`` is rejected as well (spec §7.4).
+* The (*) rule for ``llm``/``tts``: an LLM preset, a non-null ``pipeline_id`` or ``mllm.enable: true`` makes
+  ``llm`` optional, otherwise ``llm.url`` is required; a TTS preset, ``pipeline_id`` or ``mllm.enable:
+  true`` makes ``tts`` optional, otherwise ``tts.vendor`` (one of the documented vendors) is required.
+  ``asr`` is never required. Unknown preset names are rejected.
+* ``channel`` longer than 64 bytes is rejected (the RTC channel-name limit; not stated in the ConvoAI docs).
+* Names are unique project-wide among agents that are not STOPPED/FAILED.
+* The greeting (``llm.greeting_message``, ``{{var}}`` substituted from ``llm.template_variables``) becomes the
+  first assistant message when the user joins: call :meth:`AgoraEmulator.user_joined`, or construct with
+  ``auto_user_join=True`` to have the user present from the start. If the user never joins, nothing times out.
+* ``think`` appends ``{"role": "user", "content": "[think API injected] <text>"}`` to the history (docs
+  example); ``speak`` and ``interrupt`` are only recorded.
+* History items carry extra ``turn_id`` and ``timestamp`` fields (allowed by the spec) so clients are tested
+  to ignore unknown fields. History of an agent that is not STARTING/RUNNING is 404 ``TaskNotFound``.
+* ``query`` of a running agent reports ``stop_ts: 0`` and ``message: ""``; stopped agents stay queryable.
+* ``start_status="STARTING"``: the agent reports STARTING until the user joins or one emulator-clock second
+  has passed (checked on each request or :meth:`AgoraEmulator.advance`).
+* Time is ``clock() + offset``; :meth:`AgoraEmulator.advance` moves the offset and fires due timers (idle
+  timeout, 72 h cap, NCS 104 thirty seconds before the agent token's join privilege expires).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import copy
+import hmac
+import json
+import logging
+import re
+import secrets
+import string
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Self
+
+import aiohttp
+from aiohttp import web
+
+from bot.agora.tokens import (
+    PRIVILEGE_JOIN_CHANNEL,
+    build_rtc_token,
+    parse_rtc_token_006,
+    verify_rtc_token_006,
+)
+from bot.agora.webhooks import sign_body
+
+logger = logging.getLogger(__name__)
+
+TEST_APP_ID = "970CA35de60c44645bbae8a215061b33"
+TEST_APP_CERTIFICATE = "5CFd2fd1755d40ecb72977518be15d3b"
+TEST_CUSTOMER_ID = "3f0c9a1e5b7d4c2a8e6f1b3d5a7c9e0f"
+TEST_CUSTOMER_SECRET = "9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
+TEST_WEBHOOK_SECRET = "emulator-webhook-secret"
+
+API_PREFIX = "/api/conversational-ai-agent"
+STATUS_CODES = {
+    "IDLE": 0,
+    "STARTING": 1,
+    "RUNNING": 2,
+    "STOPPING": 3,
+    "STOPPED": 4,
+    "RECOVERING": 5,
+    "FAILED": 6,
+}
+ACTIVE_STATUSES = frozenset({"STARTING", "RUNNING"})
+TERMINAL_STATUSES = frozenset({"STOPPED", "FAILED"})
+MAX_LIFETIME_SECONDS = 72 * 3600
+TOKEN_EXPIRY_WARNING_SECONDS = 30
+STARTUP_SECONDS = 1.0
+DEFAULT_IDLE_TIMEOUT = 30
+DEFAULT_MAX_HISTORY = 32
+MAX_CHANNEL_BYTES = 64
+MAX_SPEAK_BYTES = 512
+LIST_DEFAULT_WINDOW_SECONDS = 2 * 3600
+
+ASR_PRESETS = frozenset({"deepgram_nova_2", "deepgram_nova_3"})
+LLM_PRESETS = frozenset({"openai_gpt_4o_mini", "openai_gpt_4_1_mini", "openai_gpt_5_nano", "openai_gpt_5_mini"})
+TTS_PRESETS = frozenset({"minimax_speech_2_6_turbo", "minimax_speech_2_8_turbo", "openai_tts_1"})
+TTS_VENDORS = frozenset(
+    {
+        "microsoft",
+        "elevenlabs",
+        "minimax",
+        "deepgram",
+        "murf",
+        "cartesia",
+        "openai",
+        "humeai",
+        "rime",
+        "fishaudio",
+        "google",
+        "amazon",
+        "sarvam",
+        "xai",
+    }
+)
+SPEAK_PRIORITIES = frozenset({"INTERRUPT", "APPEND", "IGNORE"})
+
+DEFAULT_REASONS = {
+    400: "InvalidFieldValue",
+    401: "InvalidPermission",
+    403: "ServiceNotEnabled",
+    404: "TaskNotFound",
+    409: "TaskConflict",
+    422: "ConcurrencyLimitExceeded",
+    429: "TooManyRequests",
+    500: "InternalError",
+    502: "ServiceUnavailable",
+    503: "ServiceUnavailable",
+    504: "TaskOperationTimeout",
+}
+
+WebhookMode = Literal["normal", "duplicate", "reverse", "off"]
+
+
+class ApiError(Exception):
+    """Raised anywhere in a handler; the middleware turns it into the documented error body."""
+
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(f"{status} {reason}: {detail}")
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+
+
+class RequestRecord(NamedTuple):
+    method: str
+    path: str
+    status: int
+
+
+class CallRecord(NamedTuple):
+    operation: str
+    status: int
+
+
+class WebhookAttempt(NamedTuple):
+    notice_id: str
+    event_type: int
+    status: int | None
+    error: str | None
+
+
+@dataclass
+class Message:
+    role: str
+    content: str
+    turn_id: int
+    timestamp_ms: int
+    source: str
+    interrupted: bool = False
+    original: str | None = None
+
+    def as_history_item(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "content": self.content,
+            "turn_id": self.turn_id,
+            "timestamp": self.timestamp_ms,
+        }
+
+
+@dataclass
+class EmulatedAgent:
+    """One agent. ``request`` is the join body exactly as received; ``properties`` reflects later updates."""
+
+    agent_id: str
+    name: str
+    channel: str
+    request: dict[str, Any]
+    properties: dict[str, Any]
+    status: str
+    create_ts: int
+    start_ts: int
+    sequence: int
+    stop_ts: int | None = None
+    message: str = ""
+    conversation: list[Message] = field(default_factory=list)
+    user_present: bool = False
+    user_left_at: float | None = None
+    joins: int = 0
+    current_turn: int = 0
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    spoken: list[dict[str, Any]] = field(default_factory=list)
+    thoughts: list[dict[str, Any]] = field(default_factory=list)
+    interrupts: int = 0
+    token_warning_sent_for: str | None = None
+
+    @property
+    def llm(self) -> dict[str, Any]:
+        llm = self.properties.get("llm")
+        return llm if isinstance(llm, dict) else {}
+
+    @property
+    def system_messages(self) -> list[dict[str, Any]]:
+        return list(self.llm.get("system_messages") or [])
+
+    @property
+    def llm_params(self) -> dict[str, Any]:
+        return dict(self.llm.get("params") or {})
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.properties.get("labels") or {})
+
+    @property
+    def token(self) -> str:
+        return str(self.properties.get("token", ""))
+
+    @property
+    def agent_rtc_uid(self) -> str:
+        return str(self.properties["agent_rtc_uid"])
+
+    @property
+    def remote_rtc_uids(self) -> list[str]:
+        return list(self.properties["remote_rtc_uids"])
+
+    @property
+    def idle_timeout(self) -> int:
+        value = self.properties.get("idle_timeout")
+        return DEFAULT_IDLE_TIMEOUT if value is None else int(value)
+
+    @property
+    def max_history(self) -> int:
+        value = self.llm.get("max_history")
+        return DEFAULT_MAX_HISTORY if value is None else int(value)
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    def window(self) -> list[Message]:
+        """What ``/history`` (and NCS 103) returns: the last ``max_history`` messages."""
+        return self.conversation[-self.max_history :]
+
+    def history_contents(self) -> list[dict[str, Any]]:
+        return [message.as_history_item() for message in self.window()]
+
+
+@dataclass
+class _FailureRule:
+    remaining: int
+    status: int
+    operation: str | None
+    reason: str
+    detail: str
+    after_processing: bool
+    retry_after: float | None
+    legacy_body: bool
+
+    def matches(self, operation: str, after_processing: bool) -> bool:
+        return (
+            self.remaining > 0
+            and self.after_processing == after_processing
+            and (self.operation is None or self.operation == operation)
+        )
+
+
+@dataclass(frozen=True)
+class _Notification:
+    envelope: dict[str, Any]
+    body: bytes
+
+    @property
+    def notice_id(self) -> str:
+        return str(self.envelope["noticeId"])
+
+    @property
+    def event_type(self) -> int:
+        return int(self.envelope["eventType"])
+
+
+class AgoraEmulator:
+    """The ConvoAI emulator: ``await emu.start()`` or ``running_emulator(...)``; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        app_id: str = TEST_APP_ID,
+        app_certificate: str = TEST_APP_CERTIFICATE,
+        customer_id: str = TEST_CUSTOMER_ID,
+        customer_secret: str = TEST_CUSTOMER_SECRET,
+        max_concurrent: int = 20,
+        webhook_url: str | None = None,
+        webhook_secret: str | None = None,
+        clock: Callable[[], float] = time.time,
+        start_status: Literal["RUNNING", "STARTING"] = "RUNNING",
+        auto_user_join: bool = False,
+        webhook_mode: WebhookMode = "normal",
+        webhook_timeout: float = 5.0,
+        webhook_max_retries: int = 3,
+    ) -> None:
+        self.app_id = app_id
+        self.app_certificate = app_certificate
+        self.customer_id = customer_id
+        self.customer_secret = customer_secret
+        self.max_concurrent = max_concurrent
+        self.webhook_url = webhook_url
+        self.webhook_secret = webhook_secret or TEST_WEBHOOK_SECRET
+        self.webhook_mode: WebhookMode = webhook_mode
+        self.webhook_timeout = webhook_timeout
+        self.webhook_max_retries = webhook_max_retries
+        self.start_status = start_status
+        self.auto_user_join = auto_user_join
+        self.latency = 0.0
+        self.agents: dict[str, EmulatedAgent] = {}
+        self.requests: list[RequestRecord] = []
+        self.calls: list[CallRecord] = []
+        self.emitted: list[dict[str, Any]] = []
+        self.delivered: list[dict[str, Any]] = []
+        self.undelivered: list[dict[str, Any]] = []
+        self.webhook_attempts: list[WebhookAttempt] = []
+        self._clock = clock
+        self._clock_offset = 0.0
+        self._failure_rules: list[_FailureRule] = []
+        self._held: list[_Notification] | None = None
+        self._outbox: asyncio.Queue[_Notification] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._webhook_session: aiohttp.ClientSession | None = None
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._agent_sequence = 0
+
+    async def start(self) -> Self:
+        app = web.Application(middlewares=[self._pipeline])
+        self._add_routes(app)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = int(self._runner.addresses[0][1])
+        self._webhook_session = aiohttp.ClientSession()
+        self._worker = asyncio.get_running_loop().create_task(self._deliver_webhooks_forever())
+        return self
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+            self._worker = None
+        if self._webhook_session is not None:
+            await self._webhook_session.close()
+            self._webhook_session = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the emulator is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{API_PREFIX}"
+
+    @property
+    def project_url(self) -> str:
+        return f"{self.base_url}/v2/projects/{self.app_id}"
+
+    def now(self) -> float:
+        return self._clock() + self._clock_offset
+
+    def agent(self, agent_id: str) -> EmulatedAgent:
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            raise LookupError(f"no agent {agent_id!r}; known: {sorted(self.agents)}") from None
+
+    def only_agent(self) -> EmulatedAgent:
+        if len(self.agents) != 1:
+            raise AssertionError(f"expected exactly one agent, found {len(self.agents)}: {sorted(self.agents)}")
+        return next(iter(self.agents.values()))
+
+    def agents_by_label(self, key: str, value: str) -> list[EmulatedAgent]:
+        """Agents whose join labels carry ``key=value``, oldest first."""
+        matches = [agent for agent in self.agents.values() if agent.labels.get(key) == value]
+        return sorted(matches, key=lambda agent: agent.sequence)
+
+    def agent_by_label(self, key: str, value: str) -> EmulatedAgent:
+        """The most recently started agent labelled ``key=value``."""
+        matches = self.agents_by_label(key, value)
+        if not matches:
+            raise LookupError(f"no agent labelled {key}={value!r}")
+        return matches[-1]
+
+    def user_joined(self, agent_id: str) -> None:
+        """The remote user joins: cancels the idle timer and speaks the greeting (per greeting_configs)."""
+        agent = self._active_agent(agent_id)
+        agent.user_present = True
+        agent.user_left_at = None
+        agent.joins += 1
+        if agent.status == "STARTING":
+            agent.status = "RUNNING"
+        greeting = agent.llm.get("greeting_message")
+        mode = (agent.llm.get("greeting_configs") or {}).get("mode", "single_every")
+        if greeting and (mode != "single_first" or agent.joins == 1):
+            self._append(agent, "assistant", _substitute(greeting, agent.llm.get("template_variables")), "greeting")
+
+    def user_left(self, agent_id: str) -> None:
+        """The remote user leaves: the idle timer starts (the agent stops ``idle_timeout`` s later)."""
+        agent = self._active_agent(agent_id)
+        agent.user_present = False
+        agent.user_left_at = self.now()
+
+    def advance(self, seconds: float) -> None:
+        """Move the emulator clock forward and fire every timer that became due."""
+        if seconds < 0:
+            raise ValueError("the emulator clock cannot go back")
+        self._clock_offset += seconds
+        self._tick()
+
+    def say(self, agent_id: str, role: str, content: str, *, source: str | None = None) -> Message:
+        """Append one message to the agent's conversation (what ASR or the LLM would have produced)."""
+        if role not in ("user", "assistant"):
+            raise ValueError("history roles are 'user' and 'assistant' (system messages are never in history)")
+        agent = self._active_agent(agent_id)
+        return self._append(agent, role, content, source or ("asr" if role == "user" else "llm"))
+
+    def script(self, agent_id: str, messages: Iterable[tuple[str, str]]) -> None:
+        for role, content in messages:
+            self.say(agent_id, role, content)
+
+    def interrupt_last(self, agent_id: str, truncated_text: str) -> Message:
+        """The user cut the latest assistant reply short: its stored content becomes ``truncated_text``."""
+        message = self._last_assistant_message(agent_id)
+        message.original = message.original if message.interrupted else message.content
+        message.content = truncated_text
+        message.interrupted = True
+        return message
+
+    def grow_last(self, agent_id: str, extra_text: str) -> Message:
+        """The latest assistant reply is still being generated: ``extra_text`` is appended to it."""
+        message = self._last_assistant_message(agent_id)
+        message.content += extra_text
+        return message
+
+    def fail_agent(self, agent_id: str, message: str = "RTC connection error") -> None:
+        """The agent crashes: FAILED, NCS 102 (with ``message``) and 103."""
+        self._stop_agent(self._active_agent(agent_id), "FAILED", message)
+
+    def expire_lifetime(self, agent_id: str) -> None:
+        """The 72 h session cap is hit now: STOPPED with "Task lifetime limit exceeded", NCS 102 and 103."""
+        self._stop_agent(self._active_agent(agent_id), "STOPPED", "Task lifetime limit exceeded")
+
+    def fail_next(
+        self,
+        n: int,
+        status: int,
+        *,
+        operation: str | None = None,
+        reason: str | None = None,
+        detail: str | None = None,
+        retry_after: float | None = None,
+        legacy_body: bool = False,
+    ) -> None:
+        """The next ``n`` requests for ``operation`` (any operation when None) fail with ``status`` without
+        being processed. Operations: join, leave, query, list, update, history, speak, interrupt, think."""
+        self._add_failure(n, status, operation, reason, detail, retry_after, legacy_body, after_processing=False)
+
+    def fail_after_processing_next(
+        self,
+        n: int,
+        status: int,
+        operation: str | None = None,
+        *,
+        reason: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """The next ``n`` requests for ``operation`` ARE processed (a join creates its agent) but the answer
+        is the error ``status``: a response lost after the service acted."""
+        self._add_failure(n, status, operation, reason, detail, None, False, after_processing=True)
+
+    def clear_failures(self) -> None:
+        self._failure_rules.clear()
+
+    def count_calls(self, operation: str, status: int | None = None) -> int:
+        return sum(1 for call in self.calls if call.operation == operation and status in (None, call.status))
+
+    def hold_webhooks(self) -> None:
+        """Keep notifications back until :meth:`release_webhooks`."""
+        if self._held is None:
+            self._held = []
+
+    @property
+    def held_webhooks(self) -> list[dict[str, Any]]:
+        return [notification.envelope for notification in self._held or []]
+
+    async def release_webhooks(self, order: Sequence[int] | None = None) -> None:
+        """Deliver the held notifications, in ``order`` (indices into :attr:`held_webhooks`; default: as held,
+        indices may repeat to duplicate or be left out to drop), then wait for delivery."""
+        held = self._held or []
+        self._held = None
+        chosen = [held[index] for index in order] if order is not None else held
+        for notification in chosen:
+            self._outbox.put_nowait(notification)
+        await self.wait_webhooks_idle()
+
+    async def wait_webhooks_idle(self, within_seconds: float = 10.0) -> None:
+        """Wait until every queued notification was delivered or given up (loopback I/O only)."""
+        async with asyncio.timeout(within_seconds):
+            await self._outbox.join()
+
+    def _add_failure(
+        self,
+        n: int,
+        status: int,
+        operation: str | None,
+        reason: str | None,
+        detail: str | None,
+        retry_after: float | None,
+        legacy_body: bool,
+        *,
+        after_processing: bool,
+    ) -> None:
+        if n < 1:
+            raise ValueError("n must be at least 1")
+        self._failure_rules.append(
+            _FailureRule(
+                remaining=n,
+                status=status,
+                operation=operation,
+                reason=reason or DEFAULT_REASONS.get(status, "InternalError"),
+                detail=detail or f"injected failure (HTTP {status})",
+                after_processing=after_processing,
+                retry_after=retry_after,
+                legacy_body=legacy_body,
+            )
+        )
+
+    def _take_failure(self, operation: str, *, after_processing: bool) -> _FailureRule | None:
+        for rule in self._failure_rules:
+            if rule.matches(operation, after_processing):
+                rule.remaining -= 1
+                return rule
+        return None
+
+    def _active_agent(self, agent_id: str) -> EmulatedAgent:
+        agent = self.agent(agent_id)
+        if not agent.is_active:
+            raise ValueError(f"agent {agent_id} is {agent.status}, not running")
+        return agent
+
+    def _last_assistant_message(self, agent_id: str) -> Message:
+        agent = self._active_agent(agent_id)
+        for message in reversed(agent.conversation):
+            if message.role == "assistant":
+                return message
+        raise ValueError(f"agent {agent_id} has no assistant message yet")
+
+    def _append(self, agent: EmulatedAgent, role: str, content: str, source: str) -> Message:
+        if role == "user":
+            agent.current_turn += 1
+        message = Message(role, content, agent.current_turn, int(self.now() * 1000), source)
+        agent.conversation.append(message)
+        return message
+
+    def _tick(self) -> None:
+        now = self.now()
+        for agent in list(self.agents.values()):
+            if not agent.is_active:
+                continue
+            if agent.status == "STARTING" and now >= agent.create_ts + STARTUP_SECONDS:
+                agent.status = "RUNNING"
+            if agent.user_left_at is not None and agent.idle_timeout > 0:
+                idle_deadline = agent.user_left_at + agent.idle_timeout
+                if now >= idle_deadline:
+                    self._stop_agent(agent, "STOPPED", "Idle for too long", stop_ts=int(idle_deadline))
+                    continue
+            lifetime_deadline = agent.start_ts + MAX_LIFETIME_SECONDS
+            if now >= lifetime_deadline:
+                self._stop_agent(agent, "STOPPED", "Task lifetime limit exceeded", stop_ts=lifetime_deadline)
+                continue
+            self._warn_if_token_expiring(agent, now)
+
+    def _warn_if_token_expiring(self, agent: EmulatedAgent, now: float) -> None:
+        if agent.token_warning_sent_for == agent.token:
+            return
+        try:
+            expiry = parse_rtc_token_006(agent.token).privileges.get(PRIVILEGE_JOIN_CHANNEL, 0)
+        except ValueError:
+            return
+        if expiry and now >= expiry - TOKEN_EXPIRY_WARNING_SECONDS:
+            agent.token_warning_sent_for = agent.token
+            self._emit(104, {**self._payload_base(agent), "message": "Task exceeded maximum lifetime"})
+
+    def _stop_agent(self, agent: EmulatedAgent, status: str, message: str, *, stop_ts: int | None = None) -> None:
+        agent.status = status
+        agent.stop_ts = int(self.now()) if stop_ts is None else stop_ts
+        agent.message = message
+        agent.user_left_at = None
+        left = {
+            **self._payload_base(agent),
+            "stop_ts": agent.stop_ts,
+            "status": status,
+            "message": message,
+        }
+        history = {
+            **self._payload_base(agent),
+            "stop_ts": agent.stop_ts,
+            "contents": agent.history_contents(),
+        }
+        events = [(102, left), (103, history)]
+        if self.webhook_mode == "reverse":
+            events.reverse()
+        for event_type, payload in events:
+            self._emit(event_type, payload)
+
+    @staticmethod
+    def _payload_base(agent: EmulatedAgent) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "agent_id": agent.agent_id,
+            "name": agent.name,
+            "channel": agent.channel,
+            "start_ts": agent.start_ts,
+        }
+        if agent.properties.get("labels"):
+            payload["labels"] = dict(agent.properties["labels"])
+        return payload
+
+    def _emit(self, event_type: int, payload: dict[str, Any]) -> None:
+        envelope = {
+            "sid": _random_id(16),
+            "noticeId": str(uuid.uuid4()),
+            "productId": 17,
+            "eventType": event_type,
+            "notifyMs": int(self.now() * 1000),
+            "payload": payload,
+        }
+        self.emitted.append(envelope)
+        if self.webhook_mode == "off" or not self.webhook_url:
+            return
+        body = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
+        notification = _Notification(envelope, body)
+        copies = 2 if self.webhook_mode == "duplicate" else 1
+        for _ in range(copies):
+            if self._held is not None:
+                self._held.append(notification)
+            else:
+                self._outbox.put_nowait(notification)
+
+    async def _deliver_webhooks_forever(self) -> None:
+        while True:
+            notification = await self._outbox.get()
+            try:
+                await self._deliver(notification)
+            except Exception:
+                logger.exception("emulator failed delivering notification %s", notification.notice_id)
+                self.undelivered.append(notification.envelope)
+            finally:
+                self._outbox.task_done()
+
+    async def _deliver(self, notification: _Notification) -> None:
+        """POST with both signatures; retried (immediately) up to ``webhook_max_retries`` times unless the
+        receiver answers 200 with a JSON body."""
+        assert self._webhook_session is not None
+        url = self.webhook_url
+        if not url:
+            return
+        headers = {"Content-Type": "application/json", **sign_body(self.webhook_secret, notification.body)}
+        timeout = aiohttp.ClientTimeout(total=self.webhook_timeout)
+        for _ in range(1 + self.webhook_max_retries):
+            status: int | None = None
+            error: str | None = None
+            try:
+                async with self._webhook_session.post(
+                    url, data=notification.body, headers=headers, timeout=timeout
+                ) as response:
+                    status = response.status
+                    text = await response.text()
+                json.loads(text)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            self.webhook_attempts.append(WebhookAttempt(notification.notice_id, notification.event_type, status, error))
+            if status == 200 and error is None:
+                self.delivered.append(notification.envelope)
+                return
+        logger.warning("emulator gave up delivering notification %s", notification.notice_id)
+        self.undelivered.append(notification.envelope)
+
+    def _add_routes(self, app: web.Application) -> None:
+        project = API_PREFIX + "/v2/projects/{appid}"
+        agent = project + "/agents/{agent_id}"
+        app.router.add_post(project + "/join", self._join, name="join")
+        app.router.add_get(project + "/agents", self._list, name="list")
+        app.router.add_get(agent, self._query, name="query")
+        app.router.add_post(agent + "/leave", self._leave, name="leave")
+        app.router.add_post(agent + "/update", self._update, name="update")
+        app.router.add_get(agent + "/history", self._history, name="history")
+        app.router.add_post(agent + "/speak", self._speak, name="speak")
+        app.router.add_post(agent + "/interrupt", self._interrupt, name="interrupt")
+        app.router.add_post(agent + "/think", self._think, name="think")
+
+    @web.middleware
+    async def _pipeline(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        operation = request.match_info.route.name or "unknown"
+        response = await self._respond(request, handler, operation)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        self.requests.append(RequestRecord(request.method, request.path, response.status))
+        self.calls.append(CallRecord(operation, response.status))
+        return response
+
+    async def _respond(
+        self, request: web.Request, handler: Callable[[web.Request], Any], operation: str
+    ) -> web.StreamResponse:
+        if operation == "unknown":
+            try:
+                return await handler(request)
+            except web.HTTPException as exc:
+                return _error_response(exc.status, "NotFound" if exc.status == 404 else "InvalidRequest", exc.reason)
+        self._tick()
+        try:
+            self._authenticate(request)
+            injected = self._take_failure(operation, after_processing=False)
+            if injected is not None:
+                return _injected_response(injected)
+            response: web.StreamResponse = await handler(request)
+        except ApiError as exc:
+            return _error_response(exc.status, exc.reason, exc.detail)
+        injected = self._take_failure(operation, after_processing=True)
+        if injected is not None:
+            return _injected_response(injected)
+        return response
+
+    def _authenticate(self, request: web.Request) -> None:
+        header = request.headers.get("Authorization", "")
+        scheme, _, credentials = header.partition(" ")
+        if scheme.lower() != "basic":
+            raise ApiError(401, "InvalidPermission", "authentication failed: use HTTP Basic auth")
+        try:
+            decoded = base64.b64decode(credentials.strip(), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise ApiError(401, "InvalidPermission", "authentication failed: malformed Basic credentials") from None
+        customer_id, _, customer_secret = decoded.partition(":")
+        expected = f"{self.customer_id}:{self.customer_secret}".encode()
+        if not hmac.compare_digest(f"{customer_id}:{customer_secret}".encode(), expected):
+            raise ApiError(401, "InvalidPermission", "authentication failed")
+        if request.match_info["appid"] != self.app_id:
+            raise ApiError(401, "InvalidPermission", "authentication failed: credentials not valid for this app id")
+
+    async def _join(self, request: web.Request) -> web.Response:
+        body = await _json_object_body(request)
+        properties = _JoinValidator(self, body).validate()
+        name = body["name"]
+        for existing in self.agents.values():
+            if existing.name == name and existing.status not in TERMINAL_STATUSES:
+                raise ApiError(409, "TaskConflict", f"task conflict: agent name {name} already exists")
+        active = sum(1 for existing in self.agents.values() if existing.status not in TERMINAL_STATUSES)
+        if active >= self.max_concurrent:
+            raise ApiError(422, "ConcurrencyLimitExceeded", "concurrency limit exceeded")
+        agent = self._create_agent(body, properties)
+        return _json_response(200, {"agent_id": agent.agent_id, "create_ts": agent.create_ts, "status": agent.status})
+
+    def _create_agent(self, body: dict[str, Any], properties: dict[str, Any]) -> EmulatedAgent:
+        now = int(self.now())
+        self._agent_sequence += 1
+        agent = EmulatedAgent(
+            agent_id=_random_id(28),
+            name=body["name"],
+            channel=properties["channel"],
+            request=copy.deepcopy(body),
+            properties=copy.deepcopy(properties),
+            status=self.start_status,
+            create_ts=now,
+            start_ts=now,
+            sequence=self._agent_sequence,
+        )
+        self.agents[agent.agent_id] = agent
+        self._emit(101, self._payload_base(agent))
+        if self.auto_user_join:
+            self.user_joined(agent.agent_id)
+        return agent
+
+    def _agent_or_404(self, request: web.Request, *, running: bool) -> EmulatedAgent:
+        agent = self.agents.get(request.match_info["agent_id"])
+        if agent is None or (running and not agent.is_active):
+            raise ApiError(404, "TaskNotFound", "task not found")
+        return agent
+
+    async def _leave(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=True)
+        self._stop_agent(agent, "STOPPED", "OK")
+        return _json_response(200, {})
+
+    async def _query(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=False)
+        return _json_response(
+            200,
+            {
+                "message": agent.message,
+                "start_ts": agent.start_ts,
+                "stop_ts": agent.stop_ts or 0,
+                "status": agent.status,
+                "name": agent.name,
+                "agent_id": agent.agent_id,
+            },
+        )
+
+    async def _list(self, request: web.Request) -> web.Response:
+        query = request.query
+        now = int(self.now())
+        states = _parse_states(query.get("state", "2"))
+        from_time = _query_int(query, "from_time", now - LIST_DEFAULT_WINDOW_SECONDS)
+        to_time = _query_int(query, "to_time", now)
+        limit = _query_int(query, "limit", 20)
+        if limit < 1:
+            raise ApiError(400, "InvalidFieldValue", "limit must be at least 1")
+        channel = query.get("channel")
+        matching = sorted(
+            (
+                agent
+                for agent in self.agents.values()
+                if STATUS_CODES[agent.status] in states
+                and from_time <= agent.start_ts <= to_time
+                and (channel is None or agent.channel == channel)
+            ),
+            key=lambda agent: agent.sequence,
+        )
+        start = 0
+        cursor = query.get("cursor")
+        if cursor:
+            cursor_agent = self.agents.get(cursor)
+            if cursor_agent is None:
+                raise ApiError(400, "InvalidFieldValue", f"cursor {cursor} is not a known agent_id")
+            start = next(
+                (i for i, agent in enumerate(matching) if agent.sequence >= cursor_agent.sequence),
+                len(matching),
+            )
+        page = matching[start : start + limit]
+        rest = matching[start + limit :]
+        return _json_response(
+            200,
+            {
+                "data": {
+                    "count": len(page),
+                    "list": [
+                        {"start_ts": agent.start_ts, "status": agent.status, "agent_id": agent.agent_id}
+                        for agent in page
+                    ],
+                },
+                "meta": {"cursor": rest[0].agent_id if rest else "", "total": len(matching)},
+                "status": "ok",
+            },
+        )
+
+    async def _update(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=True)
+        body = await _json_object_body(request)
+        properties = body.get("properties")
+        if properties is None:
+            raise ApiError(400, "MissingRequiredField", "properties is required")
+        if not isinstance(properties, dict):
+            raise ApiError(400, "InvalidFieldValue", "properties must be an object")
+        token = properties.get("token")
+        if token is not None:
+            self._check_agent_token(token, agent.channel, agent.agent_rtc_uid, enable_rtm=False)
+        for section in ("llm", "mllm"):
+            if properties.get(section) is not None:
+                _check_object(properties[section], f"properties.{section}")
+        llm_update = properties.get("llm") or {}
+        if llm_update.get("system_messages") is not None:
+            _check_system_messages(llm_update["system_messages"])
+        for section in ("llm", "mllm"):
+            params = (properties.get(section) or {}).get("params")
+            if params is not None:
+                _check_object(params, f"properties.{section}.params")
+        if token is not None:
+            agent.properties["token"] = token
+        for section in ("llm", "mllm"):
+            updates = properties.get(section) or {}
+            for key in ("system_messages", "params"):
+                if updates.get(key) is not None:
+                    agent.properties.setdefault(section, {})[key] = copy.deepcopy(updates[key])
+        agent.updates.append(copy.deepcopy(body))
+        return _json_response(200, {"agent_id": agent.agent_id, "create_ts": agent.create_ts, "status": agent.status})
+
+    async def _history(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=True)
+        return _json_response(
+            200,
+            {
+                "agent_id": agent.agent_id,
+                "start_ts": agent.start_ts,
+                "status": "RUNNING",
+                "contents": agent.history_contents(),
+            },
+        )
+
+    async def _speak(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=True)
+        body = await _json_object_body(request)
+        text = _required_text(body, "text")
+        if len(text.encode()) > MAX_SPEAK_BYTES:
+            raise ApiError(400, "InvalidFieldValue", f"text must be at most {MAX_SPEAK_BYTES} bytes")
+        priority = body.get("priority")
+        if priority is not None and priority not in SPEAK_PRIORITIES:
+            raise ApiError(400, "InvalidFieldValue", f"priority must be one of {sorted(SPEAK_PRIORITIES)}")
+        _check_optional_bool(body, "interruptable", "interruptable")
+        agent.spoken.append(body)
+        return self._agent_brief(agent)
+
+    async def _interrupt(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=True)
+        if (await request.read()).strip():
+            await _json_object_body(request)
+        agent.interrupts += 1
+        return self._agent_brief(agent)
+
+    async def _think(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=True)
+        body = await _json_object_body(request)
+        text = _required_text(body, "text")
+        allowed_actions = {
+            "on_listening_action": {"interrupt", "inject", "ignore"},
+            "on_thinking_action": {"interrupt", "ignore"},
+            "on_speaking_action": {"interrupt", "ignore"},
+        }
+        for key, allowed in allowed_actions.items():
+            if body.get(key) is not None and body[key] not in allowed:
+                raise ApiError(400, "InvalidFieldValue", f"{key} must be one of {sorted(allowed)}")
+        _check_optional_bool(body, "interruptable", "interruptable")
+        agent.thoughts.append(body)
+        self._append(agent, "user", f"[think API injected] {text}", "command")
+        return self._agent_brief(agent)
+
+    @staticmethod
+    def _agent_brief(agent: EmulatedAgent) -> web.Response:
+        return _json_response(200, {"agent_id": agent.agent_id, "channel": agent.channel, "start_ts": agent.start_ts})
+
+    def _check_agent_token(self, token: Any, channel: str, uid: str, *, enable_rtm: bool) -> None:
+        if not isinstance(token, str) or not token:
+            raise ApiError(400, "InvalidFieldValue", "properties.token must be a non-empty string")
+        if not token.startswith("006"):
+            raise ApiError(400, "InvalidFieldValue", "properties.token: the emulator verifies 006 RTC tokens only")
+        problem = verify_rtc_token_006(token, self.app_id, self.app_certificate, channel, uid, self.now())
+        if problem is not None:
+            raise ApiError(400, "InvalidFieldValue", f"properties.token is invalid: {problem}")
+        if enable_rtm:
+            raise ApiError(
+                400,
+                "InvalidFieldValue",
+                "properties.token: advanced_features.enable_rtm needs RTM privileges, which 006 tokens lack",
+            )
+
+
+class _JoinValidator:
+    """Validates a join body per spec §4.1 and §12; raises ApiError on the first problem."""
+
+    def __init__(self, emulator: AgoraEmulator, body: dict[str, Any]) -> None:
+        self._emulator = emulator
+        self._body = body
+
+    def validate(self) -> dict[str, Any]:
+        body = self._body
+        name = _required(body, "name", "name")
+        if not isinstance(name, str) or not name.strip():
+            raise ApiError(400, "InvalidFieldValue", "name must be a non-empty string")
+        presets = self._presets(body.get("preset"))
+        pipeline_id = body.get("pipeline_id")
+        if pipeline_id is not None and not isinstance(pipeline_id, str):
+            raise ApiError(400, "InvalidFieldValue", "pipeline_id must be a string")
+        properties = _required(body, "properties", "properties")
+        _check_object(properties, "properties")
+        for key in ("channel", "token", "agent_rtc_uid", "remote_rtc_uids"):
+            _required(properties, key, f"properties.{key}")
+        channel = properties["channel"]
+        if not isinstance(channel, str) or not channel:
+            raise ApiError(400, "InvalidFieldValue", "properties.channel must be a non-empty string")
+        if len(channel.encode()) > MAX_CHANNEL_BYTES:
+            raise ApiError(400, "InvalidFieldValue", f"properties.channel must be at most {MAX_CHANNEL_BYTES} bytes")
+        agent_uid = self._uids(properties)
+        _check_int_range(properties, "idle_timeout", "properties.idle_timeout", 0, 259_200)
+        self._labels(properties.get("labels"))
+        enable_rtm = self._enable_rtm(properties.get("advanced_features"))
+        uses_mllm = self._uses_mllm(properties.get("mllm"))
+        has_pipeline = bool(pipeline_id)
+        self._llm(properties.get("llm"), required=not (presets & LLM_PRESETS or has_pipeline or uses_mllm))
+        self._tts(properties.get("tts"), required=not (presets & TTS_PRESETS or has_pipeline or uses_mllm))
+        if properties.get("asr") is not None:
+            _check_object(properties["asr"], "properties.asr")
+        self._emulator._check_agent_token(properties["token"], channel, agent_uid, enable_rtm=enable_rtm)
+        return properties
+
+    @staticmethod
+    def _presets(raw: Any) -> set[str]:
+        if raw is None:
+            return set()
+        if not isinstance(raw, str):
+            raise ApiError(400, "InvalidFieldValue", "preset must be a comma-separated string")
+        names = {part.strip() for part in raw.split(",") if part.strip()}
+        unknown = names - (ASR_PRESETS | LLM_PRESETS | TTS_PRESETS)
+        if unknown:
+            raise ApiError(400, "InvalidFieldValue", f"preset: unknown preset(s) {sorted(unknown)}")
+        return names
+
+    @staticmethod
+    def _uids(properties: dict[str, Any]) -> str:
+        """Checks both UIDs and returns the agent's."""
+        agent_uid = properties["agent_rtc_uid"]
+        remote_uids = properties["remote_rtc_uids"]
+        enable_string_uid = properties.get("enable_string_uid")
+        if enable_string_uid is not None and not isinstance(enable_string_uid, bool):
+            raise ApiError(400, "InvalidFieldValue", "properties.enable_string_uid must be a boolean")
+        if not isinstance(agent_uid, str):
+            raise ApiError(400, "InvalidFieldValue", "properties.agent_rtc_uid must be a string")
+        if not isinstance(remote_uids, list) or not all(isinstance(uid, str) for uid in remote_uids):
+            raise ApiError(400, "InvalidFieldValue", "properties.remote_rtc_uids must be an array of strings")
+        if len(remote_uids) != 1:
+            raise ApiError(400, "InvalidFieldValue", "properties.remote_rtc_uids: exactly one user ID is supported")
+        remote_uid = remote_uids[0]
+        for label, uid in (
+            ("properties.agent_rtc_uid", agent_uid),
+            ("properties.remote_rtc_uids", remote_uid),
+        ):
+            if enable_string_uid:
+                if not uid or len(uid) > 255:
+                    raise ApiError(400, "InvalidFieldValue", f"{label}: string user IDs are 1-255 characters")
+            elif not _is_numeric_uid(uid):
+                raise ApiError(
+                    400,
+                    "InvalidFieldValue",
+                    f"{label} must be a numeric string (0..2^32-1) without enable_string_uid",
+                )
+        if agent_uid == remote_uid:
+            raise ApiError(400, "InvalidFieldValue", "properties.agent_rtc_uid must differ from the remote user ID")
+        return agent_uid
+
+    @staticmethod
+    def _labels(raw: Any) -> None:
+        if raw is None:
+            return
+        if not isinstance(raw, dict) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in raw.items()
+        ):
+            raise ApiError(400, "InvalidFieldValue", "properties.labels must map strings to strings")
+
+    @staticmethod
+    def _enable_rtm(raw: Any) -> bool:
+        if raw is None:
+            return False
+        _check_object(raw, "properties.advanced_features")
+        _check_optional_bool(raw, "enable_rtm", "properties.advanced_features.enable_rtm")
+        return bool(raw.get("enable_rtm"))
+
+    @staticmethod
+    def _uses_mllm(raw: Any) -> bool:
+        if raw is None:
+            return False
+        _check_object(raw, "properties.mllm")
+        return raw.get("enable") is True
+
+    @staticmethod
+    def _llm(raw: Any, *, required: bool) -> None:
+        if raw is None:
+            if required:
+                raise ApiError(400, "MissingRequiredField", "properties.llm is required")
+            return
+        _check_object(raw, "properties.llm")
+        url = raw.get("url")
+        if url is None and required:
+            raise ApiError(400, "MissingRequiredField", "properties.llm.url is required")
+        if url is not None and (not isinstance(url, str) or not re.match(r"https?://\S+$", url)):
+            raise ApiError(400, "InvalidFieldValue", "properties.llm.url must be an http(s) URL")
+        _check_int_range(raw, "max_history", "properties.llm.max_history", 1, 1024)
+        if raw.get("system_messages") is not None:
+            _check_system_messages(raw["system_messages"])
+        if raw.get("params") is not None:
+            _check_object(raw["params"], "properties.llm.params")
+        for key in ("greeting_message", "failure_message", "api_key"):
+            if raw.get(key) is not None and not isinstance(raw[key], str):
+                raise ApiError(400, "InvalidFieldValue", f"properties.llm.{key} must be a string")
+
+    @staticmethod
+    def _tts(raw: Any, *, required: bool) -> None:
+        if raw is None:
+            if required:
+                raise ApiError(400, "MissingRequiredField", "properties.tts is required")
+            return
+        _check_object(raw, "properties.tts")
+        vendor = raw.get("vendor")
+        if vendor is None:
+            if required:
+                raise ApiError(400, "MissingRequiredField", "properties.tts.vendor is required")
+            return
+        if vendor not in TTS_VENDORS:
+            raise ApiError(400, "InvalidFieldValue", f"properties.tts.vendor must be one of {sorted(TTS_VENDORS)}")
+
+
+async def _json_object_body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "InvalidRequestBody", "request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "InvalidRequestBody", "request body must be a JSON object")
+    return body
+
+
+def _required(container: dict[str, Any], key: str, label: str) -> Any:
+    value = container.get(key)
+    if value is None:
+        raise ApiError(400, "MissingRequiredField", f"{label} is required")
+    return value
+
+
+def _required_text(body: dict[str, Any], key: str) -> str:
+    value = _required(body, key, key)
+    if not isinstance(value, str) or not value:
+        raise ApiError(400, "InvalidFieldValue", f"{key} must be a non-empty string")
+    return value
+
+
+def _check_object(value: Any, label: str) -> None:
+    if not isinstance(value, dict):
+        raise ApiError(400, "InvalidFieldValue", f"{label} must be an object")
+
+
+def _check_optional_bool(container: dict[str, Any], key: str, label: str) -> None:
+    value = container.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ApiError(400, "InvalidFieldValue", f"{label} must be a boolean")
+
+
+def _check_int_range(container: dict[str, Any], key: str, label: str, low: int, high: int) -> None:
+    value = container.get(key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ApiError(400, "InvalidFieldValue", f"{label} must be an integer in [{low}, {high}]")
+
+
+def _check_system_messages(value: Any) -> None:
+    if not isinstance(value, list) or not all(
+        isinstance(message, dict) and isinstance(message.get("role"), str) and isinstance(message.get("content"), str)
+        for message in value
+    ):
+        raise ApiError(
+            400,
+            "InvalidFieldValue",
+            "properties.llm.system_messages must be a list of {role, content} strings",
+        )
+
+
+def _is_numeric_uid(uid: str) -> bool:
+    return uid.isascii() and uid.isdigit() and int(uid) <= 2**32 - 1
+
+
+def _parse_states(raw: str) -> set[int]:
+    try:
+        states = {int(part) for part in raw.split(",") if part.strip()}
+    except ValueError:
+        raise ApiError(400, "InvalidFieldValue", "state must be comma-separated integers") from None
+    if not states or not states <= set(STATUS_CODES.values()):
+        raise ApiError(400, "InvalidFieldValue", f"state values must be in {sorted(STATUS_CODES.values())}")
+    return states
+
+
+def _query_int(query: Any, key: str, default: int) -> int:
+    raw = query.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ApiError(400, "InvalidFieldValue", f"{key} must be an integer") from None
+
+
+def _substitute(text: str, variables: Any) -> str:
+    if not isinstance(variables, dict):
+        return text
+    return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda match: str(variables.get(match[1], match[0])), text)
+
+
+def _random_id(length: int) -> str:
+    alphabet = string.ascii_uppercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def _json_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(body, status=status, headers=headers)
+
+
+def _error_response(status: int, reason: str, detail: str) -> web.Response:
+    return _json_response(status, {"detail": detail, "reason": reason})
+
+
+def _injected_response(rule: _FailureRule) -> web.Response:
+    headers = {"Retry-After": f"{rule.retry_after:g}"} if rule.retry_after is not None else None
+    if rule.legacy_body:
+        body: dict[str, Any] = {
+            "message": rule.detail,
+            "requestResponse": {},
+            "statusCode": rule.reason,
+            "taskId": "",
+        }
+    else:
+        body = {"detail": rule.detail, "reason": rule.reason}
+    return _json_response(rule.status, body, headers)
+
+
+def make_join_properties(
+    emulator: AgoraEmulator,
+    *,
+    channel: str = "call-channel-1",
+    agent_uid: str = "1001",
+    remote_uid: str = "2002",
+    labels: dict[str, str] | None = None,
+    token_expires_in: int = 3600,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A ``properties`` object the emulator accepts without a preset; ``overrides`` replace top-level keys."""
+    properties: dict[str, Any] = {
+        "channel": channel,
+        "token": build_rtc_token(
+            emulator.app_id,
+            emulator.app_certificate,
+            channel,
+            int(agent_uid),
+            token_expires_in,
+            now=int(emulator.now()),
+        ),
+        "agent_rtc_uid": agent_uid,
+        "remote_rtc_uids": [remote_uid],
+        "idle_timeout": 30,
+        "llm": {
+            "url": "https://llm.example.test/v1/chat/completions",
+            "api_key": "llm-key",
+            "system_messages": [{"role": "system", "content": "You are a helpful voice assistant."}],
+            "max_history": 32,
+            "greeting_message": "Hello, how can I help?",
+            "params": {"model": "gpt-4o-mini"},
+        },
+        "tts": {"vendor": "microsoft", "params": {"voice_name": "en-US-AndrewMultilingualNeural"}},
+        "asr": {"language": "en-US"},
+    }
+    if labels is not None:
+        properties["labels"] = labels
+    properties.update(overrides)
+    return properties
+
+
+@asynccontextmanager
+async def running_emulator(**kwargs: Any) -> AsyncIterator[AgoraEmulator]:
+    """``async with running_emulator(webhook_url=...) as emu:`` — started on 127.0.0.1:0, stopped after."""
+    emulator = AgoraEmulator(**kwargs)
+    await emulator.start()
+    try:
+        yield emulator
+    finally:
+        await emulator.stop()

@@ -1,0 +1,349 @@
+"""A local stand-in for an OpenAI-compatible chat-completions server.
+
+It validates requests strictly enough that a test fails when the bot sends something the real API would
+reject, and it never makes a reply up: with nothing queued and no responder set it answers 500 "no scripted
+reply", so a test cannot pass by accident.
+
+Order of handling for every request: reading the body, ``latency`` wait, bearer-token check (401), JSON
+parsing (400), recording in ``requests`` (chat completions only), an injected ``fail_next`` failure,
+validation (400), reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+Responder = Callable[[dict[str, Any]], str | Awaitable[str]]
+
+VALID_ROLES = frozenset({"system", "user", "assistant", "tool"})
+RESPONSE_FORMAT_TYPES = frozenset({"text", "json_object", "json_schema"})
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class FakeLLMRequestError(Exception):
+    """A request the real API would reject; becomes an OpenAI-shaped error response."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        error_type: str = "invalid_request_error",
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.error_type = error_type
+
+    def response(self) -> web.Response:
+        body = {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+        return web.json_response(body, status=self.status)
+
+
+def _no_scripted_reply(request_json: dict[str, Any]) -> str:
+    raise FakeLLMRequestError(
+        500,
+        "FakeLLM: no scripted reply (call queue_reply() or set_responder() in the test)",
+        error_type="server_error",
+    )
+
+
+class FakeLLM:
+    """aiohttp server on 127.0.0.1 (free port) serving POST /v1/chat/completions and GET /v1/models."""
+
+    def __init__(
+        self,
+        *,
+        model_ids: tuple[str, ...] = ("fake-model",),
+        api_key: str | None = None,
+        latency: float = 0.0,
+        stream_chunk_size: int = 8,
+        reject_response_format: bool = False,
+    ) -> None:
+        self.model_ids = model_ids
+        self.api_key = api_key
+        self.latency = latency
+        self.stream_chunk_size = stream_chunk_size
+        self.reject_response_format = reject_response_format
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._replies: deque[str] = deque()
+        self._responder: Responder = _no_scripted_reply
+        self._failures: deque[int] = deque()
+        self._ids = itertools.count(1)
+        self._stopping = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._port is None:
+            raise RuntimeError("FakeLLM is not started")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def last_request(self) -> dict[str, Any]:
+        if not self.requests:
+            raise AssertionError("FakeLLM received no chat-completions request")
+        return self.requests[-1]
+
+    def queue_reply(self, text: str) -> None:
+        """Script the next completion; queued replies are served first-in, first-out."""
+        self._replies.append(text)
+
+    def set_responder(self, fn: Responder | None) -> None:
+        """Compute replies from the request body when the queue is empty; None restores the default (500)."""
+        self._responder = fn or _no_scripted_reply
+
+    def fail_next(self, n: int, status: int = 503) -> None:
+        """Answer the next ``n`` requests (any route, after the auth check) with ``status``."""
+        self._failures.extend([status] * n)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_get("/v1/models", self._models)
+        self._stopping.clear()
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            await self._preamble(request)
+            body = _json_body(raw)
+            self.requests.append(body)
+            self.headers.append(dict(request.headers))
+            self._inject_failure()
+            _validate_chat(body, reject_response_format=self.reject_response_format)
+            text = await self._reply_for(body)
+        except FakeLLMRequestError as exc:
+            return exc.response()
+        if body.get("stream"):
+            return await self._stream(request, body, text)
+        return web.json_response(self._completion(body, text))
+
+    async def _models(self, request: web.Request) -> web.Response:
+        try:
+            await self._preamble(request)
+            self._inject_failure()
+        except FakeLLMRequestError as exc:
+            return exc.response()
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake-llm"} for m in self.model_ids]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _preamble(self, request: web.Request) -> None:
+        if self.latency > 0:
+            # Latency elapsing is the normal outcome; stop() cuts it short so shutdown never waits on it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.latency)
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            raise FakeLLMRequestError(
+                401,
+                "Incorrect API key provided. You can find your API key at "
+                "https://platform.openai.com/account/api-keys.",
+                code="invalid_api_key",
+            )
+
+    def _inject_failure(self) -> None:
+        if self._failures:
+            status = self._failures.popleft()
+            raise FakeLLMRequestError(
+                status, f"FakeLLM: injected failure ({status})", error_type="server_error", code="injected"
+            )
+
+    async def _reply_for(self, body: dict[str, Any]) -> str:
+        if self._replies:
+            return self._replies.popleft()
+        try:
+            result = self._responder(body)
+            if inspect.isawaitable(result):
+                result = await result
+        except FakeLLMRequestError:
+            raise
+        except Exception as exc:
+            raise FakeLLMRequestError(
+                500, f"FakeLLM: responder raised {type(exc).__name__}: {exc}", error_type="server_error"
+            ) from exc
+        if not isinstance(result, str):
+            raise FakeLLMRequestError(
+                500,
+                f"FakeLLM: responder returned {type(result).__name__}, not str",
+                error_type="server_error",
+            )
+        return result
+
+    def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        completion_tokens = len(text.split())
+        return {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], text: str) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers=_SSE_HEADERS)
+        await response.prepare(request)
+        chunk_id = f"chatcmpl-fake-{next(self._ids)}"
+        created = int(time.time())
+
+        def chunk(delta: dict[str, str], finish_reason: str | None) -> bytes:
+            payload = {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+            return f"data: {json.dumps(payload)}\n\n".encode()
+
+        size = max(1, self.stream_chunk_size)
+        await response.write(chunk({"role": "assistant", "content": ""}, None))
+        for start in range(0, len(text), size):
+            await response.write(chunk({"content": text[start : start + size]}, None))
+        await response.write(chunk({}, "stop"))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _json_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise FakeLLMRequestError(
+            400,
+            "We could not parse the JSON body of your request. "
+            "(HINT: This likely means you aren't using your HTTP library correctly.)",
+        ) from exc
+    if not isinstance(body, dict):
+        raise FakeLLMRequestError(400, "The request body must be a JSON object.")
+    return body
+
+
+def _validate_chat(body: dict[str, Any], *, reject_response_format: bool) -> None:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise FakeLLMRequestError(400, "you must provide a model parameter", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise FakeLLMRequestError(
+            400, "'messages' must be a non-empty array of message objects", param="messages"
+        )
+    for index, message in enumerate(messages):
+        _validate_message(index, message)
+    _validate_number(body, "temperature", 0.0, 2.0)
+    _validate_number(body, "top_p", 0.0, 1.0)
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+        raise FakeLLMRequestError(
+            400, f"Invalid 'max_tokens': expected an integer >= 1, got {max_tokens!r}", param="max_tokens"
+        )
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise FakeLLMRequestError(400, "Invalid 'stream': expected a boolean", param="stream")
+    if "response_format" in body:
+        _validate_response_format(body, reject_response_format)
+
+
+def _validate_message(index: int, message: Any) -> None:
+    if not isinstance(message, dict):
+        raise FakeLLMRequestError(
+            400, f"Invalid 'messages[{index}]': expected an object", param=f"messages[{index}]"
+        )
+    role = message.get("role")
+    if role not in VALID_ROLES:
+        raise FakeLLMRequestError(
+            400,
+            f"Invalid value for 'messages[{index}].role': {role!r}. Supported values are: "
+            "'system', 'user', 'assistant' and 'tool'.",
+            param=f"messages[{index}].role",
+        )
+    if not isinstance(message.get("content"), str):
+        raise FakeLLMRequestError(
+            400,
+            f"Invalid type for 'messages[{index}].content': expected a string, "
+            f"got {type(message.get('content')).__name__}",
+            param=f"messages[{index}].content",
+        )
+
+
+def _validate_number(body: dict[str, Any], name: str, low: float, high: float) -> None:
+    if name not in body:
+        return
+    value = body[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise FakeLLMRequestError(
+            400, f"Invalid '{name}': {value!r} is not a number between {low:g} and {high:g}", param=name
+        )
+
+
+def _validate_response_format(body: dict[str, Any], reject: bool) -> None:
+    if reject:
+        raise FakeLLMRequestError(
+            400, "Unrecognized request argument supplied: response_format", param="response_format"
+        )
+    response_format = body["response_format"]
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind not in RESPONSE_FORMAT_TYPES:
+        raise FakeLLMRequestError(
+            400, f"Invalid 'response_format.type': {kind!r}", param="response_format.type"
+        )
+    # The real API refuses JSON mode unless the prompt itself mentions JSON.
+    if kind == "json_object" and not any("json" in m["content"].lower() for m in body["messages"]):
+        raise FakeLLMRequestError(
+            400,
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of type "
+            "'json_object'.",
+            param="messages",
+        )
+
+
+@contextlib.asynccontextmanager
+async def running_fake_llm(**kwargs: Any) -> AsyncIterator[FakeLLM]:
+    """``async with running_fake_llm(api_key="k") as llm:`` starts a FakeLLM and always stops it."""
+    llm = FakeLLM(**kwargs)
+    await llm.start()
+    try:
+        yield llm
+    finally:
+        await llm.stop()
