@@ -28,15 +28,75 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.memory.service import MemoryService  # noqa: E402
-from bot.store.sqlite import SqliteStore  # noqa: E402
+from bot.memory.service import MemoryService
+from bot.store.sqlite import SqliteStore
 
-WORDS = (
-    "account appointment balance birthday book call car card cat change city coffee daughter deadline dinner doctor "
-    "dog email family flight garden guitar holiday home insurance job kitchen laptop loan meeting mother music name "
-    "number order password payment phone plan policy project rent school sister son subscription team ticket trip "
-    "vacation weekend work yoga zoo Monday Tuesday Friday January March October blue green seven twelve"
-).split()
+WORDS = [
+    "account",
+    "appointment",
+    "balance",
+    "birthday",
+    "book",
+    "call",
+    "car",
+    "card",
+    "cat",
+    "change",
+    "city",
+    "coffee",
+    "daughter",
+    "deadline",
+    "dinner",
+    "doctor",
+    "dog",
+    "email",
+    "family",
+    "flight",
+    "garden",
+    "guitar",
+    "holiday",
+    "home",
+    "insurance",
+    "job",
+    "kitchen",
+    "laptop",
+    "loan",
+    "meeting",
+    "mother",
+    "music",
+    "name",
+    "number",
+    "order",
+    "password",
+    "payment",
+    "phone",
+    "plan",
+    "policy",
+    "project",
+    "rent",
+    "school",
+    "sister",
+    "son",
+    "subscription",
+    "team",
+    "ticket",
+    "trip",
+    "vacation",
+    "weekend",
+    "work",
+    "yoga",
+    "zoo",
+    "Monday",
+    "Tuesday",
+    "Friday",
+    "January",
+    "March",
+    "October",
+    "blue",
+    "green",
+    "seven",
+    "twelve",
+]
 HEAVY_USER = 1
 
 
@@ -78,11 +138,14 @@ def fill(path: Path, users: int, turns: int, facts: int, rng: random.Random) -> 
         calls,
     )
     db.executemany(
-        "INSERT INTO turns (user_id, call_id, seq, role, content, spoken_at, source) VALUES (?, ?, ?, ?, ?, ?, 'voice')",
+        "INSERT INTO turns (user_id, call_id, seq, role, content, spoken_at, source) "
+        "VALUES (?, ?, ?, ?, ?, ?, 'voice')",
         turn_rows,
     )
     fact_rows = [(HEAVY_USER, sentence(rng, 8), now - i, now - i, now - i) for i in range(heavy_facts)]
-    fact_rows += [(2 + i % (users - 1), sentence(rng, 8), now - i, now - i, now - i) for i in range(facts - heavy_facts)]
+    fact_rows += [
+        (2 + i % (users - 1), sentence(rng, 8), now - i, now - i, now - i) for i in range(facts - heavy_facts)
+    ]
     db.executemany(
         "INSERT INTO facts (user_id, text, created_at, updated_at, confirmed_at) VALUES (?, ?, ?, ?, ?)", fact_rows
     )

@@ -53,6 +53,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX calls_user ON calls (user_id, started_at);
         CREATE INDEX calls_state ON calls (state) WHERE state NOT IN ('ended', 'failed');
         CREATE INDEX calls_guild ON calls (guild_id, started_at);
+        CREATE UNIQUE INDEX calls_one_open_per_user ON calls (user_id) WHERE state IN ('starting', 'active', 'ending');
 
         CREATE TABLE chats (
             chat_id         TEXT PRIMARY KEY,

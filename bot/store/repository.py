@@ -26,6 +26,10 @@ class SchemaTooNew(Exception):
     """The database was written by a newer version of the bot."""
 
 
+class OpenCallExists(Exception):
+    """The member already has a call that is not ended (one open call per member, enforced by the store)."""
+
+
 class Store(Protocol):
     # lifecycle
     async def open(self) -> None: ...
@@ -141,7 +145,7 @@ class Store(Protocol):
     async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int: ...
 
     # durable post-call queue
-    async def enqueue_job(self, kind: str, ref_id: str, at: float) -> bool: ...
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
     async def claim_job(self, at: float, lease_seconds: float) -> Job | None: ...
     async def finish_job(self, job_id: int, at: float) -> None: ...
     async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None: ...
@@ -151,3 +155,26 @@ class Store(Protocol):
     async def remember_notice(self, notice_id: str, at: float) -> bool: ...
     async def get_meta(self, key: str) -> str | None: ...
     async def set_meta(self, key: str, value: str) -> None: ...
+
+    # post-call extraction results
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        *,
+        call_id: str | None = None,
+        chat_id: str | None = None,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+    ) -> int | None:
+        """Write one conversation's facts and summary and finish its job, all in one transaction.
+
+        `new_facts` are (text, ids of the user's current facts it supersedes); `confirmed` are ids of the user's
+        current facts mentioned again. Ids that are not this user's current facts are ignored. Nothing is written
+        (but the job is finished) when the conversation is gone or private, or the user's memory is paused.
+        Returns the number of facts sourced from the conversation, or None, writing nothing, when this claim
+        (`attempt`) no longer holds the job (it finished, or its lease ran out and another worker took it)."""
+        ...

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -35,7 +36,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.repository import SchemaTooNew
+from bot.store.repository import OpenCallExists, SchemaTooNew
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -236,11 +237,16 @@ class SqliteStore:
 
     async def create_call(self, call: CallRecord) -> None:
         values = [_to_db(getattr(call, name)) for name in _CALL_COLUMNS]
-        async with self._tx() as db:
-            await db.execute(
-                f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join('?' * len(_CALL_COLUMNS))})",
-                values,
-            )
+        try:
+            async with self._tx() as db:
+                await db.execute(
+                    f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join('?' * len(_CALL_COLUMNS))})",
+                    values,
+                )
+        except sqlite3.IntegrityError as exc:
+            if "calls.user_id" in str(exc):
+                raise OpenCallExists(call.user_id) from exc
+            raise
 
     async def get_call(self, call_id: str) -> CallRecord | None:
         row = await self._one("SELECT * FROM calls WHERE call_id = ?", (call_id,))
@@ -752,12 +758,12 @@ class SqliteStore:
 
     # ---- jobs ------------------------------------------------------------------------------------------
 
-    async def enqueue_job(self, kind: str, ref_id: str, at: float) -> bool:
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool:
         async with self._tx() as db:
             cur = await db.execute(
-                "INSERT INTO jobs (kind, ref_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
+                "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (kind, ref_id) DO NOTHING",
-                (kind, ref_id, at, at),
+                (kind, ref_id, at, at, not_before),
             )
             return cur.rowcount == 1
 
@@ -822,6 +828,73 @@ class SqliteStore:
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    # ---- post-call extraction results ------------------------------------------------------------------
+
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        *,
+        call_id: str | None = None,
+        chat_id: str | None = None,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+    ) -> int | None:
+        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        table = "calls" if call_id else "chats"
+        current = "user_id = ? AND superseded_by IS NULL AND invalidated_at IS NULL"
+        async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE jobs SET state = 'done', updated_at = ? WHERE job_id = ? AND state = 'running' "
+                "AND attempts = ?",
+                (at, job_id, attempt),
+            )
+            if cur.rowcount != 1:
+                return None
+            async with db.execute(
+                f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0 "
+                "AND NOT EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0)",
+                (ref, user_id, user_id),
+            ) as cur:
+                if await cur.fetchone() is None:
+                    return 0
+            for fact_id in dict.fromkeys(confirmed):
+                cur = await db.execute(
+                    "UPDATE facts SET mentions = mentions + 1, confirmed_at = MAX(confirmed_at, ?), updated_at = ? "
+                    f"WHERE fact_id = ? AND {current}",
+                    (at, at, fact_id, user_id),
+                )
+                if cur.rowcount == 1:
+                    await db.execute(
+                        f"INSERT INTO fact_sources (fact_id, {column}) SELECT ?, ? WHERE NOT EXISTS "
+                        f"(SELECT 1 FROM fact_sources WHERE fact_id = ? AND {column} = ?)",
+                        (fact_id, ref, fact_id, ref),
+                    )
+            for text, replaces in new_facts:
+                cur = await db.execute(
+                    f"INSERT INTO facts (user_id, text, source_{column}, created_at, updated_at, confirmed_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (user_id, text, ref, at, at, at),
+                )
+                new_id = int(cur.lastrowid or 0)
+                await db.execute(f"INSERT INTO fact_sources (fact_id, {column}) VALUES (?, ?)", (new_id, ref))
+                for old_id in dict.fromkeys(replaces):
+                    await db.execute(
+                        f"UPDATE facts SET superseded_by = ?, invalidated_at = ?, updated_at = ? "
+                        f"WHERE fact_id = ? AND fact_id != ? AND {current}",
+                        (new_id, at, at, old_id, new_id, user_id),
+                    )
+            if summary is not None:
+                await db.execute(f"UPDATE {table} SET summary = ? WHERE {column} = ?", (summary, ref))
+            async with db.execute(
+                f"SELECT COUNT(DISTINCT fact_id) FROM fact_sources WHERE {column} = ?", (ref,)
+            ) as cur:
+                row = await cur.fetchone()
+            return int(row[0]) if row else 0
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
