@@ -1,0 +1,52 @@
+"""The call service as the call page's backend (bot.web's CallPageBackend)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bot.calls.service import CallService
+from bot.memory.postcall import facts_learned
+from bot.web.backend import PAGE_STATES, CallStatus, PageSession
+
+
+class CallPageAdapter:
+    def __init__(self, calls: CallService):
+        self.calls = calls
+
+    async def open_page(self, link_token: str) -> PageSession | None:
+        call = await self.calls.call_for_link(link_token)
+        if call is None or call.state not in PAGE_STATES:
+            return None
+        return PageSession(
+            app_id=self.calls.settings.agora.app_id or "",
+            channel=call.channel,
+            rtc_token=self.calls.user_token(call),
+            user_uid=call.user_uid,
+            agent_uid=call.agent_uid,
+            state=call.state,
+            expires_at=self.calls.link_expiry(call),
+            max_minutes=call.max_minutes,
+        )
+
+    async def status(self, link_token: str) -> CallStatus | None:
+        call = await self.calls.store.get_call_by_link_hash(self.calls.links.hash(link_token))
+        if call is None:
+            return None
+        turns = len(await self.calls.store.call_turns(call.call_id))
+        learned = None if call.private else await facts_learned(self.calls.store, "call", call.call_id)
+        return CallStatus(state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned)
+
+    async def hang_up(self, link_token: str, *, via: str) -> CallStatus | None:
+        call = await self.calls.call_for_link(link_token)
+        if call is None:
+            return None
+        if call.state in ("starting", "active"):
+            await self.calls.finalize(call.call_id, "page_closed" if via == "beacon" else "hangup_page")
+        return await self.status(link_token)
+
+    async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
+        return await self.calls.receive_webhook(raw_body, headers)
+
+    async def health(self) -> dict[str, object]:
+        await self.calls.store.ping()
+        return {"database": "ok", "active_calls": await self.calls.store.count_open_calls()}

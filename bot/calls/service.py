@@ -1,0 +1,532 @@
+"""The call lifecycle: start, checkpoint, finalize exactly once, reconcile after a restart.
+
+All call state lives in the store and changes only through conditional transitions, so two routes in one
+process, or two processes sharing the database, cannot both finalize a call. In-process tasks (checkpoint
+loops, time limits) are conveniences: after a restart `reconcile` rebuilds them from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from bot.agora import AgoraError, AgoraLimitExceeded, AgoraNotFound, ConvoAIClient
+from bot.agora.tokens import build_rtc_token
+from bot.agora.webhooks import Notification, parse_notification, verify_signature
+from bot.calls.agent import join_properties, preset_for
+from bot.calls.errors import (
+    CallAlreadyActive,
+    CallsDisabled,
+    CapacityReached,
+    ConsentRequired,
+    NoActiveCall,
+    QuotaReached,
+    VoiceUnavailable,
+)
+from bot.calls.links import LinkTokens
+from bot.config import Settings
+from bot.memory.importer import POST_CALL_JOB
+from bot.memory.service import MemoryService
+from bot.store.models import OPEN_CALL_STATES, CallRecord, GuildSettings
+from bot.store.repository import OpenCallExists, Store
+
+log = logging.getLogger(__name__)
+
+TOKEN_MARGIN_SECONDS = 600
+WEBHOOK_GRACE_SECONDS = 15.0
+"""Post-call processing waits this long after a call ends, so Agora's history webhook can land first."""
+
+STOP_REASONS = {
+    "Idle for too long": "idle_timeout",
+    "Task lifetime limit exceeded": "agent_lifetime",
+    "Connecting for too long": "agent_failed",
+    "RTC connection error": "agent_failed",
+    "OK": "agent_stopped",
+}
+
+
+@dataclass(frozen=True)
+class StartedCall:
+    call_id: str
+    link_url: str
+    link_expires_at: float
+    max_minutes: int
+    private: bool
+
+
+@dataclass(frozen=True)
+class CallEnded:
+    call_id: str
+    user_id: int
+    guild_id: int | None
+    reason: str
+    turns_stored: int
+    private: bool
+
+
+class CallListener(Protocol):
+    async def call_ended(self, ended: CallEnded) -> None: ...
+
+
+@dataclass(frozen=True)
+class GuildUsage:
+    calls_today: int
+    active_now: int
+
+
+def start_of_day(ts: float) -> float:
+    day = datetime.fromtimestamp(ts, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day.timestamp()
+
+
+class CallService:
+    def __init__(
+        self,
+        store: Store,
+        memory: MemoryService,
+        agora: ConvoAIClient,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        owner: str | None = None,
+        run_checkpoints: bool = True,
+    ):
+        self.store = store
+        self.memory = memory
+        self.agora = agora
+        self.settings = settings
+        self.clock = clock
+        self.owner = owner or uuid.uuid4().hex[:12]
+        self.links = LinkTokens(
+            settings.web.link_signing_key.get_secret_value() if settings.web.link_signing_key else None
+        )
+        self.run_checkpoints = run_checkpoints
+        self._listeners: list[CallListener] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._background: set[asyncio.Task[object]] = set()
+        self._finalizing: dict[str, asyncio.Future[CallEnded | None]] = {}
+        self._closing = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    # ---- listeners -------------------------------------------------------------------------------------
+
+    def add_listener(self, listener: CallListener) -> None:
+        self._listeners.append(listener)
+
+    async def _notify(self, ended: CallEnded) -> None:
+        for listener in self._listeners:
+            try:
+                await listener.call_ended(ended)
+            except Exception:
+                log.exception("a call-ended listener failed for call %s", ended.call_id)
+
+    # ---- settings and policy ---------------------------------------------------------------------------
+
+    async def guild_settings(self, guild_id: int | None) -> GuildSettings:
+        if guild_id is None:
+            return GuildSettings(guild_id=0)
+        return await self.store.get_guild_settings(guild_id)
+
+    def effective_max_minutes(self, guild: GuildSettings) -> int:
+        return guild.max_call_minutes or self.settings.calls.max_minutes
+
+    def effective_daily_limit(self, guild: GuildSettings) -> int:
+        return guild.calls_per_member_per_day or self.settings.calls.calls_per_member_per_day
+
+    async def usage_today(self, guild_id: int) -> GuildUsage:
+        since = start_of_day(self.clock())
+        calls = await self.store.count_guild_calls_since(guild_id, since)
+        active = len([c for c in await self.store.open_calls() if c.guild_id == guild_id])
+        return GuildUsage(calls_today=calls, active_now=active)
+
+    # ---- start -----------------------------------------------------------------------------------------
+
+    async def start(self, *, user_id: int, guild_id: int | None, private: bool = False) -> StartedCall:
+        now = self.clock()
+        guild = await self.guild_settings(guild_id)
+        if not guild.calls_enabled:
+            raise CallsDisabled()
+        user = await self.store.get_user(user_id)
+        if not private and (user is None or user.consent is None):
+            raise ConsentRequired()
+        existing = await self.store.open_call_for_user(user_id)
+        if existing is not None:
+            raise CallAlreadyActive(existing.call_id)
+        limit = self.effective_daily_limit(guild)
+        if await self.store.count_calls_since(user_id, guild_id, start_of_day(now)) >= limit:
+            raise QuotaReached(limit, start_of_day(now) + 86400)
+        if await self.store.count_open_calls() >= self.settings.agora.max_concurrent_agents:
+            raise CapacityReached()
+
+        remember = not private and user is not None and user.consent == "remember" and user.memory_enabled
+        max_minutes = self.effective_max_minutes(guild)
+        call_id = uuid.uuid4().hex
+        user_uid = secrets.randbelow(9_000_000) + 1000
+        agent_uid = secrets.randbelow(90_000_000) + 10_000_000
+        link = self.links.new()
+        link_expires = now + self.settings.web.link_ttl_minutes * 60
+        call = CallRecord(
+            call_id=call_id,
+            user_id=user_id,
+            guild_id=guild_id,
+            channel=f"call-{call_id[:20]}",
+            agent_name=f"memcall-{call_id}",
+            user_uid=user_uid,
+            agent_uid=agent_uid,
+            state="starting",
+            max_minutes=max_minutes,
+            started_at=now,
+            private=not remember,
+            link_hash=self.links.hash(link),
+            link_expires_at=link_expires,
+            owner=self.owner,
+        )
+        try:
+            await self.store.create_call(call)
+        except OpenCallExists as exc:
+            active = await self.store.open_call_for_user(user_id)
+            raise CallAlreadyActive(active.call_id if active else "") from exc
+
+        persona = guild.persona or self.settings.memory.persona
+        if remember:
+            system_messages = await self.memory.build_context(user_id, persona=persona)
+        else:
+            system_messages = [{"role": "system", "content": persona}]
+        agora = self.settings.agora
+        try:
+            agent_token = build_rtc_token(
+                agora.app_id or "",
+                agora.app_certificate.get_secret_value() if agora.app_certificate else "",
+                call.channel,
+                agent_uid,
+                max_minutes * 60 + TOKEN_MARGIN_SECONDS,
+                now=int(now),
+            )
+            properties = join_properties(
+                agora,
+                channel=call.channel,
+                agent_token=agent_token,
+                agent_uid=agent_uid,
+                user_uid=user_uid,
+                system_messages=system_messages,
+                greeting=guild.greeting or agora.greeting,
+                labels={"call_id": call_id},
+            )
+            started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora))
+        except AgoraLimitExceeded as exc:
+            await self._abandon(call, f"agora refused: {exc}")
+            raise CapacityReached() from exc
+        except (AgoraError, ValueError) as exc:
+            await self._abandon(call, str(exc))
+            raise VoiceUnavailable(str(exc)) from exc
+        except BaseException:
+            await self._abandon(call, "start interrupted")
+            raise
+
+        if not await self.store.transition_call(call_id, ["starting"], "active", agent_id=started.agent_id):
+            # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
+            await self._leave_quietly(started.agent_id)
+            raise VoiceUnavailable("call was ended while starting")
+        self._watch(call_id)
+        return StartedCall(
+            call_id=call_id,
+            link_url=f"{self.settings.web.public_url.rstrip('/')}/call/{link}",
+            link_expires_at=link_expires,
+            max_minutes=max_minutes,
+            private=not remember,
+        )
+
+    async def _abandon(self, call: CallRecord, why: str) -> None:
+        """A start failed after the call row existed: mark it failed and stop any agent it may have created."""
+        log.warning("call %s could not start: %s", call.call_id, why)
+        await self.store.transition_call(
+            call.call_id, ["starting"], "failed", ended_at=self.clock(), end_reason="start_failed", link_hash=None
+        )
+        try:
+            for info in await self.agora.list_agents(channel=call.channel, states=(0, 1, 2)):
+                await self._leave_quietly(info.agent_id)
+        except AgoraError as exc:
+            log.warning("could not check for an orphan agent of call %s: %s", call.call_id, exc)
+
+    async def _leave_quietly(self, agent_id: str) -> None:
+        try:
+            await self.agora.leave(agent_id)
+        except AgoraNotFound:
+            return
+        except AgoraError as exc:
+            log.warning("could not stop agent %s: %s", agent_id, exc)
+
+    # ---- while active ----------------------------------------------------------------------------------
+
+    def _watch(self, call_id: str) -> None:
+        if not self.run_checkpoints or self._closing or call_id in self._tasks:
+            return
+        task = asyncio.get_running_loop().create_task(self._checkpoint_loop(call_id), name=f"call-{call_id}")
+        self._tasks[call_id] = task
+        task.add_done_callback(lambda _t, cid=call_id: self._tasks.pop(cid, None))
+
+    async def _checkpoint_loop(self, call_id: str) -> None:
+        interval = self.settings.agora.checkpoint_seconds
+        while not self._closing:
+            await asyncio.sleep(interval)
+            if not await self.checkpoint(call_id):
+                return
+
+    async def checkpoint(self, call_id: str) -> bool:
+        """Save the agent's current history; finalize if the agent is gone or the time is up.
+
+        Returns False once the call no longer needs checkpoints."""
+        call = await self.store.get_call(call_id)
+        if call is None or call.state != "active" or call.agent_id is None:
+            return False
+        if self.clock() >= call.started_at + call.max_minutes * 60:
+            await self.finalize(call_id, "max_duration")
+            return False
+        try:
+            history = await self.agora.history(call.agent_id)
+        except AgoraNotFound:
+            await self.finalize(call_id, await self._stop_reason(call.agent_id))
+            return False
+        except AgoraError as exc:
+            log.warning("checkpoint of call %s failed, will retry: %s", call_id, exc)
+            return True
+        if not call.private:
+            await self.memory.record_snapshot(
+                call, [(i.role, i.content) for i in history.contents], max_history=self.settings.agora.max_history
+            )
+        return True
+
+    async def _stop_reason(self, agent_id: str) -> str:
+        try:
+            info = await self.agora.query(agent_id)
+        except AgoraError:
+            return "agent_stopped"
+        return STOP_REASONS.get(info.message or "", "agent_stopped")
+
+    # ---- ending ----------------------------------------------------------------------------------------
+
+    async def hang_up(self, user_id: int, *, reason: str = "hangup") -> CallEnded:
+        call = await self.store.open_call_for_user(user_id)
+        if call is None:
+            raise NoActiveCall()
+        ended = await self.finalize(call.call_id, reason)
+        if ended is None:
+            raise NoActiveCall()
+        return ended
+
+    async def finalize(self, call_id: str, reason: str) -> CallEnded | None:
+        """End a call exactly once, whatever the trigger. Concurrent triggers in this process share the
+        winner's result; a trigger that loses to another process gets None."""
+        running = self._finalizing.get(call_id)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[CallEnded | None] = asyncio.get_running_loop().create_future()
+        self._finalizing[call_id] = future
+        try:
+            result = await self._finalize_once(call_id, reason)
+            future.set_result(result)
+            return result
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here so a failure with no other waiter is not reported twice
+            raise
+        finally:
+            self._finalizing.pop(call_id, None)
+
+    async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
+        if not await self.store.transition_call(call_id, ["starting", "active"], "ending", end_reason=reason):
+            return None
+        call = await self.store.get_call(call_id)
+        assert call is not None
+        return await self._complete_ending(call)
+
+    async def _complete_ending(self, call: CallRecord) -> CallEnded | None:
+        """The idempotent tail of finalize: last history read, leave, mark ended, queue processing."""
+        if call.agent_id is not None:
+            if not call.private:
+                try:
+                    history = await self.agora.history(call.agent_id)
+                    await self.memory.record_snapshot(
+                        call,
+                        [(i.role, i.content) for i in history.contents],
+                        max_history=self.settings.agora.max_history,
+                    )
+                except AgoraNotFound:
+                    log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
+                except AgoraError as exc:
+                    log.warning("call %s: last history read failed: %s", call.call_id, exc)
+            await self._leave_quietly(call.agent_id)
+        now = self.clock()
+        won = await self.store.transition_call(call.call_id, ["ending"], "ended", ended_at=now)
+        self.memory.release_call(call.call_id)
+        if not won:
+            return None
+        turns = len(await self.store.call_turns(call.call_id))
+        if not call.private and turns:
+            await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + WEBHOOK_GRACE_SECONDS)
+        ended = CallEnded(
+            call_id=call.call_id,
+            user_id=call.user_id,
+            guild_id=call.guild_id,
+            reason=call.end_reason or "ended",
+            turns_stored=turns,
+            private=call.private,
+        )
+        await self._notify(ended)
+        return ended
+
+    # ---- webhooks --------------------------------------------------------------------------------------
+
+    async def receive_webhook(self, raw_body: bytes, headers: object) -> bool:
+        """Verify a Notification Center delivery and process it in the background; False on a bad signature."""
+        secret = self.settings.agora.webhook_secret
+        if secret is None:
+            log.warning("an Agora webhook arrived but agora.webhook_secret (AGORA_WEBHOOK_SECRET) is not set")
+            return False
+        if not verify_signature(secret.get_secret_value(), raw_body, headers):  # type: ignore[arg-type]
+            log.warning("refused an Agora webhook with a bad signature")
+            return False
+        try:
+            notification = parse_notification(raw_body)
+        except ValueError as exc:
+            log.warning("ignored a malformed Agora webhook: %s", exc)
+            return True
+        self._spawn(self.handle_notification(notification))
+        return True
+
+    async def handle_notification(self, notification: Notification) -> None:
+        call_id = notification.labels.get("call_id")
+        call = await self.store.get_call(call_id) if call_id else None
+        if call is None and notification.agent_id:
+            call = await self.store.get_call_by_agent_id(notification.agent_id)
+        if call is None:
+            log.info("webhook %s for an unknown call", notification.event_type)
+            return
+        if notification.event_type == 103:
+            if not call.private and notification.contents:
+                result = await self.memory.record_snapshot(
+                    call,
+                    [(i.role, i.content) for i in notification.contents],
+                    max_history=self.settings.agora.max_history,
+                    final=True,
+                )
+                log.info("call %s: history webhook added %d turns", call.call_id, result.added)
+        if notification.event_type in (102, 103) and call.state in ("starting", "active"):
+            reason = STOP_REASONS.get(notification.stop_message or "", "agent_stopped")
+            await self.finalize(call.call_id, reason)
+        await self.store.remember_notice(notification.notice_id, self.clock())
+
+    def _spawn(self, coro: Awaitable[object]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+
+        def done(t: asyncio.Task[object]) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background call work failed", exc_info=t.exception())
+
+        task.add_done_callback(done)
+
+    async def wait_background(self) -> None:
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    # ---- restart and shutdown --------------------------------------------------------------------------
+
+    async def reconcile(self) -> dict[str, int]:
+        """After a (re)start: every call not ended is looked up at Agora and resumed or finalized."""
+        counts = {"resumed": 0, "finalized": 0, "failed": 0}
+        for call in await self.store.open_calls():
+            if call.state == "starting":
+                await self._abandon(call, "the bot restarted while the call was starting")
+                counts["failed"] += 1
+                continue
+            if call.state == "ending":
+                await self._complete_ending(call)
+                counts["finalized"] += 1
+                continue
+            assert call.agent_id is not None
+            try:
+                info = await self.agora.query(call.agent_id)
+            except AgoraNotFound:
+                await self.finalize(call.call_id, "agent_stopped")
+                counts["finalized"] += 1
+                continue
+            except AgoraError as exc:
+                log.warning("call %s: Agora unreachable during reconcile, resuming checkpoints: %s", call.call_id, exc)
+                info = None
+            if info is None or info.status in ("RUNNING", "STARTING", "IDLE", "RECOVERING"):
+                await self.store.update_call(call.call_id, owner=self.owner)
+                self._watch(call.call_id)
+                counts["resumed"] += 1
+            else:
+                await self.finalize(call.call_id, STOP_REASONS.get(info.message or "", "agent_stopped"))
+                counts["finalized"] += 1
+        return counts
+
+    async def shutdown(self, grace_seconds: float | None = None) -> None:
+        """Hand active calls off: save their history once more and stop watching them. The agents keep
+        running, so members keep talking through a restart; the next process reconciles them."""
+        self._closing = True
+        grace = self.settings.calls.shutdown_grace_seconds if grace_seconds is None else grace_seconds
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        active = [c for c in await self.store.open_calls() if c.state == "active"]
+
+        async def save_all() -> None:
+            for call in active:
+                try:
+                    await self.checkpoint(call.call_id)
+                except Exception:
+                    log.exception("final checkpoint of call %s failed at shutdown", call.call_id)
+
+        try:
+            await asyncio.wait_for(save_all(), timeout=grace)
+        except TimeoutError:
+            log.warning("shutdown grace of %.0f s ran out while saving %d calls", grace, len(active))
+        try:
+            await asyncio.wait_for(self.wait_background(), timeout=max(grace, 1.0))
+        except TimeoutError:
+            log.warning("shutdown: background webhook work did not finish in time")
+
+    # ---- the call page ---------------------------------------------------------------------------------
+
+    async def call_for_link(self, link_token: str) -> CallRecord | None:
+        call = await self.store.get_call_by_link_hash(self.links.hash(link_token))
+        if call is None:
+            return None
+        if call.link_expires_at is not None and self.clock() > call.link_expires_at:
+            return None
+        return call
+
+    def user_token(self, call: CallRecord) -> str:
+        agora = self.settings.agora
+        remaining = int(call.started_at + call.max_minutes * 60 - self.clock()) + TOKEN_MARGIN_SECONDS
+        return build_rtc_token(
+            agora.app_id or "",
+            agora.app_certificate.get_secret_value() if agora.app_certificate else "",
+            call.channel,
+            call.user_uid,
+            max(60, min(remaining, 86400)),
+            now=int(self.clock()),
+        )
+
+    @staticmethod
+    def link_expiry(call: CallRecord) -> datetime:
+        return datetime.fromtimestamp(call.link_expires_at or call.started_at, UTC)
+
+    @staticmethod
+    def is_open(call: CallRecord) -> bool:
+        return call.state in OPEN_CALL_STATES

@@ -1,0 +1,141 @@
+"""One place that assembles the real services against the local stand-ins (Agora emulator, fake LLM), for the
+call, cog, end-to-end tests and the benchmarks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.agora import ConvoAIClient
+from bot.calls.page import CallPageAdapter
+from bot.calls.service import CallEnded, CallService
+from bot.config import Settings
+from bot.memory.service import MemoryService
+from bot.store.sqlite import SqliteStore
+from bot.web.server import WebServer
+from tests.fakes.agora_emulator import (
+    TEST_APP_CERTIFICATE,
+    TEST_APP_ID,
+    TEST_CUSTOMER_ID,
+    TEST_CUSTOMER_SECRET,
+    TEST_WEBHOOK_SECRET,
+    AgoraEmulator,
+)
+
+
+class FakeClock:
+    """Wall-clock time that tests can move forward."""
+
+    def __init__(self, start: float | None = None):
+        self.now = time.time() if start is None else start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make_settings(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
+    data: dict[str, dict[str, Any]] = {
+        "discord": {"token": "fake-token", "call_cooldown_seconds": 0},
+        "agora": {
+            "app_id": TEST_APP_ID,
+            "app_certificate": TEST_APP_CERTIFICATE,
+            "customer_id": TEST_CUSTOMER_ID,
+            "customer_secret": TEST_CUSTOMER_SECRET,
+            "webhook_secret": TEST_WEBHOOK_SECRET,
+            "api_base_url": "http://127.0.0.1:9/unset",
+            "checkpoint_seconds": 3600,
+        },
+        "web": {"public_url": "http://127.0.0.1:8080", "link_signing_key": "test-link-key", "port": 0},
+        "memory": {"database_path": str(tmp_path / "bot.db")},
+        "calls": {"shutdown_grace_seconds": 2},
+    }
+    for section, values in sections.items():
+        data.setdefault(section, {}).update(values)
+    return Settings.model_validate(data)
+
+
+@dataclass
+class EndedLog:
+    """A call listener that records what ended."""
+
+    ended: list[CallEnded] = field(default_factory=list)
+
+    async def call_ended(self, ended: CallEnded) -> None:
+        self.ended.append(ended)
+
+
+@dataclass
+class CallWorld:
+    settings: Settings
+    emu: AgoraEmulator
+    store: SqliteStore
+    memory: MemoryService
+    agora: ConvoAIClient
+    calls: CallService
+    web: WebServer
+    clock: FakeClock
+    log: EndedLog
+    adapter: CallPageAdapter
+
+    async def restart(self) -> CallService:
+        """A new call service over the same database, as after a bot restart (the old one is shut down)."""
+        if not self.calls.closed:
+            await self.calls.shutdown(grace_seconds=1)
+        self.calls = CallService(
+            self.store, self.memory, self.agora, self.settings, clock=self.clock, run_checkpoints=False
+        )
+        self.calls.add_listener(self.log)
+        self.adapter.calls = self.calls
+        return self.calls
+
+
+@asynccontextmanager
+async def call_world(
+    tmp_path: Path, *, webhooks: bool = True, checkpoints: bool = False, **sections: dict[str, Any]
+) -> AsyncIterator[CallWorld]:
+    """Store, memory, Agora client, call service and web server, wired to a running Agora emulator."""
+    clock = FakeClock()
+    emu = AgoraEmulator(clock=clock)
+    await emu.start()
+    settings = make_settings(tmp_path, **sections)
+    settings = settings.model_copy(
+        update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})}
+    )
+    store = SqliteStore(settings.memory.database_path)
+    await store.open()
+    memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
+    agora = ConvoAIClient(
+        base_url=emu.base_url,
+        app_id=TEST_APP_ID,
+        customer_id=TEST_CUSTOMER_ID,
+        customer_secret=TEST_CUSTOMER_SECRET,
+        timeout=5,
+        backoff_base=0.001,
+        backoff_max=0.01,
+    )
+    calls = CallService(store, memory, agora, settings, clock=clock, run_checkpoints=checkpoints)
+    log = EndedLog()
+    calls.add_listener(log)
+    adapter = CallPageAdapter(calls)
+    web = WebServer(adapter, host="127.0.0.1", port=0, sdk_url="http://127.0.0.1:9/sdk.js",
+                    public_url=settings.web.public_url)
+    await web.start()
+    if webhooks:
+        emu.webhook_url = f"{web.url}/agora/webhook"
+    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter)
+    try:
+        yield world
+    finally:
+        await world.calls.shutdown(grace_seconds=1)
+        await memory.wait_scrubbed()
+        await web.stop()
+        await agora.aclose()
+        await emu.stop()
+        await store.close()
