@@ -105,9 +105,7 @@ async def call_world(
     emu = AgoraEmulator(clock=clock)
     await emu.start()
     settings = make_settings(tmp_path, **sections)
-    settings = settings.model_copy(
-        update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})}
-    )
+    settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
     store = SqliteStore(settings.memory.database_path)
     await store.open()
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
@@ -124,8 +122,9 @@ async def call_world(
     log = EndedLog()
     calls.add_listener(log)
     adapter = CallPageAdapter(calls)
-    web = WebServer(adapter, host="127.0.0.1", port=0, sdk_url="http://127.0.0.1:9/sdk.js",
-                    public_url=settings.web.public_url)
+    web = WebServer(
+        adapter, host="127.0.0.1", port=0, sdk_url="http://127.0.0.1:9/sdk.js", public_url=settings.web.public_url
+    )
     await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"

@@ -67,8 +67,11 @@ async def test_closing_the_page_sends_a_beacon_that_ends_the_call(world: CallWor
     started, agent = await start_call(world)
     world.emu.script(agent.agent_id, conversation(6))
     async with httpx.AsyncClient() as http:
-        response = await http.post(f"{world.web.url}/api/calls/{link_token(started)}/hangup", content=b"beacon",
-                                   headers={"content-type": "text/plain"})
+        response = await http.post(
+            f"{world.web.url}/api/calls/{link_token(started)}/hangup",
+            content=b"beacon",
+            headers={"content-type": "text/plain"},
+        )
     assert response.status_code == 200 and response.json()["state"] == "ended"
     call = await world.store.get_call(started.call_id)
     assert call.end_reason == "page_closed"
@@ -239,11 +242,12 @@ async def test_maximum_duration_ends_the_call(world: CallWorld) -> None:
 
 
 async def test_second_call_starts_with_what_the_first_stored(world: CallWorld) -> None:
-    started, agent = await start_call(world)
-    world.emu.script(agent.agent_id, [("user", "My name is Ilse and I only drink oat milk."),
-                                      ("assistant", "Got it, Ilse!")])
+    _started, agent = await start_call(world)
+    world.emu.script(
+        agent.agent_id, [("user", "My name is Ilse and I only drink oat milk."), ("assistant", "Got it, Ilse!")]
+    )
     await world.calls.hang_up(ALICE)
-    second, agent2 = await start_call(world)
+    _second, agent2 = await start_call(world)
     memory = agent2.system_messages[1]["content"]
     assert "My name is Ilse and I only drink oat milk." in memory
     assert agent2.system_messages[0]["content"] == world.settings.memory.persona
@@ -261,7 +265,7 @@ async def test_one_call_per_member_and_the_concurrency_limit(tmp_path: Path) -> 
 
 
 async def test_private_call_reads_and_writes_no_memory(world: CallWorld) -> None:
-    first, agent = await start_call(world)
+    _first, agent = await start_call(world)
     world.emu.script(agent.agent_id, [("user", "I live in Ghent.")])
     await world.calls.hang_up(ALICE)
     private, agent2 = await start_call(world, private=True)
