@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bot.agora import ConvoAIClient
+from bot.calls.page import CallPageAdapter
+from bot.calls.service import CallService
 from bot.config import Settings
+from bot.llm import LLMClient
+from bot.memory.chat import ChatService
+from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from bot.web.server import WebServer
+
+log = logging.getLogger(__name__)
+
+RETENTION_SWEEP_SECONDS = 3600.0
+CHAT_SWEEP_SECONDS = 60.0
 
 
 @dataclass
@@ -17,21 +33,124 @@ class Services:
     settings: Settings
     store: Store
     memory: MemoryService
+    agora: ConvoAIClient | None = None
+    llm: LLMClient | None = None
+    calls: CallService | None = None
+    postcall: PostCallProcessor | None = None
+    chat: ChatService | None = None
+    web: WebServer | None = None
+    processed_listeners: list[Callable[[str, str, int], Awaitable[None]]] = field(default_factory=list)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _workers: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def notify_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:
+        """Post-call processing finished a call or chat: tell whoever shows it to the member."""
+        for listener in self.processed_listeners:
+            try:
+                await listener(kind, ref_id, facts_learned)
+            except Exception:
+                log.exception("a processed-listener failed for %s %s", kind, ref_id)
+
+    async def start_background(self) -> None:
+        """Web server, call reconcile, the post-call queue and the periodic sweeps."""
+        if self.web is not None:
+            await self.web.start()
+            log.info("call page server listening on %s (public address %s)", self.web.url,
+                     self.settings.web.public_url)
+        if self.calls is not None:
+            counts = await self.calls.reconcile()
+            log.info("reconciled open calls: %s", counts)
+        if self.postcall is not None:
+            self._workers.append(asyncio.create_task(self.postcall.run(self._stop), name="post-call"))
+        self._workers.append(asyncio.create_task(self._sweeps(), name="sweeps"))
+
+    async def _sweeps(self) -> None:
+        last_retention = 0.0
+        while not self._stop.is_set():
+            try:
+                if self.chat is not None:
+                    await self.chat.close_idle_sessions()
+                if time.time() - last_retention >= RETENTION_SWEEP_SECONDS:
+                    last_retention = time.time()
+                    await self.purge_expired_transcripts()
+            except Exception:
+                log.exception("a periodic sweep failed; it runs again shortly")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=CHAT_SWEEP_SECONDS)
+
+    async def purge_expired_transcripts(self) -> int:
+        removed = 0
+        for guild_id, days in await self.store.retention_policies():
+            removed += await self.memory.purge_expired(guild_id, days)
+        return removed
+
+    async def stop_background(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self.calls is not None:
+            await self.calls.shutdown()
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        if self.web is not None:
+            await self.web.stop()
 
 
 def build_store(settings: Settings) -> Store:
     return SqliteStore(settings.memory.database_path)
 
 
+def _secret(value: object) -> str:
+    return value.get_secret_value() if value is not None else ""  # type: ignore[attr-defined]
+
+
 @asynccontextmanager
-async def open_services(settings: Settings) -> AsyncIterator[Services]:
+async def open_services(settings: Settings, *, full: bool = False) -> AsyncIterator[Services]:
+    """The store and memory always; with `full`, everything the running bot needs (clients, calls, web)."""
     store = build_store(settings)
     await store.open()
-    memory = MemoryService(
-        store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona
-    )
+    memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
+    services = Services(settings=settings, store=store, memory=memory)
     try:
-        yield Services(settings=settings, store=store, memory=memory)
+        if full:
+            if settings.llm.enabled:
+                services.llm = LLMClient(
+                    base_url=settings.llm.base_url or "",
+                    model=settings.llm.model,
+                    api_key=_secret(settings.llm.api_key) or None,
+                    timeout=settings.llm.timeout_seconds,
+                )
+            services.postcall = PostCallProcessor(store, services.llm, on_processed=services.notify_processed)
+            services.chat = ChatService(
+                store,
+                memory,
+                services.llm,
+                idle_minutes=settings.memory.chat_idle_minutes,
+                persona=settings.memory.persona,
+            )
+            if settings.agora_configured:
+                services.agora = ConvoAIClient(
+                    base_url=settings.agora.api_base_url,
+                    app_id=settings.agora.app_id or "",
+                    customer_id=_secret(settings.agora.customer_id),
+                    customer_secret=_secret(settings.agora.customer_secret),
+                    timeout=settings.agora.request_timeout_seconds,
+                )
+                services.calls = CallService(store, memory, services.agora, settings)
+                services.web = WebServer(
+                    CallPageAdapter(services.calls),
+                    host=settings.web.host,
+                    port=settings.web.port,
+                    sdk_url=settings.agora.sdk_url,
+                    public_url=settings.web.public_url,
+                )
+        yield services
     finally:
+        await services.stop_background()
+        if services.agora is not None:
+            await services.agora.aclose()
+        if services.llm is not None:
+            await services.llm.aclose()
         await memory.wait_scrubbed()
         await store.close()

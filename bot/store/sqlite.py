@@ -229,6 +229,13 @@ class SqliteStore:
                 )
         return await self.get_guild_settings(guild_id)
 
+    async def retention_policies(self) -> list[tuple[int, int]]:
+        rows = await self._all(
+            "SELECT guild_id, retention_days FROM guild_settings WHERE retention_days IS NOT NULL "
+            "AND retention_days > 0"
+        )
+        return [(r[0], r[1]) for r in rows]
+
     async def delete_guild_settings(self, guild_id: int) -> None:
         async with self._tx() as db:
             await db.execute("DELETE FROM guild_settings WHERE guild_id = ?", (guild_id,))

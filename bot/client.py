@@ -1,0 +1,165 @@
+"""The discord.py side of the process: the Bot subclass, the one error funnel, command sync, start and stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import signal
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot import messages
+from bot.app import Services, open_services
+from bot.config import Settings
+
+log = logging.getLogger(__name__)
+
+EXTENSIONS = ("cogs.calls", "cogs.memory", "cogs.admin", "cogs.chat")
+COMMANDS_HASH_KEY = "discord.commands_hash"
+
+
+async def reply_privately(interaction: discord.Interaction, content: str) -> None:
+    """Answer ephemerally whether or not the interaction was already acknowledged."""
+    if interaction.response.is_done():
+        await interaction.followup.send(content, ephemeral=True)
+    else:
+        await interaction.response.send_message(content, ephemeral=True)
+
+
+async def report_error(interaction: discord.Interaction, error: BaseException) -> None:
+    """The one place an error becomes what the member sees (commands and views alike)."""
+    original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+    if isinstance(error, app_commands.CommandOnCooldown):
+        text = messages.cooldown(discord.utils.utcnow().timestamp() + error.retry_after)
+    elif isinstance(error, app_commands.MissingPermissions):
+        text = messages.NEEDS_MANAGE_SERVER
+    elif isinstance(error, app_commands.NoPrivateMessage):
+        text = messages.SERVER_ONLY
+    elif (known := messages.for_error(original)) is not None:
+        text = known
+        log.info(
+            "command %s by user %s in guild %s refused: %s",
+            _command_name(interaction), interaction.user.id, interaction.guild_id, type(original).__name__,
+        )
+    else:
+        text = messages.SOMETHING_WENT_WRONG
+        log.error(
+            "command %s by user %s in guild %s failed",
+            _command_name(interaction), interaction.user.id, interaction.guild_id,
+            exc_info=(type(original), original, original.__traceback__),
+        )
+    try:
+        await reply_privately(interaction, text)
+    except discord.HTTPException:
+        log.warning("could not tell user %s about an error (interaction expired)", interaction.user.id)
+
+
+def _command_name(interaction: discord.Interaction) -> str:
+    command = interaction.command
+    if command is not None:
+        return command.qualified_name
+    data = interaction.data or {}
+    return str(data.get("custom_id") or data.get("name") or "?")
+
+
+class ErrorFunnelTree(app_commands.CommandTree):
+    async def on_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        await report_error(interaction, error)
+
+
+class FunnelledView(discord.ui.View):
+    """Views whose errors go through the same funnel as commands."""
+
+    async def on_error(self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item) -> None:
+        await report_error(interaction, error)
+
+
+def commands_hash(tree: app_commands.CommandTree) -> str:
+    payload = [command.to_dict(tree) for command in tree.get_commands()]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class MemoryBot(commands.Bot):
+    def __init__(self, services: Services, *, sync_on_start: bool = True, **options: object):
+        options.setdefault("intents", discord.Intents(guilds=True, dm_messages=True))
+        super().__init__(
+            command_prefix=commands.when_mentioned,
+            tree_cls=ErrorFunnelTree,
+            chunk_guilds_at_startup=False,
+            member_cache_flags=discord.MemberCacheFlags.none(),
+            help_command=None,
+            **options,  # type: ignore[arg-type]
+        )
+        self.services = services
+        self.settings: Settings = services.settings
+        self.sync_on_start = sync_on_start
+
+    async def setup_hook(self) -> None:
+        for extension in EXTENSIONS:
+            await self.load_extension(extension)
+        if self.sync_on_start:
+            await self.sync_if_changed()
+        await self.services.start_background()
+
+    async def sync_if_changed(self) -> bool:
+        """Sync slash commands only when their definitions changed since the last sync (hash in the store)."""
+        current = commands_hash(self.tree)
+        if await self.services.store.get_meta(COMMANDS_HASH_KEY) == current:
+            return False
+        synced = await self.tree.sync()
+        await self.services.store.set_meta(COMMANDS_HASH_KEY, current)
+        log.info("synced %d slash commands (definitions changed)", len(synced))
+        return True
+
+    async def on_guild_remove(self, guild: discord.Guild) -> None:
+        await self.services.store.delete_guild_settings(guild.id)
+        log.info("left guild %s: its settings were deleted", guild.id)
+
+    async def close(self) -> None:
+        await self.services.stop_background()
+        await super().close()
+
+
+async def run_bot(settings: Settings) -> int:
+    discord.utils.setup_logging(level=logging.INFO, root=True)
+    token = settings.discord.token.get_secret_value() if settings.discord.token else ""
+    async with open_services(settings, full=True) as services:
+        bot = MemoryBot(services)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, lambda: asyncio.ensure_future(bot.close()))
+        try:
+            async with bot:
+                await bot.start(token)
+        except discord.LoginFailure:
+            log.error("Discord refused the token: check DISCORD_TOKEN")
+            return 1
+        except discord.PrivilegedIntentsRequired:
+            log.error("Discord refused the intents; this bot needs no privileged intents")
+            return 1
+    return 0
+
+
+async def sync_commands(settings: Settings, *, guild_id: int | None = None) -> int:
+    token = settings.discord.token.get_secret_value() if settings.discord.token else ""
+    async with open_services(settings) as services:
+        bot = MemoryBot(services, sync_on_start=False)
+        async with bot:
+            await bot.login(token)
+            for extension in EXTENSIONS:
+                await bot.load_extension(extension)
+            target = guild_id or settings.discord.dev_guild_id
+            if target:
+                guild = discord.Object(id=target)
+                bot.tree.copy_global_to(guild=guild)
+                synced = await bot.tree.sync(guild=guild)
+            else:
+                synced = await bot.tree.sync()
+                await services.store.set_meta(COMMANDS_HASH_KEY, commands_hash(bot.tree))
+        return len(synced)
