@@ -161,8 +161,6 @@ class Calls(commands.Cog):
 
     @staticmethod
     async def _edit_card(interaction: discord.Interaction, content: str) -> None:
-        if interaction.is_expired():
-            return
         try:
             await interaction.edit_original_response(content=content, view=None)
         except discord.HTTPException as exc:

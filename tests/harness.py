@@ -3,6 +3,7 @@ call, cog, end-to-end tests and the benchmarks."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,12 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     AgoraEmulator,
 )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class FakeClock:
@@ -98,9 +105,17 @@ class CallWorld:
 
 @asynccontextmanager
 async def call_world(
-    tmp_path: Path, *, webhooks: bool = True, checkpoints: bool = False, **sections: dict[str, Any]
+    tmp_path: Path,
+    *,
+    webhooks: bool = True,
+    checkpoints: bool = False,
+    start_web: bool = True,
+    **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
-    """Store, memory, Agora client, call service and web server, wired to a running Agora emulator."""
+    """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
+
+    With `start_web=False` the caller starts `world.web` (the bot does, in its setup hook, so that the web
+    server's request handlers run as the bot's own work); its port is reserved here so URLs are known."""
     clock = FakeClock()
     emu = AgoraEmulator(clock=clock)
     await emu.start()
@@ -123,9 +138,14 @@ async def call_world(
     calls.add_listener(log)
     adapter = CallPageAdapter(calls)
     web = WebServer(
-        adapter, host="127.0.0.1", port=0, sdk_url="http://127.0.0.1:9/sdk.js", public_url=settings.web.public_url
+        adapter,
+        host="127.0.0.1",
+        port=0 if start_web else free_port(),
+        sdk_url="http://127.0.0.1:9/sdk.js",
+        public_url=settings.web.public_url,
     )
-    await web.start()
+    if start_web:
+        await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"
     world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter)

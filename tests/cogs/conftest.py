@@ -21,18 +21,20 @@ class SimBot(MemoryBot):
         for extension in self.extensions_to_load:
             await self.load_extension(extension)
         await self.tree.sync()
+        if self.services.web is not None:
+            await self.services.web.start()  # as production does: its handlers then run as the bot's work
 
 
 @pytest_asyncio.fixture
 async def world(tmp_path: Path):
-    async with call_world(tmp_path) as w:
+    async with call_world(tmp_path, start_web=False) as w:
         yield w
 
 
 @pytest_asyncio.fixture
 async def services(world: CallWorld) -> Services:
     services = Services(settings=world.settings, store=world.store, memory=world.memory, agora=world.agora,
-                        calls=world.calls)
+                        calls=world.calls, web=world.web)
     services.postcall = PostCallProcessor(world.store, None, on_processed=services.notify_processed)
     services.chat = ChatService(world.store, world.memory, None, idle_minutes=30, persona="p")
     return services

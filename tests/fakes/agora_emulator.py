@@ -347,7 +347,8 @@ class AgoraEmulator:
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         self._port = int(self._runner.addresses[0][1])
-        self._webhook_session = aiohttp.ClientSession()
+        # One connection per notification, as independent deliveries; no idle keep-alive left on the receiver.
+        self._webhook_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
         self._worker = asyncio.get_running_loop().create_task(self._deliver_webhooks_forever())
         return self
 

@@ -1,0 +1,136 @@
+"""/call and /hangup as a member meets them (SimCord runs the real command tree; the services are real)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from bot.calls.errors import CallAlreadyActive, CallsDisabled, NoActiveCall, QuotaReached, VoiceUnavailable
+from tests.harness import CallWorld
+
+
+def buttons(message) -> list[dict]:
+    return [c for row in message.components for c in row["components"]]
+
+
+def link_of(message) -> str:
+    return next(b["url"] for b in buttons(message) if b.get("url"))
+
+
+@pytest.fixture
+def member(simcord_env):
+    guild = simcord_env.create_guild()
+    channel = guild.create_text_channel("general")
+    alice = guild.add_member(simcord_env.create_user("alice"))
+    return guild, channel, alice
+
+
+async def remembered_call(simcord_env, world: CallWorld, channel, alice):
+    first = await alice.slash(channel, "call")
+    return await alice.click(first.response, label="Remember me")
+
+
+async def test_first_call_asks_for_consent_before_anything_is_stored(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    result = await alice.slash(channel, "call")
+    assert result.ephemeral
+    assert "may the agent remember you" in result.response.content
+    assert "/forget" in result.response.content and "/memory" in result.response.content
+    assert [b["label"] for b in buttons(result.response)] == ["Remember me", "Call without memory"]
+    assert await world.store.get_user(alice.id) is None
+    assert world.emu.agents == {}
+
+
+async def test_remember_me_starts_the_call_and_shows_the_card(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    card = await remembered_call(simcord_env, world, channel, alice)
+    assert card.response.ephemeral
+    assert "Your call is ready" in card.response.content
+    assert [b["label"] for b in buttons(card.response)] == ["Open call page", "Hang up"]
+    assert (await world.store.get_user(alice.id)).consent == "remember"
+    call = await world.store.open_call_for_user(alice.id)
+    assert call.state == "active" and not call.private
+    async with httpx.AsyncClient() as http:
+        page = await http.get(link_of(card.response).replace(world.settings.web.public_url, world.web.url))
+    assert page.status_code == 200 and call.channel in page.text
+
+
+async def test_call_without_memory_is_private_and_remembered_as_a_choice(simcord_env, world, member) -> None:
+    _, channel, alice = member
+    first = await alice.slash(channel, "call")
+    card = await alice.click(first.response, label="Call without memory")
+    assert "private" in card.response.content
+    assert (await world.store.get_user(alice.id)).consent == "no_memory"
+    assert (await world.store.open_call_for_user(alice.id)).private
+
+
+async def test_hang_up_button_ends_the_call_and_the_card_says_so(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    card = await remembered_call(simcord_env, world, channel, alice)
+    call = await world.store.open_call_for_user(alice.id)
+    world.emu.user_joined(call.agent_id)
+    world.emu.script(call.agent_id, [("user", "Please remember I'm vegetarian."), ("assistant", "Noted!")])
+    await alice.click(card.response, label="Hang up")
+    assert "Call ended" in card.response.content and "3 lines" in card.response.content
+    assert card.response.components == []
+    assert (await world.store.get_call(call.call_id)).state == "ended"
+    assert len(await world.store.call_turns(call.call_id)) == 3
+
+
+async def test_card_is_updated_when_the_call_ends_elsewhere(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    card = await remembered_call(simcord_env, world, channel, alice)
+    token = link_of(card.response).rsplit("/", 1)[1]
+    async with httpx.AsyncClient() as http:
+        await http.post(f"{world.web.url}/api/calls/{token}/hangup", content=b"beacon")
+    await simcord_env.settle()
+    assert "Call ended" in card.response.content
+
+
+async def test_hangup_command_and_hangup_without_a_call(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    await remembered_call(simcord_env, world, channel, alice)
+    done = await alice.slash(channel, "hangup")
+    assert done.ephemeral and "Call ended" in done.response.content
+    again = await alice.slash(channel, "hangup")
+    assert "You don't have a call running" in again.response.content
+    assert isinstance(simcord_env.errors[-1].original, NoActiveCall)
+
+
+async def test_call_while_a_call_is_active(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    await remembered_call(simcord_env, world, channel, alice)
+    second = await alice.slash(channel, "call")
+    assert second.ephemeral and "already have a call running" in second.response.content
+    assert isinstance(simcord_env.errors[-1].original, CallAlreadyActive)
+    assert len(world.emu.agents) == 1
+
+
+async def test_calls_disabled_in_this_server(simcord_env, world: CallWorld, member) -> None:
+    guild, channel, alice = member
+    await world.store.update_guild_settings(guild.id, 0.0, calls_enabled=False)
+    await world.store.set_consent(alice.id, True, 0.0)
+    result = await alice.slash(channel, "call")
+    assert "turned off in this server" in result.response.content
+    assert isinstance(simcord_env.errors[-1].original, CallsDisabled)
+
+
+async def test_daily_quota(simcord_env, world: CallWorld, member) -> None:
+    guild, channel, alice = member
+    await world.store.update_guild_settings(guild.id, 0.0, calls_per_member_per_day=1)
+    await remembered_call(simcord_env, world, channel, alice)
+    await alice.slash(channel, "hangup")
+    again = await alice.slash(channel, "call")
+    assert "today's limit of 1 calls" in again.response.content and "<t:" in again.response.content
+    assert isinstance(simcord_env.errors[-1].original, QuotaReached)
+
+
+async def test_agora_down_gives_a_clear_message_and_leaves_nothing(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    await world.store.set_consent(alice.id, True, 0.0)
+    world.emu.fail_next(10, 503, operation="join")
+    result = await alice.slash(channel, "call")
+    assert result.ephemeral and "not available right now" in result.response.content
+    assert "503" not in result.response.content
+    assert isinstance(simcord_env.errors[-1].original, VoiceUnavailable)
+    assert await world.store.open_call_for_user(alice.id) is None
