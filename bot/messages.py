@@ -40,7 +40,10 @@ def for_call_error(error: CallError) -> str:
     if isinstance(error, CapacityReached):
         return "All voice agents are busy right now. Please try again in a few minutes."
     if isinstance(error, VoiceUnavailable):
-        return "Voice calls are not available right now. Please try again later; if it keeps happening, tell a server admin."
+        return (
+            "Voice calls are not available right now. Please try again later; "
+            "if it keeps happening, tell a server admin."
+        )
     if isinstance(error, NoActiveCall):
         return "You don't have a call running. Start one with `/call`."
     if isinstance(error, ConsentRequired):

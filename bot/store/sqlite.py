@@ -441,6 +441,14 @@ class SqliteStore:
         )
         return [_turn(r) for r in reversed(rows)]
 
+    async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
+        column, ref = ("call_id", turn.call_id) if turn.call_id else ("chat_id", turn.chat_id)
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE {column} = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+            (ref, turn.seq - before, turn.seq + after),
+        )
+        return [_turn(r) for r in rows]
+
     async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
         match = fts_query(query)
         if match is None:

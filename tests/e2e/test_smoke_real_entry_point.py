@@ -1,0 +1,80 @@
+"""The real start-up path: `run_bot` logs in over HTTP, connects to the gateway, syncs the commands, serves the
+call page, and answers /call through the full stack — against loopback fakes of Discord and Agora. Every request
+body the bot sends is validated against Discord's OpenAPI description by the fake."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.client import run_bot
+from tests.fakes.agora_emulator import running_emulator
+from tests.fakes.discord_gateway import FakeDiscord
+from tests.harness import free_port, make_settings
+
+ALICE = 424242
+
+
+def find_message_with(fake: FakeDiscord, custom_id: str) -> dict:
+    for message in reversed(list(fake.messages.values())):
+        for row in message.get("components", []):
+            if any(c.get("custom_id") == custom_id for c in row.get("components", [])):
+                return message
+    raise AssertionError(f"no message with a {custom_id!r} component")
+
+
+async def next_of_kind(fake: FakeDiscord, token: str, *kinds: str) -> dict:
+    while True:
+        kind, body = await fake.next_response(token)
+        if kind in kinds:
+            return body
+
+
+async def test_real_entry_point_answers_call_over_the_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeDiscord()
+    await fake.start()
+    fake.patch(monkeypatch)
+    port = free_port()
+    async with running_emulator() as emu:
+        settings = make_settings(
+            tmp_path,
+            agora={"api_base_url": emu.base_url, "checkpoint_seconds": 0.2},
+            web={"port": port, "public_url": f"http://127.0.0.1:{port}"},
+        )
+        bot_task = asyncio.create_task(run_bot(settings))
+        try:
+            await fake.wait_until_ready(timeout=15)
+            synced = {c["name"] for c in fake.commands["global"]}
+            assert {"call", "hangup", "memory", "forget", "settings", "chat"} <= synced
+
+            token = await fake.slash("call", ALICE)
+            assert (await fake.next_response(token))[1]["type"] == 5
+            consent = await next_of_kind(fake, token, "followup", "edit")
+            assert "may the agent remember you" in consent["content"]
+
+            click = await fake.click(find_message_with(fake, "consent:remember"), "consent:remember", ALICE)
+            card = await next_of_kind(fake, click, "edit")
+            link = next(c["url"] for row in card["components"] for c in row["components"] if c.get("url"))
+            assert link.startswith(f"http://127.0.0.1:{port}/call/")
+
+            async with httpx.AsyncClient() as http:
+                page = await http.get(link)
+            assert page.status_code == 200 and "Start call" in page.text
+
+            agent = emu.only_agent()
+            emu.user_joined(agent.agent_id)
+            emu.script(agent.agent_id, [("user", "I'm Noor, I teach chemistry."), ("assistant", "Nice, Noor!")])
+            hangup = await fake.slash("hangup", ALICE)
+            ended = await next_of_kind(fake, hangup, "followup", "edit")
+            assert "Call ended" in ended["content"] and "3 lines" in ended["content"]
+            fake.assert_no_invalid_requests()
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert await asyncio.wait_for(bot_task, timeout=15) == 0
+            await fake.stop()
+        assert emu.agent(agent.agent_id).status == "STOPPED"
