@@ -110,3 +110,22 @@ def test_import_rejects_bad_files_clearly(
     path.write_text(content)
     assert main(["--config", str(config), "import-history", "1", str(path)]) == 1
     assert message in capsys.readouterr().err
+
+
+async def test_check_reaches_agora_and_the_llm_and_reports_ready(tmp_path: Path, monkeypatch, capsys) -> None:
+    from bot.cli import check
+    from tests.fakes.agora_emulator import running_emulator
+    from tests.fakes.llm_server import running_fake_llm
+    from tests.harness import make_settings
+
+    async with running_emulator() as emu, running_fake_llm() as llm:
+        settings = make_settings(tmp_path, agora={"api_base_url": emu.base_url}, llm={"base_url": llm.base_url})
+        assert await check(settings, None) == 0
+        out = capsys.readouterr().out
+        assert f"ok       {emu.base_url} answers" in out and f"ok       {llm.base_url} answers" in out
+        assert "Ready to run." in out
+
+        wrong = make_settings(tmp_path, agora={"api_base_url": emu.base_url, "customer_secret": "nope"})
+        assert await check(wrong, None) == 1
+        out = capsys.readouterr().out
+        assert "FAIL     agora.api_base_url" in out and "AGORA_CUSTOMER_SECRET" in out
