@@ -10,6 +10,7 @@ import pytest_asyncio
 from bot.config import DEFAULT_PERSONA
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
+from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
 
 
 @pytest_asyncio.fixture

@@ -3,9 +3,11 @@ call, cog, end-to-end tests and the benchmarks."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,18 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     AgoraEmulator,
 )
+
+
+async def eventually(predicate: Callable[[], Awaitable[bool] | bool], *, within: float = 10.0) -> None:
+    """Wait until `predicate` holds, for conditions produced by another process or a browser."""
+    deadline = time.monotonic() + within
+    for _ in iter(int, 1):
+        result = predicate()
+        if (await result) if inspect.isawaitable(result) else result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await asyncio.sleep(0.02)
 
 
 def free_port() -> int:
@@ -110,6 +124,7 @@ async def call_world(
     webhooks: bool = True,
     checkpoints: bool = False,
     start_web: bool = True,
+    sdk_url: str = "http://127.0.0.1:9/sdk.js",
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
@@ -141,7 +156,7 @@ async def call_world(
         adapter,
         host="127.0.0.1",
         port=0 if start_web else free_port(),
-        sdk_url="http://127.0.0.1:9/sdk.js",
+        sdk_url=sdk_url,
         public_url=settings.web.public_url,
     )
     if start_web:

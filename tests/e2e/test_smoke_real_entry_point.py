@@ -15,7 +15,7 @@ import pytest
 from bot.client import run_bot
 from tests.fakes.agora_emulator import running_emulator
 from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import free_port, make_settings
+from tests.harness import eventually, free_port, make_settings
 
 ALICE = 424242
 
@@ -78,3 +78,26 @@ async def test_real_entry_point_answers_call_over_the_gateway(tmp_path: Path, mo
             assert await asyncio.wait_for(bot_task, timeout=15) == 0
             await fake.stop()
         assert emu.agent(agent.agent_id).status == "STOPPED"
+
+
+async def test_commands_are_synced_only_when_their_definitions_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeDiscord()
+    await fake.start()
+    fake.patch(monkeypatch)
+    port = free_port()
+    try:
+        async with running_emulator() as emu:
+            settings = make_settings(tmp_path, agora={"api_base_url": emu.base_url},
+                                     web={"port": port, "public_url": f"http://127.0.0.1:{port}"})
+            for start, expect_sync in enumerate((True, False), start=1):
+                fake.commands.clear()
+                task = asyncio.create_task(run_bot(settings))
+                await eventually(lambda n=start: len(fake.identify_payloads) >= n)  # IDENTIFY follows setup_hook
+                os.kill(os.getpid(), signal.SIGTERM)
+                assert await asyncio.wait_for(task, timeout=15) == 0
+                assert ("global" in fake.commands) is expect_sync
+            fake.assert_no_invalid_requests()
+    finally:
+        await fake.stop()

@@ -14,13 +14,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from playwright.async_api import expect
 
 from bot.web.server import WebServer
 from tests.web.conftest import REPO_ROOT
 from tests.web.fake_backend import FAKE_APP_ID, FakeCallPageBackend
-
-playwright_api = pytest.importorskip("playwright.async_api")
-expect = playwright_api.expect
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
