@@ -45,11 +45,13 @@ def card_text(started: StartedCall) -> str:
     )
 
 
-def ended_text(ended: CallEnded, facts_learned: int | None = None) -> str:
+def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: bool = True) -> str:
     if ended.private:
         return "**Call ended.** It was private, so nothing was remembered."
     lines = f"{ended.turns_stored} line{'s' if ended.turns_stored != 1 else ''}"
-    if facts_learned is None:
+    if not learning:
+        learned = "See them any time with `/memory`."
+    elif facts_learned is None:
         learned = "What the agent learned will appear in `/memory` shortly."
     else:
         learned = f"The agent learned {facts_learned} new thing{'s' if facts_learned != 1 else ''} about you."
@@ -102,6 +104,11 @@ class Calls(commands.Cog):
         """The call service; commands check `services.calls` for None (Agora not configured) first."""
         return self.bot.services.calls  # type: ignore[return-value]
 
+    @property
+    def learning(self) -> bool:
+        """Facts are learned after a call only when an LLM is configured."""
+        return self.bot.services.llm is not None
+
     async def cog_load(self) -> None:
         if self.bot.services.calls is not None:
             self.calls.add_listener(self)
@@ -142,15 +149,15 @@ class Calls(commands.Cog):
             await interaction.followup.send(messages.CALLS_NOT_CONFIGURED, ephemeral=True)
             return
         ended = await self.calls.hang_up(interaction.user.id)
-        await interaction.followup.send(ended_text(ended), ephemeral=True)
+        await interaction.followup.send(ended_text(ended, learning=self.learning), ephemeral=True)
 
     async def call_ended(self, ended: CallEnded) -> None:
         card = self.cards.get(ended.call_id)
         if card is None:
             return
         self.cards[ended.call_id] = (card[0], ended)
-        await self._edit_card(card[0], ended_text(ended))
-        if ended.private or ended.turns_stored == 0:
+        await self._edit_card(card[0], ended_text(ended, learning=self.learning))
+        if ended.private or ended.turns_stored == 0 or not self.learning:
             self.cards.pop(ended.call_id, None)
 
     async def call_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:

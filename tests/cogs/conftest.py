@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
 
 from bot.app import Services
 from bot.client import EXTENSIONS, MemoryBot
+from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.postcall import PostCallProcessor
+from tests.fakes.llm_server import FakeLLM, running_fake_llm
 from tests.harness import CallWorld, call_world
 
 
@@ -32,12 +35,23 @@ async def world(tmp_path: Path):
 
 
 @pytest_asyncio.fixture
-async def services(world: CallWorld) -> Services:
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    async with running_fake_llm() as llm:
+        yield llm
+
+
+@pytest_asyncio.fixture
+async def services(world: CallWorld, fake_llm: FakeLLM) -> AsyncIterator[Services]:
+    """The running bot's services, with the fake OpenAI-compatible server as the LLM (tests script replies)."""
+    llm = LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0)
     services = Services(settings=world.settings, store=world.store, memory=world.memory, agora=world.agora,
-                        calls=world.calls, web=world.web)
-    services.postcall = PostCallProcessor(world.store, None, on_processed=services.notify_processed)
-    services.chat = ChatService(world.store, world.memory, None, idle_minutes=30, persona="p")
-    return services
+                        calls=world.calls, web=world.web, llm=llm)
+    services.postcall = PostCallProcessor(
+        world.store, llm, clock=world.clock, on_processed=services.notify_processed
+    )
+    services.chat = ChatService(world.store, world.memory, llm, idle_minutes=30, persona=world.settings.memory.persona)
+    yield services
+    await llm.aclose()
 
 
 @pytest_asyncio.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -134,3 +136,27 @@ async def test_agora_down_gives_a_clear_message_and_leaves_nothing(simcord_env, 
     assert "503" not in result.response.content
     assert isinstance(simcord_env.errors[-1].original, VoiceUnavailable)
     assert await world.store.open_call_for_user(alice.id) is None
+
+
+async def test_card_reports_what_was_learned_once_processing_finishes(
+    simcord_env, world: CallWorld, services, fake_llm, member
+) -> None:
+    _, channel, alice = member
+    card = await remembered_call(simcord_env, world, channel, alice)
+    call = await world.store.open_call_for_user(alice.id)
+    world.emu.user_joined(call.agent_id)
+    world.emu.script(call.agent_id, [("user", "I play the cello in a community orchestra."), ("assistant", "Lovely!")])
+    await alice.click(card.response, label="Hang up")
+    assert "will appear in `/memory` shortly" in card.response.content
+    fake_llm.queue_reply(json.dumps({
+        "summary": "The member talked about music.",
+        "facts": [{"text": "The user plays the cello in a community orchestra.",
+                   "evidence": "I play the cello in a community orchestra", "replaces": [], "duplicate_of": None}],
+    }))
+    world.clock.advance(60)
+    assert await services.postcall.run_once()
+    await simcord_env.settle()
+    assert "learned 1 new thing about you" in card.response.content
+    assert [f.text for f in await world.store.list_facts(alice.id)] == [
+        "The user plays the cello in a community orchestra."
+    ]

@@ -1,0 +1,306 @@
+"""/chat and direct messages: text conversations with the agent, on the same memory as voice calls.
+
+Memory rules, in the order they apply:
+- `/chat public:True` posts the answer in the channel, so it never uses memory (nothing private can surface in
+  a channel) and is not remembered. `/chat private:True` answers without reading or writing memory.
+- A member who chose "without memory" (here or at `/call`) is never remembered; a paused memory is handled by
+  ChatService (nothing is read or stored).
+- A member who never chose is asked first, with the same choice as `/call` (Remember me / Without memory).
+  Their message waits in the prompt and is answered after the click; nothing is stored before they choose.
+
+Answers stream in: the reply is edited as text arrives (at most every EDIT_INTERVAL_SECONDS or EDIT_CHARS new
+characters) and continues in a new message at Discord's 2000-character limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot import messages
+from bot.client import FunnelledView, MemoryBot
+from bot.memory.chat import ChatDisabled, ChatService
+from bot.store.models import UserRecord
+
+log = logging.getLogger(__name__)
+
+MESSAGE_LIMIT = 2000
+EDIT_INTERVAL_SECONDS = 1.0
+EDIT_CHARS = 400
+CONSENT_VIEW_SECONDS = 10 * 60
+CHAT_RATE, CHAT_PER_SECONDS = 10, 60.0
+"""At most this many messages per member per minute, for /chat and for DMs (each counted on its own)."""
+
+NO_MENTIONS = discord.AllowedMentions.none()
+EMPTY_ANSWER = "_The agent had nothing to say to that. Try saying it another way?_"
+CONSENT_TEXT = (
+    "**Before we chat: may the agent remember you?**\n"
+    "Text chats are remembered like voice calls. If you choose **Remember me**, what you write to the agent is "
+    "kept under your Discord account, so it knows you in later chats and calls, in any server.\n"
+    "• `/memory` shows exactly what is remembered; `/forget` deletes it for real.\n"
+    "• **Without memory** — or `/chat private:True` and `/call private:True` any time — talks without keeping "
+    "anything.\n"
+    "Nothing is shared with server admins or other members. Your message is answered as soon as you choose."
+)
+REMEMBER_CHOSEN = "**Remember me**: saved. The agent will remember your chats and calls; `/memory` shows what it keeps."
+NO_MEMORY_CHOSEN = "**Without memory**: saved. The agent won't remember what you say to it."
+CONSENT_EXPIRED = "You didn't choose, so nothing was sent to the agent or stored. Send your message again any time."
+
+Editor = Callable[[str], Awaitable[object]]
+Opener = Callable[[str], Awaitable[Editor]]
+
+
+def split_point(text: str, limit: int = MESSAGE_LIMIT) -> int:
+    """Where to cut text longer than `limit`: after the last line break, else the last space, in the second
+    half of the window; a hard cut when there is neither."""
+    if len(text) <= limit:
+        return len(text)
+    window = text[:limit]
+    for separator in ("\n", " "):
+        cut = window.rfind(separator)
+        if cut >= limit // 2:
+            return cut + 1
+    return limit
+
+
+class StreamedAnswer:
+    """Shows an answer while it streams: opens a message with the first text, edits it as more arrives
+    (throttled), and continues in a new message when Discord's length limit is reached."""
+
+    def __init__(
+        self,
+        open_first: Opener,
+        open_next: Opener,
+        *,
+        limit: int = MESSAGE_LIMIT,
+        interval: float = EDIT_INTERVAL_SECONDS,
+        chars: int = EDIT_CHARS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._open_first = open_first
+        self._open_next = open_next
+        self.limit = limit
+        self.interval = interval
+        self.chars = chars
+        self.clock = clock
+        self.pages: list[str] = []
+        """Every message's text as last shown, in order."""
+        self._current = ""
+        self._editor: Editor | None = None
+        self._last_shown_at = -math.inf
+
+    async def feed(self, delta: str) -> None:
+        self._current += delta
+        while len(self._current) > self.limit:
+            cut = split_point(self._current, self.limit)
+            head, self._current = self._current[:cut], self._current[cut:]
+            await self._show(head)
+            self._editor = None
+        shown = self.pages[-1] if self._editor is not None else ""
+        if len(self._current) - len(shown) >= self.chars or self.clock() - self._last_shown_at >= self.interval:
+            await self._show(self._current)
+
+    async def finish(self) -> None:
+        if not self.pages and not self._current.strip():
+            self._current = EMPTY_ANSWER
+        await self._show(self._current)
+
+    async def _show(self, text: str) -> None:
+        if not text.strip():
+            return  # Discord refuses empty messages; whitespace waits for the text after it
+        if self._editor is None:
+            self._editor = await (self._open_next if self.pages else self._open_first)(text)
+            self.pages.append(text)
+        elif self.pages[-1] != text:
+            await self._editor(text)
+            self.pages[-1] = text
+        self._last_shown_at = self.clock()
+
+
+async def show_stream(deltas: AsyncGenerator[str, None], open_first: Opener, open_next: Opener) -> StreamedAnswer:
+    answer = StreamedAnswer(open_first, open_next)
+    async with contextlib.aclosing(deltas) as stream:
+        async for delta in stream:
+            await answer.feed(delta)
+    await answer.finish()
+    return answer
+
+
+def memory_choice(user: UserRecord | None) -> bool | None:
+    """Whether to answer privately given the member's standing choice; None when they must be asked first."""
+    if user is not None and not user.memory_enabled:
+        return False  # paused: ChatService neither reads nor stores, so there is nothing to consent to
+    if user is None or user.consent is None:
+        return None
+    return user.consent != "remember"
+
+
+def interaction_openers(
+    interaction: discord.Interaction, *, ephemeral: bool, into_original: bool
+) -> tuple[Opener, Opener]:
+    """Where an answer goes for an interaction: first into the original response (a deferred command) or a
+    followup, then into followups."""
+
+    async def original(text: str) -> Editor:
+        await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
+
+        async def edit(new: str) -> object:
+            return await interaction.edit_original_response(content=new, allowed_mentions=NO_MENTIONS)
+
+        return edit
+
+    async def followup(text: str) -> Editor:
+        sent = await interaction.followup.send(text, ephemeral=ephemeral, wait=True, allowed_mentions=NO_MENTIONS)
+
+        async def edit(new: str) -> object:
+            return await sent.edit(content=new, allowed_mentions=NO_MENTIONS)
+
+        return edit
+
+    return (original if into_original else followup), followup
+
+
+def channel_openers(channel: discord.abc.Messageable) -> tuple[Opener, Opener]:
+    async def send(text: str) -> Editor:
+        sent = await channel.send(text, allowed_mentions=NO_MENTIONS)
+
+        async def edit(new: str) -> object:
+            return await sent.edit(content=new, allowed_mentions=NO_MENTIONS)
+
+        return edit
+
+    return send, send
+
+
+class ChatConsentView(FunnelledView):
+    """The memory choice, holding the member's message until they answer it."""
+
+    def __init__(self, cog: Chat, owner_id: int, guild_id: int | None, text: str, *, ephemeral: bool):
+        super().__init__(timeout=CONSENT_VIEW_SECONDS)
+        self.cog = cog
+        self.owner_id = owner_id
+        self.guild_id = guild_id
+        self.text = text
+        self.ephemeral = ephemeral
+        self.message: discord.Message | discord.WebhookMessage | None = None
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        if interaction.user.id != self.owner_id:
+            await interaction.response.send_message("This choice belongs to someone else.", ephemeral=True)
+            return False
+        return True
+
+    @discord.ui.button(label="Remember me", style=discord.ButtonStyle.success, custom_id="chat-consent:remember")
+    async def remember(self, interaction: discord.Interaction, button: discord.ui.Button[ChatConsentView]) -> None:
+        self.stop()
+        await self.cog.chosen(interaction, self, remember=True)
+
+    @discord.ui.button(label="Without memory", style=discord.ButtonStyle.secondary, custom_id="chat-consent:private")
+    async def without_memory(
+        self, interaction: discord.Interaction, button: discord.ui.Button[ChatConsentView]
+    ) -> None:
+        self.stop()
+        await self.cog.chosen(interaction, self, remember=False)
+
+    async def on_timeout(self) -> None:
+        if self.message is None:
+            return
+        try:
+            await self.message.edit(content=CONSENT_EXPIRED, view=None)
+        except discord.HTTPException as exc:
+            log.info("could not close an unanswered chat consent prompt: %s", exc.status)
+
+
+class Chat(commands.Cog):
+    def __init__(self, bot: MemoryBot):
+        self.bot = bot
+        self.dm_limits = commands.CooldownMapping.from_cooldown(CHAT_RATE, CHAT_PER_SECONDS, commands.BucketType.user)
+
+    def chat_service(self) -> ChatService:
+        chat = self.bot.services.chat
+        if chat is None or not chat.enabled:
+            raise ChatDisabled("text chat needs an LLM")
+        return chat
+
+    # ---- /chat -----------------------------------------------------------------------------------------
+
+    @app_commands.command(name="chat", description="Write to the agent; it remembers you like in calls")
+    @app_commands.describe(
+        message="What you want to say",
+        public="Post the answer in this channel (public answers never use or add to your memory)",
+        private="Answer without reading or writing your memory",
+    )
+    @app_commands.checks.cooldown(CHAT_RATE, CHAT_PER_SECONDS, key=lambda i: i.user.id)
+    async def chat(
+        self,
+        interaction: discord.Interaction,
+        message: app_commands.Range[str, 1, MESSAGE_LIMIT],
+        public: bool = False,
+        private: bool = False,
+    ) -> None:
+        chat = self.chat_service()  # before deferring, so "chat is off" is never posted publicly
+        await interaction.response.defer(ephemeral=not public, thinking=True)
+        if not (public or private):
+            standing = memory_choice(await self.bot.services.store.get_user(interaction.user.id))
+            if standing is None:
+                view = ChatConsentView(self, interaction.user.id, interaction.guild_id, message, ephemeral=True)
+                view.message = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
+                return
+            private = standing
+        first, more = interaction_openers(interaction, ephemeral=not public, into_original=True)
+        deltas = chat.reply(interaction.user.id, interaction.guild_id, message, private=private or public)
+        await show_stream(deltas, first, more)
+
+    async def chosen(self, interaction: discord.Interaction, view: ChatConsentView, *, remember: bool) -> None:
+        chat = self.chat_service()
+        await interaction.response.edit_message(content=REMEMBER_CHOSEN if remember else NO_MEMORY_CHOSEN, view=None)
+        await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
+        first, more = interaction_openers(interaction, ephemeral=view.ephemeral, into_original=False)
+        deltas = chat.reply(interaction.user.id, view.guild_id, view.text, private=not remember)
+        await show_stream(deltas, first, more)
+
+    # ---- direct messages -------------------------------------------------------------------------------
+
+    @commands.Cog.listener()
+    async def on_message(self, message: discord.Message) -> None:
+        if message.guild is not None or not isinstance(message.channel, discord.DMChannel):
+            return  # server messages are never read
+        if message.author.bot or message.author == self.bot.user:
+            return
+        text = message.content.strip()
+        if not text:
+            return
+        try:
+            await self.answer_dm(message, text)
+        except Exception as error:
+            known = messages.for_error(error)
+            if known is None:
+                log.error("direct message from user %s failed", message.author.id, exc_info=error)
+            with contextlib.suppress(discord.HTTPException):
+                await message.channel.send(known or messages.SOMETHING_WENT_WRONG)
+
+    async def answer_dm(self, message: discord.Message, text: str) -> None:
+        retry_after = self.dm_limits.update_rate_limit(message)
+        if retry_after:
+            await message.channel.send(messages.cooldown(time.time() + retry_after))
+            return
+        chat = self.chat_service()
+        private = memory_choice(await self.bot.services.store.get_user(message.author.id))
+        if private is None:
+            view = ChatConsentView(self, message.author.id, None, text, ephemeral=False)
+            view.message = await message.channel.send(CONSENT_TEXT, view=view)
+            return
+        await message.channel.typing()
+        first, more = channel_openers(message.channel)
+        await show_stream(chat.reply(message.author.id, None, text, private=private), first, more)
+
+
+async def setup(bot: MemoryBot) -> None:
+    await bot.add_cog(Chat(bot))
