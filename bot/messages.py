@@ -14,6 +14,7 @@ from bot.calls.errors import (
     QuotaReached,
     VoiceUnavailable,
 )
+from bot.llm import LLMError
 from bot.memory.chat import ChatDisabled
 
 SOMETHING_WENT_WRONG = "Something went wrong on our side. Please try again in a moment."
@@ -57,6 +58,8 @@ def for_error(error: BaseException) -> str | None:
         return for_call_error(error)
     if isinstance(error, ChatDisabled):
         return "Text chat is not enabled on this bot. Voice calls still work: try `/call`."
+    if isinstance(error, LLMError):
+        return "I can't answer right now: the language model did not respond. Please try again in a minute."
     return None
 
 

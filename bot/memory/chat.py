@@ -78,7 +78,7 @@ class ChatService:
         self, llm: LLMClient, user_id: int, guild_id: int | None, message: str, private: bool
     ) -> AsyncGenerator[str, None]:
         user = await self.store.get_user(user_id)
-        remember = not private and (user is None or user.memory_enabled)
+        remember = not private and user is not None and user.consent == "remember" and user.memory_enabled
         if not remember:
             messages = [{"role": "system", "content": self.persona}, {"role": "user", "content": message}]
             async with contextlib.aclosing(llm.stream(messages)) as stream:

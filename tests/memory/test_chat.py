@@ -51,7 +51,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def chat(store: SqliteStore, memory: MemoryService, llm: LLMClient, clock: Clock) -> ChatService:
+async def chat(store: SqliteStore, memory: MemoryService, llm: LLMClient, clock: Clock) -> ChatService:
+    await store.set_consent(USER, True, T0)  # the member chose "Remember me"
     return ChatService(store, memory, llm, idle_minutes=30, persona=PERSONA, clock=clock)
 
 
@@ -231,6 +232,7 @@ class BreaksMidStream:
 
 
 async def test_a_failure_mid_stream_keeps_the_question_and_no_partial_answer(store, memory, clock) -> None:
+    await store.set_consent(USER, True, T0)
     service = ChatService(store, memory, BreaksMidStream(), idle_minutes=30, persona=PERSONA, clock=clock)  # type: ignore[arg-type]
     received = []
     with pytest.raises(LLMUnavailable):
