@@ -190,8 +190,7 @@ def render_page(page: MemoryPage, index: int, pages: int) -> discord.Embed:
         parts.append("**What I know about you**\nNothing yet: facts appear here shortly after a call or chat.")
     embed.description = "\n".join(parts).strip()
     if page.superseded:
-        embed.add_field(name="Earlier versions", value=fit([superseded_line(f) for f in page.superseded]),
-                        inline=False)
+        embed.add_field(name="Earlier versions", value=fit([superseded_line(f) for f in page.superseded]), inline=False)
     if page.conversations:
         embed.add_field(
             name=f"Your calls and chats ({page.conversation_count})",
@@ -469,7 +468,11 @@ class Memory(commands.Cog):
         return page, index, pages
 
     async def set_memory_enabled(self, user_id: int, enabled: bool) -> None:
-        await self.store.set_memory_enabled(user_id, enabled, time.time())
+        """Pausing keeps the member's choice; resuming is choosing "Remember me" again (so calls remember too)."""
+        if enabled:
+            await self.store.set_consent(user_id, True, time.time())
+        else:
+            await self.store.set_memory_enabled(user_id, False, time.time())
         log.info("user %s %s their memory", user_id, "resumed" if enabled else "paused")
 
     async def send_export(self, interaction: discord.Interaction) -> None:
@@ -524,7 +527,11 @@ class Memory(commands.Cog):
         result = await self.memory.forget_everything(user_id)
         log.info(
             "user %s forgot everything: %d calls, %d chats, %d turns, %d facts",
-            user_id, result.calls, result.chats, result.turns, result.facts,
+            user_id,
+            result.calls,
+            result.chats,
+            result.turns,
+            result.facts,
         )
         return forgot_everything_text(result)
 
@@ -567,12 +574,8 @@ class Memory(commands.Cog):
 
     @forget_call.autocomplete("call")
     async def call_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
-        conversations = await self.store.list_conversations(
-            interaction.user.id, limit=AUTOCOMPLETE_CONVERSATION_SCAN
-        )
-        choices = [
-            app_commands.Choice(name=conversation_name(c), value=f"{c.kind}:{c.ref_id}") for c in conversations
-        ]
+        conversations = await self.store.list_conversations(interaction.user.id, limit=AUTOCOMPLETE_CONVERSATION_SCAN)
+        choices = [app_commands.Choice(name=conversation_name(c), value=f"{c.kind}:{c.ref_id}") for c in conversations]
         needle = shorten(current, 100).casefold()
         if needle:
             choices = [c for c in choices if needle in c.name.casefold()]
@@ -581,8 +584,7 @@ class Memory(commands.Cog):
     @forget_group.command(name="everything", description="Forget everything the agent remembers about you")
     async def forget_everything_command(self, interaction: discord.Interaction) -> None:
         view = ConfirmEverythingView(self, interaction.user.id)
-        await interaction.response.send_message(await self.confirm_text(interaction.user.id), view=view,
-                                                ephemeral=True)
+        await interaction.response.send_message(await self.confirm_text(interaction.user.id), view=view, ephemeral=True)
         view.handle = interaction
 
 

@@ -82,11 +82,15 @@ class SqliteStore:
         db = await aiosqlite.connect(self.path, isolation_level=None)
         db.row_factory = aiosqlite.Row
         try:
-            await db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-            await db.execute("PRAGMA journal_mode = WAL")
-            await db.execute("PRAGMA foreign_keys = ON")
-            await db.execute("PRAGMA secure_delete = ON")
-            await db.execute("PRAGMA synchronous = NORMAL")
+            for pragma in (
+                f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}",
+                "PRAGMA journal_mode = WAL",
+                "PRAGMA foreign_keys = ON",
+                "PRAGMA secure_delete = ON",
+                "PRAGMA synchronous = NORMAL",
+            ):
+                async with db.execute(pragma):
+                    pass  # some pragmas return a row; closing the cursor ends the statement
             self._db = db
             await self._migrate()
         except BaseException:
@@ -680,9 +684,13 @@ class SqliteStore:
 
     async def scrub(self) -> None:
         async with self._lock:
-            await self.db.execute("INSERT INTO turns_fts (turns_fts) VALUES ('optimize')")
-            await self.db.execute("INSERT INTO facts_fts (facts_fts) VALUES ('optimize')")
-            await self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            for statement in (
+                "INSERT INTO turns_fts (turns_fts) VALUES ('optimize')",
+                "INSERT INTO facts_fts (facts_fts) VALUES ('optimize')",
+                "PRAGMA wal_checkpoint(TRUNCATE)",  # returns a row: its cursor must be closed, or COMMITs fail
+            ):
+                async with self.db.execute(statement):
+                    pass
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
