@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest_asyncio
 
 from bot.config import DEFAULT_PERSONA
+from bot.llm import LLMClient
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
+from tests.fakes.llm_server import FakeLLM, running_fake_llm
 
 
 @pytest_asyncio.fixture
@@ -26,3 +28,16 @@ async def memory(store: SqliteStore) -> AsyncIterator[MemoryService]:
     service = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA)
     yield service
     await service.wait_scrubbed()
+
+
+@pytest_asyncio.fixture
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    """The local OpenAI-compatible stand-in; tests script its replies and read what the bot sent."""
+    async with running_fake_llm() as llm:
+        yield llm
+
+
+@pytest_asyncio.fixture
+async def llm(fake_llm: FakeLLM) -> AsyncIterator[LLMClient]:
+    async with LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0) as client:
+        yield client

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
 from bot.app import Services
@@ -12,7 +13,7 @@ from bot.client import EXTENSIONS, MemoryBot
 from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.postcall import PostCallProcessor
-from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld, call_world
 
 
@@ -34,12 +35,6 @@ async def world(tmp_path: Path):
 
 
 @pytest_asyncio.fixture
-async def fake_llm() -> AsyncIterator[FakeLLM]:
-    async with running_fake_llm() as llm:
-        yield llm
-
-
-@pytest_asyncio.fixture
 async def services(world: CallWorld, fake_llm: FakeLLM) -> AsyncIterator[Services]:
     """The running bot's services, with the fake OpenAI-compatible server as the LLM (tests script replies)."""
     llm = LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0)
@@ -58,3 +53,12 @@ async def simcord_bot(services: Services) -> SimBot:
     bot = SimBot(services)
     bot.extensions_to_load = EXTENSIONS
     return bot
+
+
+@pytest.fixture
+def member(simcord_env):
+    """A server with a #general channel and one member, alice: (guild, channel, alice)."""
+    guild = simcord_env.create_guild()
+    channel = guild.create_text_channel("general")
+    alice = guild.add_member(simcord_env.create_user("alice"))
+    return guild, channel, alice

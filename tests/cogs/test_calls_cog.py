@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import httpx
-import pytest
 
 from bot.calls.errors import CallAlreadyActive, CallsDisabled, NoActiveCall, QuotaReached, VoiceUnavailable
 from tests.harness import CallWorld
@@ -17,14 +16,6 @@ def buttons(message) -> list[dict]:
 
 def link_of(message) -> str:
     return next(b["url"] for b in buttons(message) if b.get("url"))
-
-
-@pytest.fixture
-def member(simcord_env):
-    guild = simcord_env.create_guild()
-    channel = guild.create_text_channel("general")
-    alice = guild.add_member(simcord_env.create_user("alice"))
-    return guild, channel, alice
 
 
 async def remembered_call(simcord_env, world: CallWorld, channel, alice):

@@ -12,14 +12,6 @@ from tests.harness import CallWorld, call_world
 
 
 @pytest.fixture
-def member(simcord_env):
-    guild = simcord_env.create_guild()
-    channel = guild.create_text_channel("general")
-    alice = guild.add_member(simcord_env.create_user("alice"))
-    return guild, channel, alice
-
-
-@pytest.fixture
 async def cooldown_world(tmp_path: Path):
     async with call_world(tmp_path, start_web=False, discord={"call_cooldown_seconds": 30}) as w:
         yield w

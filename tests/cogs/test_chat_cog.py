@@ -3,8 +3,6 @@ store, the Agora emulator and an OpenAI-compatible fake LLM (scripted replies, l
 
 from __future__ import annotations
 
-import pytest
-
 from bot.app import Services
 from bot.config import DEFAULT_PERSONA
 from bot.llm.errors import LLMUnavailable
@@ -17,14 +15,6 @@ from tests.harness import CallWorld
 PERSONA = DEFAULT_PERSONA  # the bot-wide persona the conftest services use
 LONG_ANSWER = " ".join(f"word{i:04d}" for i in range(350)) + "\n" + "z" * 2100
 """5250 chars: cut after a space (page 1), at the line break (page 2), then hard inside the run of z (pages 3, 4)."""
-
-
-@pytest.fixture
-def member(simcord_env):
-    guild = simcord_env.create_guild()
-    channel = guild.create_text_channel("general")
-    alice = guild.add_member(simcord_env.create_user("alice"))
-    return guild, channel, alice
 
 
 def buttons(message) -> list[dict]:

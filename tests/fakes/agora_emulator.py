@@ -1276,3 +1276,181 @@ async def running_emulator(**kwargs: Any) -> AsyncIterator[AgoraEmulator]:
         yield emulator
     finally:
         await emulator.stop()
+
+
+# ---- HTTP test controls and a standalone process ---------------------------------------------------------
+#
+# The benchmark runs the emulator in another process so that its CPU time and latency stay out of the bot's
+# measurements; the test controls it needs (what ``user_joined``/``script``/``agents_by_label`` do in-process)
+# are then HTTP routes under ``/_emulator/``. They take no auth (loopback test controls), are never recorded in
+# ``requests``/``calls`` (they are not ConvoAI operations) and never tick the clock or consume injected failures.
+
+CONTROL_PREFIX = "/_emulator"
+CONTROL_ROUTE_PREFIX = "_emulator."
+
+
+class ControlledAgoraEmulator(AgoraEmulator):
+    """The emulator plus HTTP test controls, optionally listening on a fixed ``port`` too:
+
+    * ``POST /_emulator/agents/{agent_id}/user_joined`` → ``{"agent_id", "status", "messages"}``
+    * ``POST /_emulator/agents/{agent_id}/script`` with ``{"messages": [[role, content], ...]}`` (all or nothing)
+      → ``{"agent_id", "appended", "messages"}``
+    * ``GET /_emulator/agents?label=<key>=<value>`` (repeatable, all must match; none: every agent), oldest first
+      → ``{"agents": [{"agent_id", "status", "labels"}]}``
+    * ``GET /_emulator/stats`` → ``{"requests", "operations": {op: n}, "statuses": {op: {status: n}},
+      "agents": {"total", "active"}}``, counting ConvoAI operations only.
+
+    Errors: unknown agent 404 ``AgentNotFound``, agent not STARTING/RUNNING 409 ``AgentNotRunning``, bad body or
+    query 400 ``InvalidControl``, in the emulator's ``{"detail", "reason"}`` shape."""
+
+    def __init__(self, *, port: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._requested_port = port
+
+    async def start(self) -> Self:
+        await super().start()
+        if self._requested_port:
+            assert self._runner is not None
+            # The base site stays on an ephemeral port; this one is what base_url names from now on.
+            site = web.TCPSite(self._runner, "127.0.0.1", self._requested_port)
+            await site.start()
+            self._port = self._requested_port
+        return self
+
+    @property
+    def control_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{CONTROL_PREFIX}"
+
+    def _add_routes(self, app: web.Application) -> None:
+        super()._add_routes(app)
+        agent = CONTROL_PREFIX + "/agents/{agent_id}"
+        name = CONTROL_ROUTE_PREFIX
+        app.router.add_post(agent + "/user_joined", self._control_user_joined, name=name + "user_joined")
+        app.router.add_post(agent + "/script", self._control_script, name=name + "script")
+        app.router.add_get(CONTROL_PREFIX + "/agents", self._control_agents, name=name + "agents")
+        app.router.add_get(CONTROL_PREFIX + "/stats", self._control_stats, name=name + "stats")
+
+    @web.middleware
+    async def _pipeline(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        if not (request.match_info.route.name or "").startswith(CONTROL_ROUTE_PREFIX):
+            return await super()._pipeline(request, handler)
+        try:
+            response: web.StreamResponse = await handler(request)
+        except ApiError as exc:
+            return _error_response(exc.status, exc.reason, exc.detail)
+        return response
+
+    def _control_agent(self, request: web.Request) -> EmulatedAgent:
+        agent_id = request.match_info["agent_id"]
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            raise ApiError(404, "AgentNotFound", f"no agent {agent_id!r}")
+        if not agent.is_active:
+            raise ApiError(409, "AgentNotRunning", f"agent {agent_id} is {agent.status}, not running")
+        return agent
+
+    async def _control_user_joined(self, request: web.Request) -> web.Response:
+        agent = self._control_agent(request)
+        self.user_joined(agent.agent_id)
+        return _json_response(
+            200, {"agent_id": agent.agent_id, "status": agent.status, "messages": len(agent.conversation)}
+        )
+
+    async def _control_script(self, request: web.Request) -> web.Response:
+        agent = self._control_agent(request)
+        try:
+            body = await _json_object_body(request)
+        except ApiError as exc:
+            raise ApiError(400, "InvalidControl", exc.detail) from None
+        raw = body.get("messages")
+        if not isinstance(raw, list):
+            raise ApiError(400, "InvalidControl", "messages must be a list of [role, content] pairs")
+        messages: list[tuple[str, str]] = []
+        for index, item in enumerate(raw):
+            if (
+                not isinstance(item, list)
+                or len(item) != 2
+                or item[0] not in ("user", "assistant")
+                or not isinstance(item[1], str)
+            ):
+                raise ApiError(
+                    400, "InvalidControl", f"messages[{index}] must be [role, content] with role user or assistant"
+                )
+            messages.append((item[0], item[1]))
+        self.script(agent.agent_id, messages)
+        return _json_response(
+            200, {"agent_id": agent.agent_id, "appended": len(messages), "messages": len(agent.conversation)}
+        )
+
+    async def _control_agents(self, request: web.Request) -> web.Response:
+        wanted: list[tuple[str, str]] = []
+        for raw in request.query.getall("label", []):
+            key, sep, value = raw.partition("=")
+            if not sep or not key:
+                raise ApiError(400, "InvalidControl", f"label must be <key>=<value>, got {raw!r}")
+            wanted.append((key, value))
+        matches = sorted(
+            (agent for agent in self.agents.values() if all(agent.labels.get(k) == v for k, v in wanted)),
+            key=lambda agent: agent.sequence,
+        )
+        return _json_response(
+            200,
+            {
+                "agents": [
+                    {"agent_id": agent.agent_id, "status": agent.status, "labels": agent.labels} for agent in matches
+                ]
+            },
+        )
+
+    async def _control_stats(self, request: web.Request) -> web.Response:
+        operations: dict[str, int] = {}
+        statuses: dict[str, dict[str, int]] = {}
+        for call in self.calls:
+            operations[call.operation] = operations.get(call.operation, 0) + 1
+            by_status = statuses.setdefault(call.operation, {})
+            by_status[str(call.status)] = by_status.get(str(call.status), 0) + 1
+        active = sum(1 for agent in self.agents.values() if agent.is_active)
+        return _json_response(
+            200,
+            {
+                "requests": len(self.calls),
+                "operations": operations,
+                "statuses": statuses,
+                "agents": {"total": len(self.agents), "active": active},
+            },
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tests.fakes.agora_emulator [--port N] [--max-concurrent N] [--latency S] [--webhook-url URL]``:
+    serves on 127.0.0.1 until SIGTERM or SIGINT. Prints ``agora-emulator ready <base_url>`` on stdout once it
+    listens (``--port 0``, the default, picks a free port)."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.agora_emulator", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--max-concurrent", type=int, default=20)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every ConvoAI response")
+    parser.add_argument("--webhook-url", default=None)
+    args = parser.parse_args(argv)
+
+    async def serve() -> None:
+        emulator = ControlledAgoraEmulator(
+            port=args.port, max_concurrent=args.max_concurrent, webhook_url=args.webhook_url
+        )
+        emulator.latency = args.latency
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        async with emulator:
+            print(f"agora-emulator ready {emulator.base_url}", flush=True)
+            await stop.wait()
+
+    asyncio.run(serve())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

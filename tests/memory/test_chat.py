@@ -17,7 +17,7 @@ from bot.memory.postcall import POST_CHAT_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
-from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from tests.harness import FakeClock
 
 USER = 42
 GUILD = 7
@@ -25,33 +25,13 @@ PERSONA = "You are a friendly text-chat bot."
 T0 = 1_710_000_000.0
 
 
-class Clock:
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
 
 
 @pytest.fixture
-async def fake_llm() -> AsyncIterator[FakeLLM]:
-    async with running_fake_llm() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def llm(fake_llm: FakeLLM) -> AsyncIterator[LLMClient]:
-    async with LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-async def chat(store: SqliteStore, memory: MemoryService, llm: LLMClient, clock: Clock) -> ChatService:
+async def chat(store: SqliteStore, memory: MemoryService, llm: LLMClient, clock: FakeClock) -> ChatService:
     await store.set_consent(USER, True, T0)  # the member chose "Remember me"
     return ChatService(store, memory, llm, idle_minutes=30, persona=PERSONA, clock=clock)
 

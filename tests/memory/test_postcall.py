@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-
-import pytest
 
 from bot.llm.client import LLMClient
 from bot.memory.context import MEMORY_HEADER
@@ -19,23 +16,10 @@ from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, ChatRecord, FactRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
-from tests.fakes.llm_server import FakeLLM, running_fake_llm
 
 USER = 42
 TUESDAY = datetime(2024, 3, 12, 14, 5, tzinfo=UTC).timestamp()
 NOW = TUESDAY + 3600
-
-
-@pytest.fixture
-async def fake_llm() -> AsyncIterator[FakeLLM]:
-    async with running_fake_llm() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def llm(fake_llm: FakeLLM) -> AsyncIterator[LLMClient]:
-    async with LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0) as client:
-        yield client
 
 
 def processor(store: SqliteStore, llm: LLMClient | None, **kwargs) -> PostCallProcessor:
