@@ -140,6 +140,7 @@ class Calls(commands.Cog):
             await interaction.edit_original_response(content=card_text(started), view=view)
         else:
             await interaction.followup.send(card_text(started), view=view, ephemeral=True)
+        self._forget_expired_cards()
         self.cards[started.call_id] = (interaction, None)
 
     @app_commands.command(name="hangup", description="End your voice call")
@@ -165,6 +166,12 @@ class Calls(commands.Cog):
         if kind != "post_call" or card is None or card[1] is None:
             return
         await self._edit_card(card[0], ended_text(card[1], facts_learned))
+
+    def _forget_expired_cards(self) -> None:
+        """Discord lets a card be edited for 15 minutes; older ones are dropped so the map stays small."""
+        for call_id, (interaction, _ended) in list(self.cards.items()):
+            if interaction.is_expired():
+                del self.cards[call_id]
 
     @staticmethod
     async def _edit_card(interaction: discord.Interaction, content: str) -> None:
