@@ -1,0 +1,563 @@
+"""Benchmark of the call lifecycle: many concurrent calls against the Agora emulator in another process.
+
+Starts ``python -m tests.fakes.agora_emulator`` as a subprocess, assembles the real store (a temp SQLite file),
+MemoryService, ConvoAIClient and CallService in this process, and runs ``--calls`` calls at once (default 200).
+Each call: ``CallService.start``, the member joins (emulator control), ``--turns`` scripted turns in batches of
+``--batch`` with a ``CallService.checkpoint`` after every batch but the last (so the final history read of the
+hang-up must capture the last batch), then ``CallService.hang_up``. Checkpoints are driven here, not by the
+background loop (``run_checkpoints=False``).
+
+Reported:
+
+* p50/p99 of start, checkpoint and finalize (hang-up): wall time; the time on the wire with Agora inside the
+  operation (a transport wrapper hands each request an httpcore trace callback that adds the time from connect,
+  or sending the headers on a kept-alive connection, to the response body read, into a per-operation contextvar
+  accumulator); and "bot-side" = wall minus that. The emulator runs in its own process, so its CPU does not
+  slow this one. "Bot-side" includes waiting for this process's event loop and SQLite thread, which all calls
+  share, and waiting for a pooled connection; the Agora time still includes the event loop's delay in noticing
+  a response that has arrived.
+* turns lost (expected greeting + turns per call, missing from the store) and duplicated (stored turns not in
+  the expected list), plus calls whose stored turns are not exactly the expected list in order; any of these,
+  or a call that failed, exits 1.
+* CPU seconds per call: this process's CPU over the run (``time.process_time``, all threads: the event loop and
+  the SQLite thread), divided by the calls. The emulator controls (member joins, scripted turns) are sent from a
+  separate driver thread, whose CPU is also shown and subtracted for the "bot" figure.
+
+    .venv/bin/python bench/calls.py [--calls 200] [--turns 20] [--batch 4] [--seed 1] [--pool N]
+
+``--pool`` sizes the ConvoAIClient's connection pool (it is given an httpx transport with ``max_connections`` and
+``max_keepalive_connections`` of N; default: one per call, so no request waits for a connection). ``--pool 0``
+keeps httpx's defaults (100 connections, 20 kept alive), which is what ConvoAIClient uses when it is given no
+transport.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+import httpx  # noqa: E402
+
+from bot.agora import ConvoAIClient  # noqa: E402
+from bot.calls.service import CallService  # noqa: E402
+from bot.memory.service import MemoryService  # noqa: E402
+from bot.store.sqlite import SqliteStore  # noqa: E402
+from tests.fakes.agora_emulator import (  # noqa: E402
+    API_PREFIX,
+    CONTROL_PREFIX,
+    TEST_APP_ID,
+    TEST_CUSTOMER_ID,
+    TEST_CUSTOMER_SECRET,
+)
+from tests.harness import make_settings  # noqa: E402
+
+T = TypeVar("T")
+
+GUILD_ID = 77
+FIRST_USER_ID = 500_000
+OPERATIONS = ("start", "checkpoint", "finalize")
+WORDS = (
+    "garden",
+    "birthday",
+    "flight",
+    "coffee",
+    "guitar",
+    "sister",
+    "rent",
+    "deadline",
+    "doctor",
+    "kitchen",
+    "holiday",
+    "laptop",
+    "meeting",
+    "music",
+    "project",
+    "school",
+    "subscription",
+    "dinner",
+    "insurance",
+    "payment",
+    "appointment",
+    "dog",
+    "cat",
+    "city",
+    "family",
+    "job",
+    "order",
+    "plan",
+)
+
+
+# ---- timing the Agora requests ---------------------------------------------------------------------------
+
+
+@dataclass
+class AgoraTime:
+    """Time spent on the wire with Agora during one bot operation."""
+
+    seconds: float = 0.0
+    requests: int = 0
+    timed: int = 0
+
+
+_agora_time: contextvars.ContextVar[AgoraTime | None] = contextvars.ContextVar("bench_agora_time", default=None)
+
+
+class _RequestTrace:
+    """httpcore ``trace`` callback: times one request from connecting (or, on a kept-alive connection, sending
+    its headers) until its response body is read or the exchange fails. Waiting for a pooled connection and
+    the pool's bookkeeping before and after are the bot's own work and stay out."""
+
+    OPENS = ("connection.connect_tcp.started", "http11.send_request_headers.started")
+    CLOSES = ("http11.receive_response_body.complete",)
+
+    def __init__(self, acc: AgoraTime) -> None:
+        self._acc = acc
+        self._opened: float | None = None
+
+    async def __call__(self, name: str, info: dict[str, Any]) -> None:
+        if self._opened is None:
+            if name in self.OPENS:
+                self._opened = time.perf_counter()
+        elif name in self.CLOSES or name.endswith(".failed"):
+            self._acc.seconds += time.perf_counter() - self._opened
+            self._acc.timed += 1
+            self._opened = None
+
+
+class TimedTransport(httpx.AsyncBaseTransport):
+    """Wraps the ConvoAIClient's transport: each request made while an operation is measured gets a trace
+    callback that adds its time on the wire to that operation's accumulator (a contextvar)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        acc = _agora_time.get()
+        if acc is not None:
+            acc.requests += 1
+            request.extensions = {**request.extensions, "trace": _RequestTrace(acc)}
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@dataclass
+class Samples:
+    wall: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
+    agora: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
+    requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
+    untimed: int = 0
+
+    @asynccontextmanager
+    async def measure(self, operation: str) -> AsyncIterator[None]:
+        acc = AgoraTime()
+        token = _agora_time.set(acc)
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            wall = time.perf_counter() - began
+            _agora_time.reset(token)
+            self.wall[operation].append(wall)
+            self.agora[operation].append(acc.seconds)
+            self.requests[operation] += acc.requests
+            self.untimed += acc.requests - acc.timed
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))
+    return ordered[int(rank) - 1]
+
+
+# ---- the emulator process and its controls ---------------------------------------------------------------
+
+
+class EmulatorProcess:
+    def __init__(self, max_concurrent: int) -> None:
+        self.max_concurrent = max_concurrent
+        self.proc: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    @property
+    def root_url(self) -> str:
+        return self.base_url.removesuffix(API_PREFIX)
+
+    def start(self, ready_within: float = 30.0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.agora_emulator", "--port", "0"]
+            + ["--max-concurrent", str(self.max_concurrent)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(ready_within)
+        words = line[0].split() if line else []
+        if len(words) != 3 or words[:2] != ["agora-emulator", "ready"]:
+            self.stop()
+            raise RuntimeError(f"the emulator did not report ready (got {line!r})")
+        self.base_url = words[2]
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
+
+
+class Driver:
+    """The emulator's test controls, sent from a thread with its own event loop so that their CPU can be told
+    apart from the bot's (``time.thread_time`` there). aiohttp, not httpx: it costs a fraction of the CPU per
+    request, which keeps the driver from competing with the bot for the GIL."""
+
+    def __init__(self, control_url: str) -> None:
+        self.control_url = control_url
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="bench-driver", daemon=True)
+        self._http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Driver:
+        self._thread.start()
+        await self._run(self._open())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._run(self._close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        await asyncio.to_thread(self._thread.join)
+        self.loop.close()
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def _open(self) -> None:
+        self._http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64), timeout=aiohttp.ClientTimeout(total=30)
+        )
+
+    async def _close(self) -> None:
+        assert self._http is not None
+        await self._http.close()
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        assert self._http is not None
+        async with self._http.request(method, self.control_url + path, **kwargs) as response:
+            body = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"emulator control {method} {path}: HTTP {response.status} {body[:200]!r}")
+        return json.loads(body)
+
+    async def cpu_seconds(self) -> float:
+        async def thread_time() -> float:
+            return time.thread_time()
+
+        return await self._run(thread_time())
+
+    async def agent_for_call(self, call_id: str) -> str:
+        data = await self._run(self._request("GET", "/agents", params={"label": f"call_id={call_id}"}))
+        agents = data["agents"]
+        if len(agents) != 1:
+            raise RuntimeError(f"expected one agent for call {call_id}, found {len(agents)}")
+        return str(agents[0]["agent_id"])
+
+    async def user_joined(self, agent_id: str) -> None:
+        await self._run(self._request("POST", f"/agents/{agent_id}/user_joined"))
+
+    async def script(self, agent_id: str, messages: Sequence[tuple[str, str]]) -> None:
+        body = {"messages": [list(m) for m in messages]}
+        await self._run(self._request("POST", f"/agents/{agent_id}/script", json=body))
+
+    async def stats(self) -> dict[str, Any]:
+        return await self._run(self._request("GET", "/stats"))
+
+
+# ---- the run ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CallOutcome:
+    user_id: int
+    expected: list[tuple[str, str]]
+    call_id: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Result:
+    calls: int
+    turns: int
+    batch: int
+    seed: int
+    pool: int
+    samples: Samples
+    outcomes: list[CallOutcome]
+    expected_turns: int
+    stored_turns: int
+    lost: int
+    duplicated: int
+    out_of_order: int
+    run_seconds: float
+    cpu_seconds: float
+    driver_cpu_seconds: float
+    emulator_stats: dict[str, Any]
+    emulator_pid: int
+
+    @property
+    def failed_calls(self) -> list[CallOutcome]:
+        return [o for o in self.outcomes if o.error is not None]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.out_of_order or self.failed_calls)
+
+
+def script_for(rng: random.Random, call_index: int, turns: int) -> list[tuple[str, str]]:
+    lines = []
+    for t in range(turns):
+        role = "user" if t % 2 == 0 else "assistant"
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 16)))
+        lines.append((role, f"call {call_index} turn {t}: {words}"))
+    return lines
+
+
+class TurnCheck(NamedTuple):
+    lost: int
+    duplicated: int
+    in_order: bool
+
+
+def check_turns(expected: Sequence[tuple[str, str]], stored: Sequence[tuple[str, str]]) -> TurnCheck:
+    """Lost: expected turns missing from the store; duplicated: stored turns beyond the expected ones (a repeat,
+    or anything that was never said); in order: the store holds exactly the expected list."""
+    want, have = Counter(expected), Counter(stored)
+    return TurnCheck(
+        lost=sum((want - have).values()),
+        duplicated=sum((have - want).values()),
+        in_order=list(stored) == list(expected),
+    )
+
+
+def batches_of(lines: list[tuple[str, str]], size: int) -> list[list[tuple[str, str]]]:
+    return [lines[i : i + size] for i in range(0, len(lines), size)]
+
+
+async def run(
+    *,
+    calls: int = 200,
+    turns: int = 20,
+    batch: int = 4,
+    seed: int = 1,
+    pool: int | None = None,
+    workdir: Path | None = None,
+) -> Result:
+    if calls < 1 or turns < 0 or batch < 1 or (pool is not None and pool < 0):
+        raise ValueError("need --calls >= 1, --turns >= 0, --batch >= 1, --pool >= 0")
+    with tempfile.TemporaryDirectory(prefix="bench-calls-") as tmp:
+        pool = calls if pool is None else pool
+        return await _run(Path(workdir or tmp), calls=calls, turns=turns, batch=batch, seed=seed, pool=pool)
+
+
+async def _run(tmp: Path, *, calls: int, turns: int, batch: int, seed: int, pool: int) -> Result:
+    rng = random.Random(seed)
+    emulator = EmulatorProcess(max_concurrent=max(250, calls))
+    await asyncio.to_thread(emulator.start)
+    emulator_pid = emulator.proc.pid if emulator.proc else 0
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(asyncio.to_thread, emulator.stop)
+        settings = make_settings(
+            tmp,
+            agora={"api_base_url": emulator.base_url, "max_concurrent_agents": max(200, calls)},
+            calls={"calls_per_member_per_day": 1000},
+        )
+        store = SqliteStore(settings.memory.database_path)
+        await store.open()
+        stack.push_async_callback(store.close)
+        memory = MemoryService(
+            store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona
+        )
+        stack.push_async_callback(memory.wait_scrubbed)
+        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool) if pool else None
+        inner = httpx.AsyncHTTPTransport(limits=limits) if limits else httpx.AsyncHTTPTransport()
+        agora = ConvoAIClient(
+            base_url=emulator.base_url,
+            app_id=TEST_APP_ID,
+            customer_id=TEST_CUSTOMER_ID,
+            customer_secret=TEST_CUSTOMER_SECRET,
+            timeout=settings.agora.request_timeout_seconds,
+            transport=TimedTransport(inner),
+        )
+        stack.push_async_callback(agora.aclose)
+        service = CallService(store, memory, agora, settings, run_checkpoints=False)
+        stack.push_async_callback(service.shutdown, 1)
+
+        greeting = ("assistant", settings.agora.greeting)
+        outcomes = [CallOutcome(FIRST_USER_ID + i, [greeting, *script_for(rng, i, turns)]) for i in range(calls)]
+        for outcome in outcomes:
+            await store.set_consent(outcome.user_id, True, time.time())
+        launch_order = list(outcomes)
+        rng.shuffle(launch_order)
+        samples = Samples()
+        driver = await stack.enter_async_context(Driver(emulator.root_url + CONTROL_PREFIX))
+
+        async def one_call(outcome: CallOutcome) -> None:
+            try:
+                async with samples.measure("start"):
+                    started = await service.start(user_id=outcome.user_id, guild_id=GUILD_ID)
+                outcome.call_id = started.call_id
+                agent_id = await driver.agent_for_call(started.call_id)
+                await driver.user_joined(agent_id)
+                chunks = batches_of(outcome.expected[1:], batch)
+                for index, chunk in enumerate(chunks):
+                    await driver.script(agent_id, chunk)
+                    if index < len(chunks) - 1:  # the last batch is for the hang-up's final history read
+                        async with samples.measure("checkpoint"):
+                            if not await service.checkpoint(started.call_id):
+                                raise RuntimeError("checkpoint reported the call over")
+                async with samples.measure("finalize"):
+                    await service.hang_up(outcome.user_id)
+            except Exception as exc:
+                outcome.error = f"{type(exc).__name__}: {exc}"
+
+        driver_cpu_before = await driver.cpu_seconds()
+        cpu_before = time.process_time()
+        began = time.perf_counter()
+        await asyncio.gather(*(one_call(o) for o in launch_order))
+        run_seconds = time.perf_counter() - began
+        cpu_seconds = time.process_time() - cpu_before
+        driver_cpu_seconds = await driver.cpu_seconds() - driver_cpu_before
+        emulator_stats = await driver.stats()
+
+        expected_turns = stored_turns = lost = duplicated = out_of_order = 0
+        for outcome in outcomes:
+            stored = []
+            if outcome.call_id is not None:
+                stored = [(t.role, t.content) for t in await store.call_turns(outcome.call_id)]
+            check = check_turns(outcome.expected, stored)
+            expected_turns += len(outcome.expected)
+            stored_turns += len(stored)
+            lost += check.lost
+            duplicated += check.duplicated
+            out_of_order += not check.in_order
+    return Result(
+        calls=calls,
+        turns=turns,
+        batch=batch,
+        seed=seed,
+        pool=pool,
+        samples=samples,
+        outcomes=outcomes,
+        expected_turns=expected_turns,
+        stored_turns=stored_turns,
+        lost=lost,
+        duplicated=duplicated,
+        out_of_order=out_of_order,
+        run_seconds=run_seconds,
+        cpu_seconds=cpu_seconds,
+        driver_cpu_seconds=driver_cpu_seconds,
+        emulator_stats=emulator_stats,
+        emulator_pid=emulator_pid,
+    )
+
+
+# ---- report ----------------------------------------------------------------------------------------------
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:10.1f}"
+
+
+def report(result: Result) -> str:
+    s = result.samples
+    checkpoints = max(0, -(-result.turns // result.batch) - 1)
+    pool = f"pool {result.pool}" if result.pool else "httpx default pool (100, 20 kept alive)"
+    lines = [
+        f"bench/calls.py: {result.calls} concurrent calls x {result.turns} turns, batches of {result.batch} "
+        f"({checkpoints} checkpoints + hang-up per call), seed {result.seed}, {pool}",
+        f"run {result.run_seconds:.2f} s wall; emulator in process {result.emulator_pid}",
+        "",
+        f"{'ms':<10}{'n':>5}  "
+        + " ".join(f"{h:>10}" for h in ("wall p50", "wall p99", "bot p50", "bot p99", "agora p50", "agora p99"))
+        + "  req/op",
+    ]
+    for op in OPERATIONS:
+        wall, agora = s.wall[op], s.agora[op]
+        bot = [w - a for w, a in zip(wall, agora, strict=True)]
+        per_op = s.requests[op] / len(wall) if wall else 0.0
+        columns = [percentile(v, q) for v in (wall, bot, agora) for q in (50, 99)]
+        lines.append(f"{op:<10}{len(wall):>5}  " + " ".join(_ms(c) for c in columns) + f"  {per_op:6.2f}")
+    lines.append("(bot = wall - time on the wire with Agora, per operation)")
+    if s.untimed:
+        lines.append(f"WARNING: {s.untimed} Agora requests were not timed (no httpcore trace events)")
+    bot_cpu = result.cpu_seconds - result.driver_cpu_seconds
+    ops = result.emulator_stats.get("operations", {})
+    statuses = result.emulator_stats.get("statuses", {})
+    errors = sum(n for by in statuses.values() for status, n in by.items() if not status.startswith("2"))
+    lines += [
+        "",
+        f"turns lost: {result.lost}   duplicated: {result.duplicated}   calls out of order: {result.out_of_order}   "
+        f"(expected {result.expected_turns}, stored {result.stored_turns})",
+        f"failed calls: {len(result.failed_calls)}",
+        f"CPU per call: {result.cpu_seconds / result.calls * 1000:.2f} ms (bench process {result.cpu_seconds:.2f} s"
+        f" / {result.calls}); bot only {bot_cpu / result.calls * 1000:.2f} ms "
+        f"(minus driver thread {result.driver_cpu_seconds:.2f} s)",
+        "Agora requests seen by the emulator: "
+        + ", ".join(f"{op} {n}" for op, n in sorted(ops.items()))
+        + f"; non-2xx {errors}",
+    ]
+    for outcome in result.failed_calls[:5]:
+        lines.append(f"  call of user {outcome.user_id} failed: {outcome.error}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--pool", type=int, default=None, help="Agora connection pool size (default: --calls); 0 = httpx defaults"
+    )
+    args = parser.parse_args(argv)
+    result = asyncio.run(run(calls=args.calls, turns=args.turns, batch=args.batch, seed=args.seed, pool=args.pool))
+    print(report(result))
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
