@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.memory.service import MemoryService
+from bot.memory.tokens import estimate_message_tokens
 from bot.store.sqlite import SqliteStore
 
 WORDS = [
@@ -98,6 +99,7 @@ WORDS = [
     "twelve",
 ]
 HEAVY_USER = 1
+FORGET_RUNS = 30
 
 
 def sentence(rng: random.Random, n: int = 12) -> str:
@@ -190,6 +192,15 @@ async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: rando
         samples.append(time.perf_counter() - start)
     report("query-aware context build (same user)", samples, 5)
 
+    for label, user in (("typical returning user", 2), ("heavy user", HEAVY_USER)):
+        messages = await memory.build_context(user)
+        memory_tokens = sum(estimate_message_tokens(m["content"]) for m in messages[1:])
+        turns, facts = await store.count_turns(user), await store.count_facts(user)
+        print(
+            f"call-start context, {label} ({turns:,} lines, {facts} facts): {memory_tokens} memory tokens "
+            f"+ {estimate_message_tokens(messages[0]['content'])} persona (budget 1500)"
+        )
+
     call = await store.get_call(heavy_call)
     assert call is not None
     stored = [(t.role, t.content) for t in await store.call_turns(heavy_call)]
@@ -214,7 +225,8 @@ async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: rando
     report("list /memory page (heavy user)", samples, 5)
 
     samples, scrub = [], []
-    victims = rng.sample(range(2, users + 1), min(runs, users - 1))
+    # Each forget is followed by a scrub that rewrites the full-text index; a few dozen runs show the spread.
+    victims = rng.sample(range(2, users + 1), min(runs, users - 1, FORGET_RUNS))
     for user in victims:
         start = time.perf_counter()
         await memory.forget_everything(user)

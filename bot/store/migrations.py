@@ -81,6 +81,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             content   TEXT NOT NULL,
             spoken_at REAL NOT NULL,
             source    TEXT NOT NULL CHECK (source IN ('voice', 'text')),
+            owner_key TEXT GENERATED ALWAYS AS ('u' || user_id) VIRTUAL,
             CHECK ((call_id IS NULL) <> (chat_id IS NULL))
         );
         CREATE INDEX turns_call ON turns (call_id, seq) WHERE call_id IS NOT NULL;
@@ -138,16 +139,20 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             value TEXT NOT NULL
         );
 
-        CREATE VIRTUAL TABLE turns_fts USING fts5 (content, content='turns', content_rowid='turn_id');
+        -- owner_key lets a search be scoped to one member inside the index (owner_key:u42 AND ...), so its cost
+        -- follows that member's lines, not everyone's.
+        CREATE VIRTUAL TABLE turns_fts USING fts5 (content, owner_key, content='turns', content_rowid='turn_id');
         CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
-            INSERT INTO turns_fts (rowid, content) VALUES (new.turn_id, new.content);
+            INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
         END;
         CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
-            INSERT INTO turns_fts (turns_fts, rowid, content) VALUES ('delete', old.turn_id, old.content);
+            INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+            VALUES ('delete', old.turn_id, old.content, old.owner_key);
         END;
         CREATE TRIGGER turns_fts_update AFTER UPDATE OF content ON turns BEGIN
-            INSERT INTO turns_fts (turns_fts, rowid, content) VALUES ('delete', old.turn_id, old.content);
-            INSERT INTO turns_fts (rowid, content) VALUES (new.turn_id, new.content);
+            INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+            VALUES ('delete', old.turn_id, old.content, old.owner_key);
+            INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
         END;
 
         CREATE VIRTUAL TABLE facts_fts USING fts5 (text, content='facts', content_rowid='fact_id');

@@ -460,8 +460,8 @@ class SqliteStore:
         rows = await self._all(
             f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))} FROM turns_fts "
             "JOIN turns t ON t.turn_id = turns_fts.rowid "
-            "WHERE turns_fts MATCH ? AND t.user_id = ? ORDER BY bm25(turns_fts) LIMIT ?",
-            (match, user_id, limit),
+            "WHERE turns_fts MATCH ? ORDER BY bm25(turns_fts, 1.0, 0.0) LIMIT ?",
+            (f"owner_key:u{int(user_id)} AND content:({match})", limit),
         )
         return [_turn(r) for r in rows]
 
