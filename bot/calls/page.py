@@ -32,7 +32,7 @@ class CallPageAdapter:
         call = await self.calls.store.get_call_by_link_hash(self.calls.links.hash(link_token))
         if call is None:
             return None
-        turns = len(await self.calls.store.call_turns(call.call_id))
+        turns = await self.calls.store.count_call_turns(call.call_id)
         learned = None if call.private else await facts_learned(self.calls.store, "call", call.call_id)
         return CallStatus(state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned)
 

@@ -371,7 +371,7 @@ class CallService:
         self.memory.release_call(call.call_id)
         if not won:
             return None
-        turns = len(await self.store.call_turns(call.call_id))
+        turns = await self.store.count_call_turns(call.call_id)
         if not call.private and turns:
             await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + WEBHOOK_GRACE_SECONDS)
         ended = CallEnded(

@@ -591,6 +591,9 @@ class SqliteStore:
             for r in rows
         ]
 
+    async def count_call_turns(self, call_id: str) -> int:
+        return int(await self._scalar("SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,)))
+
     async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?", (call_id, limit)
