@@ -85,7 +85,9 @@ def commands_hash(tree: app_commands.CommandTree) -> str:
 
 
 class MemoryBot(commands.Bot):
-    def __init__(self, services: Services, *, sync_on_start: bool = True, **options: object):
+    def __init__(
+        self, services: Services, *, sync_on_start: bool = True, start_services: bool = True, **options: object
+    ):
         options.setdefault("intents", discord.Intents(guilds=True, dm_messages=True))
         super().__init__(
             command_prefix=commands.when_mentioned,
@@ -98,13 +100,15 @@ class MemoryBot(commands.Bot):
         self.services = services
         self.settings: Settings = services.settings
         self.sync_on_start = sync_on_start
+        self.start_services = start_services
 
     async def setup_hook(self) -> None:
         for extension in EXTENSIONS:
             await self.load_extension(extension)
         if self.sync_on_start:
             await self.sync_if_changed()
-        await self.services.start_background()
+        if self.start_services:
+            await self.services.start_background()
 
     async def sync_if_changed(self) -> bool:
         """Sync slash commands only when their definitions changed since the last sync (hash in the store)."""
@@ -149,11 +153,9 @@ async def run_bot(settings: Settings) -> int:
 async def sync_commands(settings: Settings, *, guild_id: int | None = None) -> int:
     token = settings.discord.token.get_secret_value() if settings.discord.token else ""
     async with open_services(settings) as services:
-        bot = MemoryBot(services, sync_on_start=False)
+        bot = MemoryBot(services, sync_on_start=False, start_services=False)
         async with bot:
-            await bot.login(token)
-            for extension in EXTENSIONS:
-                await bot.load_extension(extension)
+            await bot.login(token)  # runs setup_hook, which loads the extensions
             target = guild_id or settings.discord.dev_guild_id
             if target:
                 guild = discord.Object(id=target)

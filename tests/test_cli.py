@@ -129,3 +129,13 @@ async def test_check_reaches_agora_and_the_llm_and_reports_ready(tmp_path: Path,
         assert await check(wrong, None) == 1
         out = capsys.readouterr().out
         assert "FAIL     agora.api_base_url" in out and "AGORA_CUSTOMER_SECRET" in out
+
+
+def test_migrate_creates_the_schema(config: Path, capsys) -> None:
+    assert main(["--config", str(config), "migrate"]) == 0
+    assert "is at schema 1" in capsys.readouterr().out
+
+
+def test_sync_without_a_token_names_the_setting(config: Path, capsys) -> None:
+    assert main(["--config", str(config), "sync"]) == 1
+    assert "DISCORD_TOKEN" in capsys.readouterr().err

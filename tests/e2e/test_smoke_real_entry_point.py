@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.client import run_bot
+from bot.client import run_bot, sync_commands
 from tests.fakes.agora_emulator import running_emulator
 from tests.fakes.discord_gateway import FakeDiscord
 from tests.harness import eventually, free_port, make_settings
@@ -99,5 +99,22 @@ async def test_commands_are_synced_only_when_their_definitions_change(
                 assert await asyncio.wait_for(task, timeout=15) == 0
                 assert ("global" in fake.commands) is expect_sync
             fake.assert_no_invalid_requests()
+    finally:
+        await fake.stop()
+
+
+async def test_sync_command_registers_commands_in_one_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeDiscord()
+    await fake.start()
+    fake.patch(monkeypatch)
+    try:
+        settings = make_settings(tmp_path)
+        count = await sync_commands(settings, guild_id=int(fake.guild_id))
+        synced = fake.commands[fake.guild_id]
+        assert count == len(synced) and {c["name"] for c in synced} >= {"call", "memory", "settings"}
+        admin = next(c for c in synced if c["name"] == "settings")
+        assert int(admin["default_member_permissions"]) == 1 << 5  # Manage Server
+        assert "global" not in fake.commands
+        fake.assert_no_invalid_requests()
     finally:
         await fake.stop()

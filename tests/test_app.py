@@ -1,0 +1,32 @@
+"""The process's services: built from settings in one place; the periodic retention sweep."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bot.app import open_services
+from tests.factories import make_call
+from tests.harness import make_settings
+
+
+async def test_retention_sweep_purges_each_servers_old_transcripts(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    async with open_services(settings) as services:
+        await services.store.update_guild_settings(5, time.time(), retention_days=7)
+        old = make_call(guild_id=5, state="ended", started_at=time.time() - 8 * 86400)
+        kept = make_call(guild_id=6, state="ended", started_at=time.time() - 400 * 86400)
+        for call in (old, kept):
+            await services.store.create_call(call)
+            await services.memory.record_snapshot(call, [("user", "hello there")], max_history=None)
+        assert await services.purge_expired_transcripts() == 1
+        assert await services.store.call_turns(old.call_id) == []
+        assert len(await services.store.call_turns(kept.call_id)) == 1, "no retention set there: kept"
+
+
+async def test_full_services_without_agora_or_llm_still_start(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, agora={"app_id": None, "customer_id": None})
+    async with open_services(settings, full=True) as services:
+        assert services.calls is None and services.web is None
+        assert services.chat is not None and not services.chat.enabled
+        assert services.postcall is not None
