@@ -11,7 +11,7 @@ import pytest
 
 from bot.memory.importer import Conversation, import_conversations
 from bot.store.models import ChatRecord
-from cogs.memory import CONFIRM_SECONDS, MEMORY_VIEW_SECONDS, PICKER_SECONDS
+from cogs._memory_ui import CONFIRM_SECONDS, MEMORY_VIEW_SECONDS, PICKER_SECONDS
 from tests.harness import CallWorld
 
 DAY = 86400.0
