@@ -105,6 +105,7 @@ class CallSettings(_Section):
     max_minutes: int = Field(default=30, ge=1, le=4320)
     calls_per_member_per_day: int = Field(default=20, ge=1)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    page_close_grace_seconds: float = Field(default=8.0, ge=0, le=60)
 
 
 class Settings(_Section):

@@ -75,7 +75,7 @@ def make_settings(tmp_path: Path, **sections: dict[str, Any]) -> Settings:
         },
         "web": {"public_url": "http://127.0.0.1:8080", "link_signing_key": "test-link-key", "port": 0},
         "memory": {"database_path": str(tmp_path / "bot.db")},
-        "calls": {"shutdown_grace_seconds": 2},
+        "calls": {"shutdown_grace_seconds": 2, "page_close_grace_seconds": 0},
     }
     for section, values in sections.items():
         data.setdefault(section, {}).update(values)

@@ -17,6 +17,7 @@ class CallPageAdapter:
         call = await self.calls.call_for_link(link_token)
         if call is None or call.state not in PAGE_STATES:
             return None
+        self.calls.page_opened(call.call_id)
         return PageSession(
             app_id=self.calls.settings.agora.app_id or "",
             channel=call.channel,
@@ -41,7 +42,10 @@ class CallPageAdapter:
         if call is None:
             return None
         if call.state in ("starting", "active"):
-            await self.calls.finalize(call.call_id, "page_closed" if via == "beacon" else "hangup_page")
+            if via == "beacon" and self.calls.settings.calls.page_close_grace_seconds > 0:
+                self.calls.page_closed(call.call_id)
+            else:
+                await self.calls.finalize(call.call_id, "page_closed" if via == "beacon" else "hangup_page")
         return await self.status(link_token)
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:

@@ -112,6 +112,7 @@ class CallService:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[object]] = set()
         self._finalizing: dict[str, asyncio.Future[CallEnded | None]] = {}
+        self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._closing = False
 
     @property
@@ -479,7 +480,7 @@ class CallService:
         running, so members keep talking through a restart; the next process reconciles them."""
         self._closing = True
         grace = self.settings.calls.shutdown_grace_seconds if grace_seconds is None else grace_seconds
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *self._closing_pages.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -502,6 +503,28 @@ class CallService:
             log.warning("shutdown: background webhook work did not finish in time")
 
     # ---- the call page ---------------------------------------------------------------------------------
+
+    def page_closed(self, call_id: str) -> None:
+        """The page was closed (its beacon arrived): end the call after a short grace, unless it is reopened."""
+        grace = self.settings.calls.page_close_grace_seconds
+        if call_id in self._closing_pages:
+            return
+
+        async def end_after_grace() -> None:
+            await asyncio.sleep(grace)
+            self._closing_pages.pop(call_id, None)
+            await self.finalize(call_id, "page_closed")
+
+        self._closing_pages[call_id] = asyncio.get_running_loop().create_task(end_after_grace())
+
+    def page_opened(self, call_id: str) -> None:
+        """The page was opened again (a reload): keep the call."""
+        pending = self._closing_pages.pop(call_id, None)
+        if pending is not None:
+            pending.cancel()
+
+    async def wait_pages_closed(self) -> None:
+        await asyncio.gather(*self._closing_pages.values(), return_exceptions=True)
 
     async def call_for_link(self, link_token: str) -> CallRecord | None:
         call = await self.store.get_call_by_link_hash(self.links.hash(link_token))

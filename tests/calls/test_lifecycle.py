@@ -281,3 +281,20 @@ async def test_a_member_who_has_not_chosen_must_consent_first(world: CallWorld) 
         await world.calls.start(user_id=4242, guild_id=77)
     started = await world.calls.start(user_id=4242, guild_id=77, private=True)
     assert started.private
+
+
+async def test_reloading_the_page_keeps_the_call_but_closing_it_ends_it(tmp_path: Path) -> None:
+    async with call_world(tmp_path, calls={"page_close_grace_seconds": 0.3}) as world:
+        started, agent = await start_call(world)
+        token = link_token(started)
+        async with httpx.AsyncClient() as http:
+            await http.post(f"{world.web.url}/api/calls/{token}/hangup", content=b"beacon")
+            assert (await http.get(f"{world.web.url}/call/{token}")).status_code == 200  # the reload
+            await asyncio.sleep(0.5)
+            assert (await world.store.get_call(started.call_id)).state == "active"
+
+            await http.post(f"{world.web.url}/api/calls/{token}/hangup", content=b"beacon")  # the tab is closed
+            await world.calls.wait_pages_closed()
+        call = await world.store.get_call(started.call_id)
+        assert call.state == "ended" and call.end_reason == "page_closed"
+        assert world.emu.agent(agent.agent_id).status == "STOPPED"
