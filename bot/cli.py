@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from bot.app import open_services
 from bot.config import Settings, all_settings, env_name
@@ -78,6 +79,13 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
                 _out(f"  MISSING  {label}: {REQUIRED_TO_START[(section, key)]}")
             else:
                 _out(f"  warning  {label} is not set: {RECOMMENDED[(section, key)]}")
+
+    public = urlsplit(settings.web.public_url)
+    if public.scheme != "https" and public.hostname not in ("localhost", "127.0.0.1", "::1"):
+        _out(
+            f"  warning  web.public_url (WEB_PUBLIC_URL) is {settings.web.public_url}: browsers allow the microphone "
+            "only over HTTPS, so put the call page behind a TLS proxy and use its https:// address"
+        )
 
     _out("Database")
     try:

@@ -139,3 +139,9 @@ def test_migrate_creates_the_schema(config: Path, capsys) -> None:
 def test_sync_without_a_token_names_the_setting(config: Path, capsys) -> None:
     assert main(["--config", str(config), "sync"]) == 1
     assert "DISCORD_TOKEN" in capsys.readouterr().err
+
+
+def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("WEB_PUBLIC_URL", "http://calls.example.org")
+    main(["--config", str(config), "check"])
+    assert "web.public_url (WEB_PUBLIC_URL) is http://calls.example.org" in capsys.readouterr().out
