@@ -244,14 +244,17 @@ class ContextBuilder:
 
 
     async def _related_turns(self, user_id: int, terms: str) -> list[TurnRecord]:
-        """Lines matching the message, those matching most of its words first, each with its neighbours
-        (the answer to a question is often the next line)."""
+        """Lines matching the message: most of its words first, then the newest (a later decision replaces an
+        earlier one), then the best full-text rank; each with its neighbours (an answer often follows)."""
         wanted = set(terms.split())
         hits = await self.store.search_turns(user_id, terms, RELATED_CANDIDATES)
-        ranked = sorted(
-            enumerate(hits),
-            key=lambda pair: (-len(wanted & set(re.findall(r"\w+", pair[1].content.lower()))), pair[0]),
-        )
+
+        def rank(pair: tuple[int, TurnRecord]) -> tuple[int, float, int]:
+            position, turn = pair
+            matched = len(wanted & set(re.findall(r"\w+", turn.content.lower())))
+            return -matched, -turn.spoken_at, position
+
+        ranked = sorted(enumerate(hits), key=rank)
         ordered: list[TurnRecord] = []
         for _, hit in ranked[:RELATED_HITS]:
             ordered.extend(await self.store.turns_around(hit, before=1, after=1))
