@@ -158,12 +158,13 @@ class SqliteStore:
             yield db
 
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
-        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
-            return list(await cur.fetchall())
+        """One round trip to the database thread (execute, fetch and close together)."""
+        async with self._lock:
+            return list(await self.db.execute_fetchall(sql, tuple(params)))
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
-        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
-            return await cur.fetchone()
+        rows = await self._all(sql, params)
+        return rows[0] if rows else None
 
     async def _scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
         row = await self._one(sql, params)
