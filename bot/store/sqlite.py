@@ -162,6 +162,11 @@ class SqliteStore:
         async with self._lock:
             return list(await self.db.execute_fetchall(sql, tuple(params)))
 
+    async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
+        """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed."""
+        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
+            return max(cur.rowcount, 0)
+
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)
         return rows[0] if rows else None
@@ -314,23 +319,20 @@ class SqliteStore:
         _check_call_fields(fields_)
         assignments = ", ".join(["state = ?", *(f"{k} = ?" for k in fields_)])
         placeholders = ", ".join("?" * len(from_states))
-        async with self._tx() as db:
-            cur = await db.execute(
-                f"UPDATE calls SET {assignments} WHERE call_id = ? AND state IN ({placeholders})",
-                (to_state, *(_to_db(v) for v in fields_.values()), call_id, *from_states),
-            )
-            return cur.rowcount == 1
+        changed = await self._write(
+            f"UPDATE calls SET {assignments} WHERE call_id = ? AND state IN ({placeholders})",
+            (to_state, *(_to_db(v) for v in fields_.values()), call_id, *from_states),
+        )
+        return changed == 1
 
     async def update_call(self, call_id: str, **fields_: Any) -> None:
         _check_call_fields(fields_)
         if not fields_:
             return
         assignments = ", ".join(f"{k} = ?" for k in fields_)
-        async with self._tx() as db:
-            await db.execute(
-                f"UPDATE calls SET {assignments} WHERE call_id = ?",
-                (*(_to_db(v) for v in fields_.values()), call_id),
-            )
+        await self._write(
+            f"UPDATE calls SET {assignments} WHERE call_id = ?", (*(_to_db(v) for v in fields_.values()), call_id)
+        )
 
     async def delete_call(self, call_id: str) -> None:
         async with self._tx() as db:
@@ -786,13 +788,12 @@ class SqliteStore:
     # ---- jobs ------------------------------------------------------------------------------------------
 
     async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool:
-        async with self._tx() as db:
-            cur = await db.execute(
-                "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (kind, ref_id) DO NOTHING",
-                (kind, ref_id, at, at, not_before),
-            )
-            return cur.rowcount == 1
+        added = await self._write(
+            "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (kind, ref_id) DO NOTHING",
+            (kind, ref_id, at, at, not_before),
+        )
+        return added == 1
 
     async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
         """Take the oldest due job; a 'running' job whose lease ran out (its worker died) is due again."""
@@ -815,8 +816,7 @@ class SqliteStore:
             )
 
     async def finish_job(self, job_id: int, at: float) -> None:
-        async with self._tx() as db:
-            await db.execute("UPDATE jobs SET state = 'done', updated_at = ? WHERE job_id = ?", (at, job_id))
+        await self._write("UPDATE jobs SET state = 'done', updated_at = ? WHERE job_id = ?", (at, job_id))
 
     async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None:
         async with self._tx() as db:
@@ -850,11 +850,10 @@ class SqliteStore:
         return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
 
     async def set_meta(self, key: str, value: str) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+        await self._write(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
 
     # ---- post-call extraction results ------------------------------------------------------------------
 
