@@ -377,8 +377,9 @@ class ForgetPickerView(OwnedView):
     @discord.ui.select(placeholder="Choose one thing to forget", min_values=1, max_values=1, row=0)
     async def choose(self, interaction: discord.Interaction, select: discord.ui.Select[ForgetPickerView]) -> None:
         self.stop()
+        await interaction.response.defer()
         text = await self.cog.forget_value(interaction.user.id, select.values[0])
-        await interaction.response.edit_message(
+        await interaction.edit_original_response(
             content=text, view=None, allowed_mentions=discord.AllowedMentions.none()
         )
         await self.after()

@@ -172,8 +172,9 @@ class Memory(commands.Cog):
     @forget_group.command(name="item", description="Forget one thing the agent knows about you")
     @app_commands.describe(item="Start typing to find it")
     async def forget_item(self, interaction: discord.Interaction, item: str) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)
         text = await self.forget_fact(interaction.user.id, item)
-        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
 
     @forget_item.autocomplete("item")
     async def item_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -186,8 +187,9 @@ class Memory(commands.Cog):
     @forget_group.command(name="call", description="Forget one call or text chat, and what came only from it")
     @app_commands.describe(call="Start typing a date or what it was about")
     async def forget_call(self, interaction: discord.Interaction, call: str) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)  # a long call takes a moment to delete
         text = await self.forget_conversation(interaction.user.id, call)
-        await interaction.response.send_message(text, ephemeral=True)
+        await interaction.followup.send(text, ephemeral=True)
 
     @forget_call.autocomplete("call")
     async def call_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
