@@ -102,6 +102,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             invalidated_at REAL
         );
         CREATE INDEX facts_user ON facts (user_id, superseded_by, confirmed_at);
+        -- Foreign-key actions look facts up by these columns when a fact, call or chat is deleted; without
+        -- indexes every deletion would scan all facts.
+        CREATE INDEX facts_superseded_by ON facts (superseded_by) WHERE superseded_by IS NOT NULL;
+        CREATE INDEX facts_source_call ON facts (source_call_id) WHERE source_call_id IS NOT NULL;
+        CREATE INDEX facts_source_chat ON facts (source_chat_id) WHERE source_chat_id IS NOT NULL;
 
         -- Which calls and chats a fact was learned or confirmed in, so forgetting a call removes the facts
         -- that came only from it.
