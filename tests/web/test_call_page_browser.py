@@ -6,6 +6,7 @@ Also regenerates docs/call-page.png (the page in its active state)."""
 from __future__ import annotations
 
 import base64
+import os
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,11 @@ from tests.web.fake_backend import FAKE_APP_ID, FakeCallPageBackend
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-SCREENSHOT_PATH = REPO_ROOT / "docs" / "call-page.png"
+DOCS_SCREENSHOT = REPO_ROOT / "docs" / "call-page.png"
+# The README's picture is refreshed on request (UPDATE_DOCS_SCREENSHOT=1), so a test run leaves the tree clean.
+SCREENSHOT_PATH = (
+    DOCS_SCREENSHOT if os.environ.get("UPDATE_DOCS_SCREENSHOT") else REPO_ROOT / "test-artifacts" / "call-page.png"
+)
 USER_UID = 1001
 AGENT_UID = 2002
 
