@@ -1,13 +1,13 @@
 """The call page in real headless Chromium (Playwright), against the real web server, the in-memory backend
 and the Agora SDK stub (tests/fakes/agora_sdk_stub.js, served from another origin). One browser per session.
 
-Also regenerates docs/call-page.png (the page in its active state)."""
+Also takes a screenshot of the page in its active state (docs/call-page.png with UPDATE_DOCS_SCREENSHOT=1)."""
 
 from __future__ import annotations
 
 import base64
-import os
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
