@@ -34,7 +34,7 @@ from bot.calls.links import LinkTokens
 from bot.config import Settings
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
-from bot.store.models import OPEN_CALL_STATES, CallRecord, GuildSettings
+from bot.store.models import CallRecord, GuildSettings
 from bot.store.repository import OpenCallExists, Store
 
 log = logging.getLogger(__name__)
@@ -550,6 +550,3 @@ class CallService:
     def link_expiry(call: CallRecord) -> datetime:
         return datetime.fromtimestamp(call.link_expires_at or call.started_at, UTC)
 
-    @staticmethod
-    def is_open(call: CallRecord) -> bool:
-        return call.state in OPEN_CALL_STATES

@@ -334,10 +334,6 @@ class SqliteStore:
             f"UPDATE calls SET {assignments} WHERE call_id = ?", (*(_to_db(v) for v in fields_.values()), call_id)
         )
 
-    async def delete_call(self, call_id: str) -> None:
-        async with self._tx() as db:
-            await _delete_conversation(db, call_id=call_id)
-
     # ---- chats -----------------------------------------------------------------------------------------
 
     async def create_chat(self, chat: ChatRecord) -> None:
