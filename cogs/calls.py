@@ -12,6 +12,7 @@ from discord.ext import commands
 from bot import messages
 from bot.calls.service import CallEnded, CallService, StartedCall
 from bot.client import FunnelledView, MemoryBot
+from cogs._consent import MemoryChoiceView
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,8 @@ CONSENT_TEXT = (
     "• `/call private:True` talks without memory; you can pause memory any time.\n"
     "Nothing is shared with server admins or other members."
 )
+CONSENT_VIEW_SECONDS = 5 * 60
+CONSENT_EXPIRED = "You didn't choose, so no call was started and nothing was stored. Type `/call` again any time."
 CARD_VIEW_SECONDS = 14 * 60
 """Ephemeral messages can be edited only while the interaction token lives (15 minutes)."""
 
@@ -56,23 +59,6 @@ def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: 
     else:
         learned = f"The agent learned {facts_learned} new thing{'s' if facts_learned != 1 else ''} about you."
     return f"**Call ended.** {lines} of the conversation were kept. {learned}"
-
-
-class ConsentView(FunnelledView):
-    def __init__(self, cog: Calls, owner_id: int):
-        super().__init__(timeout=300)
-        self.cog = cog
-        self.owner_id = owner_id
-
-    @discord.ui.button(label="Remember me", style=discord.ButtonStyle.success, custom_id="consent:remember")
-    async def remember(self, interaction: discord.Interaction, button: discord.ui.Button[ConsentView]) -> None:
-        await self.cog.choose(interaction, remember=True)
-        self.stop()
-
-    @discord.ui.button(label="Call without memory", style=discord.ButtonStyle.secondary, custom_id="consent:private")
-    async def without_memory(self, interaction: discord.Interaction, button: discord.ui.Button[ConsentView]) -> None:
-        await self.cog.choose(interaction, remember=False)
-        self.stop()
 
 
 class CardView(FunnelledView):
@@ -124,7 +110,14 @@ class Calls(commands.Cog):
             return
         user = await self.bot.services.store.get_user(interaction.user.id)
         if not private and (user is None or user.consent is None):
-            await interaction.followup.send(CONSENT_TEXT, view=ConsentView(self, interaction.user.id), ephemeral=True)
+            view = MemoryChoiceView(
+                interaction.user.id,
+                lambda choice, remember: self.choose(choice, remember=remember),
+                decline_label="Call without memory",
+                expired_text=CONSENT_EXPIRED,
+                timeout=CONSENT_VIEW_SECONDS,
+            )
+            view.message = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
             return
         await self.start_and_show(interaction, private=private)
 

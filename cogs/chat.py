@@ -25,9 +25,10 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot import messages
-from bot.client import FunnelledView, MemoryBot
+from bot.client import MemoryBot
 from bot.memory.chat import ChatDisabled, ChatService
 from bot.store.models import UserRecord
+from cogs._consent import MemoryChoiceView
 
 log = logging.getLogger(__name__)
 
@@ -179,45 +180,6 @@ def channel_openers(channel: discord.abc.Messageable) -> tuple[Opener, Opener]:
     return send, send
 
 
-class ChatConsentView(FunnelledView):
-    """The memory choice, holding the member's message until they answer it."""
-
-    def __init__(self, cog: Chat, owner_id: int, guild_id: int | None, text: str, *, ephemeral: bool):
-        super().__init__(timeout=CONSENT_VIEW_SECONDS)
-        self.cog = cog
-        self.owner_id = owner_id
-        self.guild_id = guild_id
-        self.text = text
-        self.ephemeral = ephemeral
-        self.message: discord.Message | discord.WebhookMessage | None = None
-
-    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
-        if interaction.user.id != self.owner_id:
-            await interaction.response.send_message("This choice belongs to someone else.", ephemeral=True)
-            return False
-        return True
-
-    @discord.ui.button(label="Remember me", style=discord.ButtonStyle.success, custom_id="chat-consent:remember")
-    async def remember(self, interaction: discord.Interaction, button: discord.ui.Button[ChatConsentView]) -> None:
-        self.stop()
-        await self.cog.chosen(interaction, self, remember=True)
-
-    @discord.ui.button(label="Without memory", style=discord.ButtonStyle.secondary, custom_id="chat-consent:private")
-    async def without_memory(
-        self, interaction: discord.Interaction, button: discord.ui.Button[ChatConsentView]
-    ) -> None:
-        self.stop()
-        await self.cog.chosen(interaction, self, remember=False)
-
-    async def on_timeout(self) -> None:
-        if self.message is None:
-            return
-        try:
-            await self.message.edit(content=CONSENT_EXPIRED, view=None)
-        except discord.HTTPException as exc:
-            log.info("could not close an unanswered chat consent prompt: %s", exc.status)
-
-
 class Chat(commands.Cog):
     def __init__(self, bot: MemoryBot):
         self.bot = bot
@@ -250,7 +212,7 @@ class Chat(commands.Cog):
         if not (public or private):
             standing = memory_choice(await self.bot.services.store.get_user(interaction.user.id))
             if standing is None:
-                view = ChatConsentView(self, interaction.user.id, interaction.guild_id, message, ephemeral=True)
+                view = self.memory_choice_view(interaction.user.id, interaction.guild_id, message, ephemeral=True)
                 view.message = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
                 return
             private = standing
@@ -258,13 +220,26 @@ class Chat(commands.Cog):
         deltas = chat.reply(interaction.user.id, interaction.guild_id, message, private=private or public)
         await show_stream(deltas, first, more)
 
-    async def chosen(self, interaction: discord.Interaction, view: ChatConsentView, *, remember: bool) -> None:
-        chat = self.chat_service()
-        await interaction.response.edit_message(content=REMEMBER_CHOSEN if remember else NO_MEMORY_CHOSEN, view=None)
-        await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
-        first, more = interaction_openers(interaction, ephemeral=view.ephemeral, into_original=False)
-        deltas = chat.reply(interaction.user.id, view.guild_id, view.text, private=not remember)
-        await show_stream(deltas, first, more)
+    def memory_choice_view(
+        self, owner_id: int, guild_id: int | None, text: str, *, ephemeral: bool
+    ) -> MemoryChoiceView:
+        """The memory choice, holding the member's message until they answer it."""
+
+        async def chosen(interaction: discord.Interaction, remember: bool) -> None:
+            chat = self.chat_service()
+            content = REMEMBER_CHOSEN if remember else NO_MEMORY_CHOSEN
+            await interaction.response.edit_message(content=content, view=None)
+            await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
+            first, more = interaction_openers(interaction, ephemeral=ephemeral, into_original=False)
+            await show_stream(chat.reply(interaction.user.id, guild_id, text, private=not remember), first, more)
+
+        return MemoryChoiceView(
+            owner_id,
+            chosen,
+            decline_label="Without memory",
+            expired_text=CONSENT_EXPIRED,
+            timeout=CONSENT_VIEW_SECONDS,
+        )
 
     # ---- direct messages -------------------------------------------------------------------------------
 
@@ -294,7 +269,7 @@ class Chat(commands.Cog):
         chat = self.chat_service()
         private = memory_choice(await self.bot.services.store.get_user(message.author.id))
         if private is None:
-            view = ChatConsentView(self, message.author.id, None, text, ephemeral=False)
+            view = self.memory_choice_view(message.author.id, None, text, ephemeral=False)
             view.message = await message.channel.send(CONSENT_TEXT, view=view)
             return
         await message.channel.typing()

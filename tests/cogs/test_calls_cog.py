@@ -151,3 +151,12 @@ async def test_card_reports_what_was_learned_once_processing_finishes(
     assert [f.text for f in await world.store.list_facts(alice.id)] == [
         "The user plays the cello in a community orchestra."
     ]
+
+
+async def test_unanswered_memory_choice_expires_and_starts_nothing(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    prompt = await alice.slash(channel, "call")
+    await simcord_env.advance_time(5 * 60 + 1)
+    assert "no call was started" in prompt.response.content and prompt.response.components == []
+    assert await world.store.get_user(alice.id) is None
+    assert world.emu.agents == {}
