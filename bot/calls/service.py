@@ -113,6 +113,7 @@ class CallService:
         self._background: set[asyncio.Task[object]] = set()
         self._finalizing: dict[str, asyncio.Future[CallEnded | None]] = {}
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
+        self._notices_in_flight: set[str] = set()
         self._closing = False
 
     @property
@@ -406,6 +407,23 @@ class CallService:
         return True
 
     async def handle_notification(self, notification: Notification) -> None:
+        """Process one delivery. A notice already processed is skipped; it is recorded only after processing,
+        so a delivery that failed half-way is processed again when Agora resends it (merging is idempotent)."""
+        notice = notification.notice_id
+        if notice in self._notices_in_flight:
+            log.info("webhook notice %s was already processed", notice)
+            return
+        self._notices_in_flight.add(notice)  # before any await, so a copy arriving meanwhile is skipped
+        try:
+            if await self.store.notice_seen(notice):
+                log.info("webhook notice %s was already processed", notice)
+                return
+            await self._process_notification(notification)
+            await self.store.remember_notice(notice, self.clock())
+        finally:
+            self._notices_in_flight.discard(notice)
+
+    async def _process_notification(self, notification: Notification) -> None:
         call_id = notification.labels.get("call_id")
         call = await self.store.get_call(call_id) if call_id else None
         if call is None and notification.agent_id:
@@ -425,7 +443,6 @@ class CallService:
         if notification.event_type in (102, 103) and call.state in ("starting", "active"):
             reason = STOP_REASONS.get(notification.stop_message or "", "agent_stopped")
             await self.finalize(call.call_id, reason)
-        await self.store.remember_notice(notification.notice_id, self.clock())
 
     def _spawn(self, coro: Awaitable[object]) -> None:
         task = asyncio.ensure_future(coro)

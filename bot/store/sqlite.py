@@ -833,6 +833,9 @@ class SqliteStore:
 
     # ---- notices and meta ------------------------------------------------------------------------------
 
+    async def notice_seen(self, notice_id: str) -> bool:
+        return await self._one("SELECT 1 FROM notices WHERE notice_id = ?", (notice_id,)) is not None
+
     async def remember_notice(self, notice_id: str, at: float) -> bool:
         async with self._tx() as db:
             cur = await db.execute(

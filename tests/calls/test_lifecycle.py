@@ -111,7 +111,10 @@ async def test_idle_timeout_without_webhook_keeps_everything_up_to_the_last_chec
 
 
 @pytest.mark.parametrize("mode", ["duplicate", "reverse"])
-async def test_webhooks_delivered_twice_or_out_of_order_are_harmless(tmp_path: Path, mode: str) -> None:
+async def test_webhooks_delivered_twice_or_out_of_order_are_harmless(
+    tmp_path: Path, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="bot.calls.service")
     async with call_world(tmp_path) as world:
         world.emu.webhook_mode = mode
         started, agent = await start_call(world)
@@ -124,6 +127,8 @@ async def test_webhooks_delivered_twice_or_out_of_order_are_harmless(tmp_path: P
         assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
         assert len(world.log.ended) == 1
         assert (await world.store.get_call(started.call_id)).state == "ended"
+        skipped = [r for r in caplog.records if "was already processed" in r.getMessage()]
+        assert len(skipped) == (3 if mode == "duplicate" else 0)  # 101, 102 and 103 each arrived twice
 
 
 async def test_history_held_then_released_in_any_order_after_finalize(world: CallWorld) -> None:
