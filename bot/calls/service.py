@@ -111,7 +111,7 @@ class CallService:
         self._listeners: list[CallListener] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[object]] = set()
-        self._finalizing: dict[str, asyncio.Future[CallEnded | None]] = {}
+        self._finalizing: dict[str, asyncio.Task[CallEnded | None]] = {}
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._notices_in_flight: set[str] = set()
         self._closing = False
@@ -329,21 +329,12 @@ class CallService:
     async def finalize(self, call_id: str, reason: str) -> CallEnded | None:
         """End a call exactly once, whatever the trigger. Concurrent triggers in this process share the
         winner's result; a trigger that loses to another process gets None."""
-        running = self._finalizing.get(call_id)
-        if running is not None:
-            return await asyncio.shield(running)
-        future: asyncio.Future[CallEnded | None] = asyncio.get_running_loop().create_future()
-        self._finalizing[call_id] = future
-        try:
-            result = await self._finalize_once(call_id, reason)
-            future.set_result(result)
-            return result
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved here so a failure with no other waiter is not reported twice
-            raise
-        finally:
-            self._finalizing.pop(call_id, None)
+        task = self._finalizing.get(call_id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason))
+            self._finalizing[call_id] = task
+            task.add_done_callback(lambda _done: self._finalizing.pop(call_id, None))
+        return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
     async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
         if not await self.store.transition_call(call_id, ["starting", "active"], "ending", end_reason=reason):
