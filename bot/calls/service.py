@@ -281,7 +281,12 @@ class CallService:
         interval = self.settings.agora.checkpoint_seconds
         while not self._closing:
             await asyncio.sleep(interval)
-            if not await self.checkpoint(call_id):
+            try:
+                keep_watching = await self.checkpoint(call_id)
+            except Exception:
+                log.exception("checkpoint of call %s failed; trying again at the next one", call_id)
+                keep_watching = True
+            if not keep_watching:
                 return
 
     async def checkpoint(self, call_id: str) -> bool:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from bot.calls.errors import CallAlreadyActive, CapacityReached, ConsentRequired, VoiceUnavailable
-from tests.harness import CallWorld, call_world
+from tests.harness import CallWorld, call_world, eventually
 
 ALICE = 1001
 
@@ -303,3 +303,25 @@ async def test_reloading_the_page_keeps_the_call_but_closing_it_ends_it(tmp_path
         call = await world.store.get_call(started.call_id)
         assert call.state == "ended" and call.end_reason == "page_closed"
         assert world.emu.agent(agent.agent_id).status == "STOPPED"
+
+
+async def test_checkpoints_run_on_their_own_and_survive_a_failing_one(tmp_path: Path, monkeypatch) -> None:
+    async with call_world(tmp_path, checkpoints=True, agora={"checkpoint_seconds": 0.05}) as world:
+        started, agent = await start_call(world)
+        real = world.memory.record_snapshot
+        failures = []
+
+        async def flaky(*args, **kwargs):
+            if not failures:
+                failures.append(1)
+                raise RuntimeError("disk hiccup")
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(world.memory, "record_snapshot", flaky)
+        world.emu.script(agent.agent_id, conversation(6))
+
+        async def saved() -> bool:
+            return len(await world.store.call_turns(started.call_id)) == 7
+
+        await eventually(saved)
+        assert failures == [1]
