@@ -51,9 +51,7 @@ def ensure_chromium() -> None:
     say("installing Debian's chromium package for the browser tests")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run([*prefix, apt, "-qq", "update"], check=True, env=env)
-    subprocess.run(
-        [*prefix, apt, "-qq", "install", "-y", "--no-install-recommends", "chromium"], check=True, env=env
-    )
+    subprocess.run([*prefix, apt, "-qq", "install", "-y", "--no-install-recommends", "chromium"], check=True, env=env)
 
 
 def run_bot(args: list[str]) -> int:

@@ -107,9 +107,7 @@ def _read_gold(path: Path, source: GoldSource) -> dict[str, tuple[list[Fact], Go
             continue
         facts = entry["required_facts"]
         for fact in facts:
-            if not (
-                isinstance(fact, str) or (isinstance(fact, list) and all(isinstance(f, str) for f in fact))
-            ):
+            if not (isinstance(fact, str) or (isinstance(fact, list) and all(isinstance(f, str) for f in fact))):
                 raise ValueError(f"{path}: {test_id}: a fact must be a string or a list of strings: {fact!r}")
         if source == "shipped":
             facts = _apply_fixes(facts, SHIPPED_FACT_FIXES.get(test_id, {}))
@@ -131,9 +129,7 @@ def _parse_case(path: Path, layer: Layer, gold: dict[str, tuple[list[Fact], Gold
     if data.get("category", layer) != layer:
         raise ValueError(f"{path}: category {data['category']!r} does not match its folder {layer!r}")
     if test_id not in gold:
-        raise ValueError(
-            f"{path}: no gold facts for {test_id!r} in {SHIPPED_GOLD_NAME} or {DERIVED_GOLD_PATH}"
-        )
+        raise ValueError(f"{path}: no gold facts for {test_id!r} in {SHIPPED_GOLD_NAME} or {DERIVED_GOLD_PATH}")
     facts, source = gold[test_id]
     sessions = [
         EvalSession(

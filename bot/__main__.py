@@ -12,12 +12,8 @@ from bot.config import ConfigError, load_settings
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bot", description="A Discord bot whose voice agent remembers you."
-    )
-    parser.add_argument(
-        "--config", type=Path, help="path to config.toml (default: ./config.toml or $BOT_CONFIG)"
-    )
+    parser = argparse.ArgumentParser(prog="python -m bot", description="A Discord bot whose voice agent remembers you.")
+    parser.add_argument("--config", type=Path, help="path to config.toml (default: ./config.toml or $BOT_CONFIG)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run the bot")
     sub.add_parser("check", help="check configuration, database and services, then exit")
@@ -34,9 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     ctx = sub.add_parser("context", help="print the system messages the agent would get for this user")
     ctx.add_argument("user_id", type=int)
     ctx.add_argument("--query", help="a message, to print the context selected for it (as text chat does)")
-    ctx.add_argument(
-        "--budget", type=int, help="memory budget in tokens (default: memory.context_budget_tokens)"
-    )
+    ctx.add_argument("--budget", type=int, help="memory budget in tokens (default: memory.context_budget_tokens)")
     return parser
 
 

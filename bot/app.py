@@ -55,8 +55,7 @@ class Services:
         """Web server, call reconcile, the post-call queue and the periodic sweeps."""
         if self.web is not None:
             await self.web.start()
-            log.info("call page server listening on %s (public address %s)", self.web.url,
-                     self.settings.web.public_url)
+            log.info("call page server listening on %s (public address %s)", self.web.url, self.settings.web.public_url)
         if self.calls is not None:
             counts = await self.calls.reconcile()
             log.info("reconciled open calls: %s", counts)

@@ -110,9 +110,7 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             base_url=settings.agora.api_base_url,
             app_id=settings.agora.app_id or "",
             customer_id=settings.agora.customer_id.get_secret_value() if settings.agora.customer_id else "",
-            customer_secret=settings.agora.customer_secret.get_secret_value()
-            if settings.agora.customer_secret
-            else "",
+            customer_secret=settings.agora.customer_secret.get_secret_value() if settings.agora.customer_secret else "",
             timeout=settings.agora.request_timeout_seconds,
             max_retries=0,
         )
@@ -142,15 +140,11 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             await llm.ping()
             _out(f"  ok       {settings.llm.base_url} answers (model {settings.llm.model})")
         except LLMError as exc:
-            _out(
-                f"  warning  llm.base_url {settings.llm.base_url}: {exc} (calls still work; memory learns no facts)"
-            )
+            _out(f"  warning  llm.base_url {settings.llm.base_url}: {exc} (calls still work; memory learns no facts)")
         finally:
             await llm.aclose()
     else:
-        _out(
-            "  off      llm.base_url is not set: no fact extraction, summaries or text chat; calls still work"
-        )
+        _out("  off      llm.base_url is not set: no fact extraction, summaries or text chat; calls still work")
 
     _out()
     _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
@@ -160,9 +154,7 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:
     try:
         async with open_services(settings) as services:
-            _out(
-                f"Database {settings.memory.database_path} is at schema {await services.store.schema_version()}."
-            )
+            _out(f"Database {settings.memory.database_path} is at schema {await services.store.schema_version()}.")
     except SchemaTooNew as exc:
         raise CommandFailed(str(exc)) from exc
     return 0
@@ -216,8 +208,6 @@ async def import_history(settings: Settings, args: argparse.Namespace) -> int:
 
 async def context(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
-        messages = await services.memory.build_context(
-            args.user_id, budget_tokens=args.budget, query=args.query
-        )
+        messages = await services.memory.build_context(args.user_id, budget_tokens=args.budget, query=args.query)
     _out(json.dumps(messages, indent=2, ensure_ascii=False))
     return 0

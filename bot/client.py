@@ -44,13 +44,18 @@ async def report_error(interaction: discord.Interaction, error: BaseException) -
         text = known
         log.info(
             "command %s by user %s in guild %s refused: %s",
-            _command_name(interaction), interaction.user.id, interaction.guild_id, type(original).__name__,
+            _command_name(interaction),
+            interaction.user.id,
+            interaction.guild_id,
+            type(original).__name__,
         )
     else:
         text = messages.SOMETHING_WENT_WRONG
         log.error(
             "command %s by user %s in guild %s failed",
-            _command_name(interaction), interaction.user.id, interaction.guild_id,
+            _command_name(interaction),
+            interaction.user.id,
+            interaction.guild_id,
             exc_info=(type(original), original, original.__traceback__),
         )
     try:

@@ -10,9 +10,7 @@ from bot.store.models import CallRecord
 _ids = itertools.count(1)
 
 
-def make_call(
-    user_id: int = 42, *, guild_id: int | None = 7, state: str = "active", **overrides
-) -> CallRecord:
+def make_call(user_id: int = 42, *, guild_id: int | None = 7, state: str = "active", **overrides) -> CallRecord:
     n = next(_ids)
     fields = dict(
         call_id=f"call-{n}",

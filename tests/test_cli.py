@@ -103,9 +103,7 @@ def test_import_then_context_then_export_then_forget(config: Path, tmp_path: Pat
         ),
     ],
 )
-def test_import_rejects_bad_files_clearly(
-    config: Path, tmp_path: Path, capsys, content: str, message: str
-) -> None:
+def test_import_rejects_bad_files_clearly(config: Path, tmp_path: Path, capsys, content: str, message: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
     assert main(["--config", str(config), "import-history", "1", str(path)]) == 1

@@ -562,4 +562,3 @@ class CallService:
     @staticmethod
     def link_expiry(call: CallRecord) -> datetime:
         return datetime.fromtimestamp(call.link_expires_at or call.started_at, UTC)
-

@@ -168,13 +168,9 @@ class LLMClient:
                 if delta:
                     yield delta
             if not finished:
-                raise LLMUnavailable(
-                    f"stream from LLM at {self._base_url} ended before the reply was finished"
-                )
+                raise LLMUnavailable(f"stream from LLM at {self._base_url} ended before the reply was finished")
         except httpx.TransportError as exc:
-            raise LLMUnavailable(
-                f"stream from LLM at {self._base_url} broke off: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise LLMUnavailable(f"stream from LLM at {self._base_url} broke off: {type(exc).__name__}: {exc}") from exc
         finally:
             await response.aclose()
 
@@ -189,9 +185,7 @@ class LLMClient:
                 f"list: check {BASE_URL_SETTING} points at an OpenAI-compatible API (usually ending in /v1)",
                 status=response.status_code,
             )
-        return [
-            entry["id"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)
-        ]
+        return [entry["id"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
 
     async def ping(self) -> None:
         """Check that the server is reachable, accepts the key and speaks the API; raise LLMError if not."""
@@ -271,9 +265,7 @@ class LLMClient:
                 f"could not connect to LLM at {self._base_url}{tries}: check {BASE_URL_SETTING} "
                 f"and that the server is running ({exc})"
             )
-        return LLMUnavailable(
-            f"connection to LLM at {self._base_url} failed{tries}: {type(exc).__name__}: {exc}"
-        )
+        return LLMUnavailable(f"connection to LLM at {self._base_url} failed{tries}: {type(exc).__name__}: {exc}")
 
     def _status_error(self, response: httpx.Response, path: str, attempts: int) -> LLMError:
         status = response.status_code
@@ -291,9 +283,7 @@ class LLMClient:
                 status=status,
             )
         if status == 429:
-            return LLMUnavailable(
-                f"{where} (rate limited){_attempts_text(attempts)}: {detail}", status=status
-            )
+            return LLMUnavailable(f"{where} (rate limited){_attempts_text(attempts)}: {detail}", status=status)
         if status >= 500:
             return LLMUnavailable(f"{where}{_attempts_text(attempts)}: {detail}", status=status)
         return LLMError(f"{where}, rejecting the request: {detail}", status=status)
@@ -327,9 +317,7 @@ class LLMClient:
             chunk = json.loads(data)
         except ValueError as exc:
             snippet = self._redact(_truncate(data))
-            raise LLMBadResponse(
-                f"LLM at {self._base_url} streamed a chunk that is not JSON: {snippet!r}"
-            ) from exc
+            raise LLMBadResponse(f"LLM at {self._base_url} streamed a chunk that is not JSON: {snippet!r}") from exc
         if not isinstance(chunk, dict):
             raise LLMBadResponse(f"LLM at {self._base_url} streamed a chunk that is not an object")
         if "error" in chunk:

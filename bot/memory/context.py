@@ -242,7 +242,6 @@ class ContextBuilder:
             return None
         return block.render()
 
-
     async def _related_turns(self, user_id: int, terms: str) -> list[TurnRecord]:
         """Lines matching the message: most of its words first, then the newest (a later decision replaces an
         earlier one), then the best full-text rank; each with its neighbours (an answer often follows)."""

@@ -165,9 +165,7 @@ def merge_snapshot(
     return MergeResult(turns, anchored_now, added, grown, count_gaps(len(new_segments), anchored_now))
 
 
-def _contiguous_run(
-    placements: dict[int, tuple[int, int]], segments: list[list[Utterance]], m: int
-) -> list[int]:
+def _contiguous_run(placements: dict[int, tuple[int, int]], segments: list[list[Utterance]], m: int) -> list[int]:
     """The segments the window overlaps, if they form one consistent run; otherwise the single best one."""
     if not placements:
         return []

@@ -142,9 +142,7 @@ class MemoryService:
         superseded = (
             await self.store.list_facts(user_id, superseded_only=True, limit=facts_per_page) if page == 0 else []
         )
-        conversations = await self.store.list_conversations(
-            user_id, offset=page * calls_per_page, limit=calls_per_page
-        )
+        conversations = await self.store.list_conversations(user_id, offset=page * calls_per_page, limit=calls_per_page)
         user = await self.store.get_user(user_id)
         return MemoryPage(
             facts=facts,
@@ -194,13 +192,9 @@ class MemoryService:
         self._schedule_scrub()
         return result
 
-    async def purge_expired(
-        self, guild_id: int | None, retention_days: int, *, now: float | None = None
-    ) -> int:
+    async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
         now = time.time() if now is None else now
-        removed = await self.store.purge_transcripts(
-            guild_id=guild_id, older_than=now - retention_days * 86400
-        )
+        removed = await self.store.purge_transcripts(guild_id=guild_id, older_than=now - retention_days * 86400)
         if removed:
             self._schedule_scrub()
         return removed
@@ -218,9 +212,7 @@ class MemoryService:
             try:
                 await self.store.scrub()
             except Exception:
-                log.exception(
-                    "scrubbing deleted memory from the database file failed; will retry on next delete"
-                )
+                log.exception("scrubbing deleted memory from the database file failed; will retry on next delete")
                 return
             if not self._scrub_again:
                 return

@@ -40,9 +40,7 @@ from bot.store.repository import OpenCallExists, SchemaTooNew
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
-_TURN_COLUMNS = (
-    "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
-)
+_TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
 _FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"
@@ -292,9 +290,7 @@ class SqliteStore:
         return [_call(r) for r in rows]
 
     async def count_open_calls(self) -> int:
-        return int(
-            await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')")
-        )
+        return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
 
     async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int:
         return int(
@@ -371,15 +367,11 @@ class SqliteStore:
     # ---- turns -----------------------------------------------------------------------------------------
 
     async def call_turns(self, call_id: str) -> list[TurnRecord]:
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq", (call_id,)
-        )
+        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq", (call_id,))
         return [_turn(r) for r in rows]
 
     async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? ORDER BY seq", (chat_id,)
-        )
+        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? ORDER BY seq", (chat_id,))
         return [_turn(r) for r in rows]
 
     async def apply_call_turns(
@@ -397,10 +389,7 @@ class SqliteStore:
                 await db.executemany(
                     "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
                     "WHERE turn_id = ? AND call_id = ?",
-                    [
-                        (u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id)
-                        for u in updates
-                    ],
+                    [(u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id) for u in updates],
                 )
             if inserts:
                 await db.executemany(
@@ -599,9 +588,7 @@ class SqliteStore:
         )
         return [_turn(r) for r in reversed(rows)]
 
-    async def list_conversations(
-        self, user_id: int, *, offset: int = 0, limit: int = 10
-    ) -> list[ConversationSummary]:
+    async def list_conversations(self, user_id: int, *, offset: int = 0, limit: int = 10) -> list[ConversationSummary]:
         rows = await self._all(
             "SELECT * FROM ("
             "  SELECT 'call' AS kind, c.call_id AS ref_id, c.started_at, c.ended_at, c.summary, c.private FROM calls c "
@@ -696,9 +683,7 @@ class SqliteStore:
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
-        facts = await self._all(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? ORDER BY fact_id", (user_id,)
-        )
+        facts = await self._all(f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? ORDER BY fact_id", (user_id,))
         calls = await self._all("SELECT * FROM calls WHERE user_id = ? ORDER BY started_at", (user_id,))
         chats = await self._all("SELECT * FROM chats WHERE user_id = ? ORDER BY started_at", (user_id,))
         turns = await self._all(
@@ -807,9 +792,7 @@ class SqliteStore:
                 "WHERE job_id = ?",
                 (at + lease_seconds, at, row["job_id"]),
             )
-            return Job(
-                job_id=row["job_id"], kind=row["kind"], ref_id=row["ref_id"], attempts=row["attempts"] + 1
-            )
+            return Job(job_id=row["job_id"], kind=row["kind"], ref_id=row["ref_id"], attempts=row["attempts"] + 1)
 
     async def finish_job(self, job_id: int, at: float) -> None:
         await self._write("UPDATE jobs SET state = 'done', updated_at = ? WHERE job_id = ?", (at, job_id))
@@ -973,9 +956,7 @@ async def _delete_conversation(
     turns = await _changes(db, f"DELETE FROM turns WHERE {column} = ?", (ref,))
     table = "calls" if call_id else "chats"
     removed = await _changes(db, f"DELETE FROM {table} WHERE {column} = ?", (ref,))
-    return ForgetResult(
-        turns=turns, facts=facts, calls=removed if call_id else 0, chats=removed if chat_id else 0
-    )
+    return ForgetResult(turns=turns, facts=facts, calls=removed if call_id else 0, chats=removed if chat_id else 0)
 
 
 def _check_call_fields(values: dict[str, Any]) -> None:

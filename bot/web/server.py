@@ -228,9 +228,7 @@ async def _security_middleware(request: web.Request, handler: Handler) -> web.St
         if token:
             text = text.replace(token, "<redacted>")
         route = request.match_info.route.name or "?"
-        log.error(
-            "unhandled error in %s %s route %s\n%s", request.method, redact_path(request.path), route, text
-        )
+        log.error("unhandled error in %s %s route %s\n%s", request.method, redact_path(request.path), route, text)
         if _wants_json(request):
             response = web.json_response({"error": "internal error"}, status=500)
         else:
@@ -279,9 +277,7 @@ def page_config(session: PageSession, *, status_poll_interval: float) -> dict[st
 def render_call_page(settings: _PageSettings, session: PageSession) -> str:
     values = {
         "SDK_URL": html.escape(settings.sdk_url, quote=True),
-        "CONFIG_JSON": _json_for_script(
-            page_config(session, status_poll_interval=settings.status_poll_interval)
-        ),
+        "CONFIG_JSON": _json_for_script(page_config(session, status_poll_interval=settings.status_poll_interval)),
         "MAX_MINUTES": html.escape(str(int(session.max_minutes))),
     }
     return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), settings.call_template)

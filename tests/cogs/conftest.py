@@ -38,11 +38,16 @@ async def world(tmp_path: Path):
 async def services(world: CallWorld, fake_llm: FakeLLM) -> AsyncIterator[Services]:
     """The running bot's services, with the fake OpenAI-compatible server as the LLM (tests script replies)."""
     llm = LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0)
-    services = Services(settings=world.settings, store=world.store, memory=world.memory, agora=world.agora,
-                        calls=world.calls, web=world.web, llm=llm)
-    services.postcall = PostCallProcessor(
-        world.store, llm, clock=world.clock, on_processed=services.notify_processed
+    services = Services(
+        settings=world.settings,
+        store=world.store,
+        memory=world.memory,
+        agora=world.agora,
+        calls=world.calls,
+        web=world.web,
+        llm=llm,
     )
+    services.postcall = PostCallProcessor(world.store, llm, clock=world.clock, on_processed=services.notify_processed)
     services.chat = ChatService(world.store, world.memory, llm, idle_minutes=30, persona=world.settings.memory.persona)
     yield services
     await llm.aclose()

@@ -139,11 +139,21 @@ async def test_card_reports_what_was_learned_once_processing_finishes(
     world.emu.script(call.agent_id, [("user", "I play the cello in a community orchestra."), ("assistant", "Lovely!")])
     await alice.click(card.response, label="Hang up")
     assert "will appear in `/memory` shortly" in card.response.content
-    fake_llm.queue_reply(json.dumps({
-        "summary": "The member talked about music.",
-        "facts": [{"text": "The user plays the cello in a community orchestra.",
-                   "evidence": "I play the cello in a community orchestra", "replaces": [], "duplicate_of": None}],
-    }))
+    fake_llm.queue_reply(
+        json.dumps(
+            {
+                "summary": "The member talked about music.",
+                "facts": [
+                    {
+                        "text": "The user plays the cello in a community orchestra.",
+                        "evidence": "I play the cello in a community orchestra",
+                        "replaces": [],
+                        "duplicate_of": None,
+                    }
+                ],
+            }
+        )
+    )
     world.clock.advance(60)
     assert await services.postcall.run_once()
     await simcord_env.settle()

@@ -19,8 +19,14 @@ async def cooldown_world(tmp_path: Path):
 
 @pytest.fixture
 async def services(cooldown_world):  # overrides the conftest fixture for this module's cooldown test only
-    return Services(settings=cooldown_world.settings, store=cooldown_world.store, memory=cooldown_world.memory,
-                    agora=cooldown_world.agora, calls=cooldown_world.calls, web=cooldown_world.web)
+    return Services(
+        settings=cooldown_world.settings,
+        store=cooldown_world.store,
+        memory=cooldown_world.memory,
+        agora=cooldown_world.agora,
+        calls=cooldown_world.calls,
+        web=cooldown_world.web,
+    )
 
 
 async def test_call_cooldown(simcord_env, cooldown_world: CallWorld, member) -> None:

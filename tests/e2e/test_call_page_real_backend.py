@@ -24,8 +24,7 @@ async def test_start_joins_and_end_call_stops_the_call_in_the_store(browser, sdk
             joins = [c for c in await page.evaluate("window.__agoraCalls") if c["name"] == "join"]
             assert joins[0]["args"][1:] and joins[0]["args"][1] == call.channel
             assert joins[0]["args"][3] == call.user_uid
-            await page.evaluate("([uid]) => window.__agoraStub.emit('user-published', uid, 'audio')",
-                                [call.agent_uid])
+            await page.evaluate("([uid]) => window.__agoraStub.emit('user-published', uid, 'audio')", [call.agent_uid])
             await expect(page.get_by_role("status")).to_have_text("Agent joined — speak any time")
 
             world.emu.user_joined(call.agent_id)

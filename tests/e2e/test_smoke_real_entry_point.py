@@ -89,8 +89,11 @@ async def test_commands_are_synced_only_when_their_definitions_change(
     port = free_port()
     try:
         async with running_emulator() as emu:
-            settings = make_settings(tmp_path, agora={"api_base_url": emu.base_url},
-                                     web={"port": port, "public_url": f"http://127.0.0.1:{port}"})
+            settings = make_settings(
+                tmp_path,
+                agora={"api_base_url": emu.base_url},
+                web={"port": port, "public_url": f"http://127.0.0.1:{port}"},
+            )
             for start, expect_sync in enumerate((True, False), start=1):
                 fake.commands.clear()
                 task = asyncio.create_task(run_bot(settings))

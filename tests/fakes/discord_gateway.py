@@ -77,9 +77,7 @@ ADMINISTRATOR = 1 << 3
 # Which callback types Discord accepts for which interaction type (PONG and activities are out of scope).
 _ALLOWED_CALLBACKS: dict[int, frozenset[int]] = {
     APPLICATION_COMMAND: frozenset({CHANNEL_MESSAGE, DEFERRED_CHANNEL_MESSAGE, MODAL}),
-    MESSAGE_COMPONENT: frozenset(
-        {CHANNEL_MESSAGE, DEFERRED_CHANNEL_MESSAGE, DEFERRED_UPDATE, UPDATE_MESSAGE, MODAL}
-    ),
+    MESSAGE_COMPONENT: frozenset({CHANNEL_MESSAGE, DEFERRED_CHANNEL_MESSAGE, DEFERRED_UPDATE, UPDATE_MESSAGE, MODAL}),
     AUTOCOMPLETE: frozenset({AUTOCOMPLETE_RESULT}),
     MODAL_SUBMIT: frozenset({CHANNEL_MESSAGE, DEFERRED_CHANNEL_MESSAGE, DEFERRED_UPDATE, UPDATE_MESSAGE}),
 }
@@ -227,9 +225,7 @@ class OpenAPI:
         self._body_pointers: dict[tuple[Operation, str], str | None] = {}
         self._response_pointers: dict[tuple[Operation, int], str | None] = {}
         self._parameters: dict[Operation, tuple[ParameterSpec, ...]] = {}
-        self.registry: Registry[Any] = Registry().with_resource(
-            _DOC_URI, DRAFT202012.create_resource(document)
-        )
+        self.registry: Registry[Any] = Registry().with_resource(_DOC_URI, DRAFT202012.create_resource(document))
         self.operations: list[Operation] = []
         for template, item in document["paths"].items():
             for method in item:
@@ -272,9 +268,7 @@ class OpenAPI:
         validator = self._validators.get(pointer)
         if validator is None:
             reference = _DOC_URI + "#" + quote(pointer, safe="/~")
-            validator = Draft202012Validator(
-                {"$ref": reference}, registry=self.registry, format_checker=_FORMATS
-            )
+            validator = Draft202012Validator({"$ref": reference}, registry=self.registry, format_checker=_FORMATS)
             self._validators[pointer] = validator
         return validator
 
@@ -475,9 +469,7 @@ def _insert_error(errors: dict[str, Any], path: Sequence[str], item: Mapping[str
     node.setdefault("_errors", []).append(dict(item))
 
 
-def _collect_errors(
-    errors: Iterable[ValidationError], prefix: Sequence[str] = ()
-) -> tuple[dict[str, Any], list[str]]:
+def _collect_errors(errors: Iterable[ValidationError], prefix: Sequence[str] = ()) -> tuple[dict[str, Any], list[str]]:
     """Discord-shaped ``errors`` object plus one human-readable line per problem."""
     shaped: dict[str, Any] = {}
     lines: list[str] = []
@@ -603,9 +595,7 @@ def _json_response(payload: Any, status: int = 200) -> web.Response:
     aiohttp's json_response says ``application/json; charset=utf-8``; discord.http.json_or_text only parses
     the body when the header is exactly ``application/json``.
     """
-    return web.Response(
-        status=status, body=json.dumps(payload).encode(), headers={"Content-Type": JSON_CONTENT_TYPE}
-    )
+    return web.Response(status=status, body=json.dumps(payload).encode(), headers={"Content-Type": JSON_CONTENT_TYPE})
 
 
 def _now() -> str:
@@ -700,9 +690,7 @@ class FakeDiscord:
             "PATCH /webhooks/{webhook_id}/{webhook_token}/messages/@original": self._patch_webhook_message,
             "PATCH /webhooks/{webhook_id}/{webhook_token}/messages/{message_id}": self._patch_webhook_message,
             "DELETE /webhooks/{webhook_id}/{webhook_token}/messages/@original": self._delete_webhook_message,
-            "DELETE /webhooks/{webhook_id}/{webhook_token}/messages/{message_id}": (
-                self._delete_webhook_message
-            ),
+            "DELETE /webhooks/{webhook_id}/{webhook_token}/messages/{message_id}": (self._delete_webhook_message),
             "POST /channels/{channel_id}/messages": self._post_channel_message,
             "POST /users/@me/channels": self._post_dm_channel,
         }
@@ -931,11 +919,7 @@ class FakeDiscord:
         """Send any gateway DISPATCH event to the bot (shard 0); for events without a helper."""
         await self.wait_until_ready()
         for gateway in self._gateways:
-            if (
-                gateway.identified
-                and not gateway.ws.closed
-                and (gateway.shard is None or gateway.shard[0] == 0)
-            ):
+            if gateway.identified and not gateway.ws.closed and (gateway.shard is None or gateway.shard[0] == 0):
                 await self._send_dispatch(gateway, event, data)
                 return
         raise RuntimeError("no bot is connected to the fake gateway")
@@ -1002,9 +986,7 @@ class FakeDiscord:
         owner = self._visible_to.get(message_id)
         if owner is not None and owner != str(user_id):
             raise PermissionError(f"message {message_id} is ephemeral: only user {owner} can see it")
-        component = next(
-            (c for c in _walk_components(stored["components"]) if c.get("custom_id") == custom_id), None
-        )
+        component = next((c for c in _walk_components(stored["components"]) if c.get("custom_id") == custom_id), None)
         if component is None:
             raise LookupError(f"message {message_id} has no component with custom_id {custom_id!r}")
         if component.get("disabled"):
@@ -1013,9 +995,7 @@ class FakeDiscord:
         if component["type"] == 3:
             data["values"] = list(values or [])
         elif component["type"] != 2:
-            raise NotImplementedError(
-                f"the fake only clicks buttons and string selects, not type {component['type']}"
-            )
+            raise NotImplementedError(f"the fake only clicks buttons and string selects, not type {component['type']}")
         return await self._push_interaction(MESSAGE_COMPONENT, user_id, permissions, data, message=stored)
 
     async def submit_modal(
@@ -1117,9 +1097,7 @@ class FakeDiscord:
         return None, None
 
     @staticmethod
-    def _check_command_permissions(
-        command: Mapping[str, Any], user_id: int | str, permissions: str | int
-    ) -> None:
+    def _check_command_permissions(command: Mapping[str, Any], user_id: int | str, permissions: str | int) -> None:
         required = command.get("default_member_permissions")
         if required is None:
             return
@@ -1128,8 +1106,7 @@ class FakeDiscord:
             return
         if need == 0 or have & need != need:
             raise PermissionError(
-                f"/{command['name']} needs permissions {need} (default_member_permissions); "
-                f"user {user_id} has {have}"
+                f"/{command['name']} needs permissions {need} (default_member_permissions); user {user_id} has {have}"
             )
 
     def _command_data(
@@ -1244,9 +1221,7 @@ class FakeDiscord:
             return self._not_implemented(request.method, path)
         op, params = matched
 
-        if path.startswith(self._bot_auth_prefixes) and not request.headers.get(
-            "Authorization", ""
-        ).startswith("Bot "):
+        if path.startswith(self._bot_auth_prefixes) and not request.headers.get("Authorization", "").startswith("Bot "):
             return _json_response({"message": "401: Unauthorized", "code": 0}, 401)
 
         body, files, problem = await self._read_body(request)
@@ -1372,9 +1347,7 @@ class FakeDiscord:
                 _insert_error(errors, [spec.name], item)
                 problems.append(f"{spec.location} parameter {spec.name}: {item['message']}")
                 continue
-            shaped, lines = _collect_errors(
-                api.validator(spec.schema_pointer).iter_errors(value), [spec.name]
-            )
+            shaped, lines = _collect_errors(api.validator(spec.schema_pointer).iter_errors(value), [spec.name])
             _merge_errors(errors, shaped)
             problems.extend(f"{spec.location} parameter {line}" for line in lines)
 
@@ -1383,9 +1356,7 @@ class FakeDiscord:
             if incoming.body is None:
                 if api.request_body_required(op):
                     problems.append("<body>: a request body is required")
-                    _insert_error(
-                        errors, [], {"code": "BASE_TYPE_REQUIRED", "message": "This field is required"}
-                    )
+                    _insert_error(errors, [], {"code": "BASE_TYPE_REQUIRED", "message": "This field is required"})
             else:
                 shaped, lines = _collect_errors(api.validator(body_pointer).iter_errors(incoming.body))
                 _merge_errors(errors, shaped)
@@ -1523,9 +1494,7 @@ class FakeDiscord:
     async def _post_followup(self, req: _IncomingRequest) -> tuple[int, Any]:
         interaction = self._webhook_interaction(req)
         if not interaction.acknowledged:
-            raise _Reject(
-                404, "Unknown Webhook", 10015, problems=["followup before the interaction was acknowledged"]
-            )
+            raise _Reject(404, "Unknown Webhook", 10015, problems=["followup before the interaction was acknowledged"])
         body: dict[str, Any] = req.body or {}
         original = self.messages.get(interaction.original_message_id or "")
         if original is not None and original["flags"] & LOADING:
@@ -1565,10 +1534,7 @@ class FakeDiscord:
         if channel_id != self.channel_id and channel_id not in self._dm_channels.values():
             raise _unknown("Channel", 10003)
         body: dict[str, Any] = req.body or {}
-        if (
-            not any(body.get(k) for k in ("content", "embeds", "components", "sticker_ids", "poll"))
-            and not req.files
-        ):
+        if not any(body.get(k) for k in ("content", "embeds", "components", "sticker_ids", "poll")) and not req.files:
             raise _Reject(400, "Cannot send an empty message", 50006)
         message = self._create_message(body, channel_id, req.files)
         self.channel_messages.setdefault(channel_id, []).append(body)
@@ -1792,9 +1758,7 @@ def _option_payload(name: str, value: Any, definition: Mapping[str, Any] | None)
     option_type = definition["type"]
     expected: dict[int, tuple[type, ...]] = {3: (str,), 4: (int,), 5: (bool,), 10: (int, float)}
     if option_type not in expected:
-        raise NotImplementedError(
-            f"option {name!r} has type {option_type}; the fake only fills 3, 4, 5 and 10"
-        )
+        raise NotImplementedError(f"option {name!r} has type {option_type}; the fake only fills 3, 4, 5 and 10")
     if not isinstance(value, expected[option_type]) or (option_type in (4, 10) and isinstance(value, bool)):
         raise TypeError(f"option {name!r} (type {option_type}) cannot take {value!r}")
     choices = definition.get("choices")
@@ -1811,9 +1775,7 @@ def _option_payload(name: str, value: Any, definition: Mapping[str, Any] | None)
     return {"name": name, "type": option_type, "value": value}
 
 
-def _modal_submit_rows(
-    components: Sequence[Mapping[str, Any]], values: dict[str, str]
-) -> list[dict[str, Any]]:
+def _modal_submit_rows(components: Sequence[Mapping[str, Any]], values: dict[str, str]) -> list[dict[str, Any]]:
     """What Discord sends back for a modal: its rows / labels with the typed values (display-only dropped).
 
     Consumes ``values``; what is left afterwards names inputs the modal does not have.
@@ -1822,9 +1784,7 @@ def _modal_submit_rows(
 
     def submitted(inner: Mapping[str, Any]) -> dict[str, Any]:
         if inner.get("type") != 4:
-            raise NotImplementedError(
-                f"the fake only submits text inputs, not component type {inner.get('type')}"
-            )
+            raise NotImplementedError(f"the fake only submits text inputs, not component type {inner.get('type')}")
         custom_id = inner["custom_id"]
         if custom_id not in values and inner.get("required", True):
             raise LookupError(f"required text input {custom_id!r} needs a value")

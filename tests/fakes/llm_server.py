@@ -211,9 +211,7 @@ class FakeLLM:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body["model"],
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
@@ -267,9 +265,7 @@ def _validate_chat(body: dict[str, Any], *, reject_response_format: bool) -> Non
         raise FakeLLMRequestError(400, "you must provide a model parameter", param="model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise FakeLLMRequestError(
-            400, "'messages' must be a non-empty array of message objects", param="messages"
-        )
+        raise FakeLLMRequestError(400, "'messages' must be a non-empty array of message objects", param="messages")
     for index, message in enumerate(messages):
         _validate_message(index, message)
     _validate_number(body, "temperature", 0.0, 2.0)
@@ -287,9 +283,7 @@ def _validate_chat(body: dict[str, Any], *, reject_response_format: bool) -> Non
 
 def _validate_message(index: int, message: Any) -> None:
     if not isinstance(message, dict):
-        raise FakeLLMRequestError(
-            400, f"Invalid 'messages[{index}]': expected an object", param=f"messages[{index}]"
-        )
+        raise FakeLLMRequestError(400, f"Invalid 'messages[{index}]': expected an object", param=f"messages[{index}]")
     role = message.get("role")
     if role not in VALID_ROLES:
         raise FakeLLMRequestError(
@@ -325,15 +319,12 @@ def _validate_response_format(body: dict[str, Any], reject: bool) -> None:
     response_format = body["response_format"]
     kind = response_format.get("type") if isinstance(response_format, dict) else None
     if kind not in RESPONSE_FORMAT_TYPES:
-        raise FakeLLMRequestError(
-            400, f"Invalid 'response_format.type': {kind!r}", param="response_format.type"
-        )
+        raise FakeLLMRequestError(400, f"Invalid 'response_format.type': {kind!r}", param="response_format.type")
     # The real API refuses JSON mode unless the prompt itself mentions JSON.
     if kind == "json_object" and not any("json" in m["content"].lower() for m in body["messages"]):
         raise FakeLLMRequestError(
             400,
-            "'messages' must contain the word 'json' in some form, to use 'response_format' of type "
-            "'json_object'.",
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
             param="messages",
         )
 

@@ -253,9 +253,7 @@ async def test_resync_keeps_command_ids(bot: ThrowawayBot, fake: FakeDiscord) ->
 # ----------------------------------------------------------------------------------------------------------
 
 
-async def test_slash_defers_then_sends_ephemeral_followup_with_buttons(
-    bot: ThrowawayBot, fake: FakeDiscord
-) -> None:
+async def test_slash_defers_then_sends_ephemeral_followup_with_buttons(bot: ThrowawayBot, fake: FakeDiscord) -> None:
     token = await fake.slash("call", ALICE)
 
     kind, body = await fake.next_response(token)
@@ -391,9 +389,7 @@ async def test_too_long_followup_is_rejected_and_recorded(bot: ThrowawayBot, fak
     (invalid,) = fake.invalid_requests
     assert invalid.method == "POST" and invalid.operation == "POST /webhooks/{webhook_id}/{webhook_token}"
     assert invalid.errors == {
-        "content": {
-            "_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]
-        }
+        "content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}
     }
     with pytest.raises(AssertionError, match="content: Must be 2000 or fewer"):
         fake.assert_no_invalid_requests()
@@ -408,9 +404,7 @@ async def test_too_long_button_label_is_rejected(bot: ThrowawayBot, fake: FakeDi
 
     with pytest.raises(discord.HTTPException) as caught:
         await channel.send("hi", view=view)
-    assert (
-        caught.value.code == 50035 and "In components.0.components.0.label: Must be 80" in caught.value.text
-    )
+    assert caught.value.code == 50035 and "In components.0.components.0.label: Must be 80" in caught.value.text
     (invalid,) = fake.invalid_requests
     assert invalid.operation == "POST /channels/{channel_id}/messages"
     fake.invalid_requests.clear()
@@ -429,9 +423,7 @@ async def test_unimplemented_route_raises_not_found(bot: ThrowawayBot, fake: Fak
     assert fake.invalid_requests == []
 
 
-async def test_second_acknowledgement_and_bad_query_are_rejected(
-    bot: ThrowawayBot, fake: FakeDiscord
-) -> None:
+async def test_second_acknowledgement_and_bad_query_are_rejected(bot: ThrowawayBot, fake: FakeDiscord) -> None:
     token = await fake.slash("pick", ALICE, options={"fruit": "cherry"})
     await fake.next_response(token)
     interaction_id = fake.interactions[token]["id"]
@@ -442,9 +434,7 @@ async def test_second_acknowledgement_and_bad_query_are_rejected(
         async with session.post(url + "?with_response=maybe", json={"type": 4}) as resp:
             payload = await resp.json()
             assert resp.status == 400 and "with_response" in payload["errors"]
-        async with session.post(
-            f"{fake.base_url}/webhooks/{fake.application_id}/tok-unknown", json={}
-        ) as resp:
+        async with session.post(f"{fake.base_url}/webhooks/{fake.application_id}/tok-unknown", json={}) as resp:
             assert resp.status == 404 and (await resp.json())["code"] == 10015
     assert [r.status for r in fake.invalid_requests] == [400, 400, 404]
     fake.invalid_requests.clear()
@@ -519,9 +509,7 @@ async def test_fake_checks_its_own_answers_against_the_documented_responses(fake
         (
             {
                 "type": 4,
-                "data": {
-                    "components": [{"type": 1, "components": [{"type": 2, "style": 1, "label": "x" * 81}]}]
-                },
+                "data": {"components": [{"type": 1, "components": [{"type": 2, "style": 1, "label": "x" * 81}]}]},
             },
             {"data.components.0.components.0.label": "BASE_TYPE_MAX_LENGTH"},
         ),

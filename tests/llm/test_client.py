@@ -78,9 +78,7 @@ async def test_json_mode_falls_back_when_response_format_is_unsupported(sleep: R
     assert sleep.delays == []
 
 
-async def test_json_mode_without_json_in_the_prompt_is_the_callers_error(
-    fake_llm: FakeLLM, client: LLMClient
-) -> None:
+async def test_json_mode_without_json_in_the_prompt_is_the_callers_error(fake_llm: FakeLLM, client: LLMClient) -> None:
     fake_llm.set_responder(lambda body: "{}")
     with pytest.raises(LLMError, match="must contain the word 'json'") as info:
         await client.complete(MESSAGES, json_mode=True)
@@ -144,9 +142,7 @@ async def test_stream_can_be_abandoned_early(fake_llm: FakeLLM, client: LLMClien
     assert await client.complete(MESSAGES) == "next"
 
 
-async def test_retries_on_503_then_succeeds(
-    fake_llm: FakeLLM, client: LLMClient, sleep: RecordingSleep
-) -> None:
+async def test_retries_on_503_then_succeeds(fake_llm: FakeLLM, client: LLMClient, sleep: RecordingSleep) -> None:
     fake_llm.fail_next(2, 503)
     fake_llm.queue_reply("finally")
     assert await client.complete(MESSAGES) == "finally"
@@ -165,9 +161,7 @@ async def test_retries_on_429(fake_llm: FakeLLM, client: LLMClient, sleep: Recor
 
 async def test_retries_are_bounded(fake_llm: FakeLLM, sleep: RecordingSleep) -> None:
     fake_llm.fail_next(10, 503)
-    async with LLMClient(
-        base_url=fake_llm.base_url, model="fake-model", max_retries=3, sleep=sleep
-    ) as client:
+    async with LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=3, sleep=sleep) as client:
         with pytest.raises(LLMUnavailable) as info:
             await client.complete(MESSAGES)
     assert info.value.status == 503
@@ -178,9 +172,7 @@ async def test_retries_are_bounded(fake_llm: FakeLLM, sleep: RecordingSleep) -> 
 
 async def test_max_retries_zero_means_one_attempt(fake_llm: FakeLLM, sleep: RecordingSleep) -> None:
     fake_llm.fail_next(1, 500)
-    async with LLMClient(
-        base_url=fake_llm.base_url, model="fake-model", max_retries=0, sleep=sleep
-    ) as client:
+    async with LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0, sleep=sleep) as client:
         with pytest.raises(LLMUnavailable):
             await client.complete(MESSAGES)
     assert len(fake_llm.requests) == 1
@@ -209,9 +201,7 @@ async def test_401_names_the_api_key_setting_and_never_the_key(
 async def test_bearer_key_is_sent(sleep: RecordingSleep) -> None:
     async with running_fake_llm(api_key=SECRET) as fake:
         fake.queue_reply("authorised")
-        async with LLMClient(
-            base_url=fake.base_url, model="fake-model", api_key=SECRET, sleep=sleep
-        ) as client:
+        async with LLMClient(base_url=fake.base_url, model="fake-model", api_key=SECRET, sleep=sleep) as client:
             assert await client.complete(MESSAGES) == "authorised"
             await client.ping()
         assert fake.headers[0]["Authorization"] == f"Bearer {SECRET}"
@@ -234,9 +224,7 @@ async def test_echoed_key_is_masked_in_errors(sleep: RecordingSleep) -> None:
 async def test_timeout_is_unavailable() -> None:
     async with running_fake_llm(latency=5.0) as fake:
         fake.queue_reply("too late")
-        async with LLMClient(
-            base_url=fake.base_url, model="fake-model", timeout=0.1, max_retries=0
-        ) as client:
+        async with LLMClient(base_url=fake.base_url, model="fake-model", timeout=0.1, max_retries=0) as client:
             with pytest.raises(LLMUnavailable, match=r"did not answer within 0\.1 s") as info:
                 await client.complete(MESSAGES)
     assert info.value.status is None
@@ -245,9 +233,7 @@ async def test_timeout_is_unavailable() -> None:
 async def test_timeouts_are_retried(sleep: RecordingSleep) -> None:
     async with (
         running_fake_llm(latency=5.0) as fake,
-        LLMClient(
-            base_url=fake.base_url, model="fake-model", timeout=0.05, max_retries=1, sleep=sleep
-        ) as client,
+        LLMClient(base_url=fake.base_url, model="fake-model", timeout=0.05, max_retries=1, sleep=sleep) as client,
     ):
         with pytest.raises(LLMUnavailable, match="after 2 attempts"):
             await client.complete(MESSAGES)
@@ -269,9 +255,7 @@ async def test_ping(fake_llm: FakeLLM, client: LLMClient) -> None:
     assert fake_llm.requests == []
 
 
-async def test_ping_with_wrong_path_names_the_base_url_setting(
-    fake_llm: FakeLLM, sleep: RecordingSleep
-) -> None:
+async def test_ping_with_wrong_path_names_the_base_url_setting(fake_llm: FakeLLM, sleep: RecordingSleep) -> None:
     base_url = fake_llm.base_url.removesuffix("/v1")
     async with LLMClient(base_url=base_url, model="m", sleep=sleep) as client:
         with pytest.raises(LLMError, match="LLM_BASE_URL") as info:
@@ -297,9 +281,7 @@ async def test_ping_unreachable_is_unavailable(sleep: RecordingSleep) -> None:
 
 
 def _mock_client(handler: Any, sleep: RecordingSleep) -> LLMClient:
-    return LLMClient(
-        base_url="http://llm.test/v1", model="m", transport=httpx.MockTransport(handler), sleep=sleep
-    )
+    return LLMClient(base_url="http://llm.test/v1", model="m", transport=httpx.MockTransport(handler), sleep=sleep)
 
 
 @pytest.mark.parametrize(
@@ -334,18 +316,12 @@ async def test_stream_tolerates_sse_noise_and_rejects_truncation(sleep: Recordin
         delta = {} if content is None else {"content": content}
         return "data: " + json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 
-    complete_stream = "\n\n".join(
-        [": keep-alive", chunk("a"), "event: ping", chunk("b"), chunk(None, "stop")]
-    )
+    complete_stream = "\n\n".join([": keep-alive", chunk("a"), "event: ping", chunk("b"), chunk(None, "stop")])
     truncated_stream = "\n\n".join([chunk("a"), chunk("b")])
     sse = {"content-type": "text/event-stream"}
-    async with _mock_client(
-        lambda r: httpx.Response(200, text=complete_stream, headers=sse), sleep
-    ) as client:
+    async with _mock_client(lambda r: httpx.Response(200, text=complete_stream, headers=sse), sleep) as client:
         assert [d async for d in client.stream(MESSAGES)] == ["a", "b"]
-    async with _mock_client(
-        lambda r: httpx.Response(200, text=truncated_stream, headers=sse), sleep
-    ) as client:
+    async with _mock_client(lambda r: httpx.Response(200, text=truncated_stream, headers=sse), sleep) as client:
         with pytest.raises(LLMUnavailable, match="ended before"):
             async for _ in client.stream(MESSAGES):
                 pass
@@ -359,9 +335,7 @@ async def test_404_naming_the_model_points_at_the_model_setting(sleep: Recording
 
 
 async def test_retry_after_is_honoured(sleep: RecordingSleep) -> None:
-    answers = iter(
-        [httpx.Response(429, headers={"Retry-After": "7"}), httpx.Response(200, json=_reply("ok"))]
-    )
+    answers = iter([httpx.Response(429, headers={"Retry-After": "7"}), httpx.Response(200, json=_reply("ok"))])
     async with _mock_client(lambda request: next(answers), sleep) as client:
         assert await client.complete(MESSAGES) == "ok"
     assert sleep.delays == [7.0]

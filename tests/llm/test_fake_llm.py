@@ -144,9 +144,7 @@ async def test_fail_next_then_recovers(fake_llm: FakeLLM) -> None:
 
 async def test_reject_response_format_mode() -> None:
     async with running_fake_llm(reject_response_format=True) as llm:
-        body = _body(
-            messages=[{"role": "user", "content": "answer in json"}], response_format={"type": "json_object"}
-        )
+        body = _body(messages=[{"role": "user", "content": "answer in json"}], response_format={"type": "json_object"})
         response = await _post(llm, body)
         assert response.status_code == 400
         assert "response_format" in response.json()["error"]["message"]

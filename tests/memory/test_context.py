@@ -62,9 +62,7 @@ async def test_paused_memory_injects_nothing(store: SqliteStore, memory) -> None
 def memories(draw: st.DrawFn):
     facts = draw(st.lists(st.text(min_size=1, max_size=300), max_size=40))
     turns = draw(
-        st.lists(
-            st.tuples(st.sampled_from(["user", "assistant"]), st.text(min_size=1, max_size=500)), max_size=60
-        )
+        st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(min_size=1, max_size=500)), max_size=60)
     )
     budget = draw(st.integers(min_value=100, max_value=2000))
     query = draw(st.one_of(st.none(), st.text(max_size=80)))

@@ -97,9 +97,7 @@ def test_any_delivery_order_stores_each_utterance_once_in_order(case) -> None:
     anchored = False
     for index in order:
         capture, _start, _end, window = snapshots[index]
-        result = merge_snapshot(
-            stored, window, captured=capture, complete=len(window) < max_history, anchored=anchored
-        )
+        result = merge_snapshot(stored, window, captured=capture, complete=len(window) < max_history, anchored=anchored)
         stored, anchored = result.turns, result.anchored
 
     intervals, expect_anchored = expected_segments(conversation, snapshots, max_history)

@@ -117,9 +117,7 @@ async def test_forgetting_a_call_removes_facts_that_came_only_from_it(store: Sql
     assert result is not None and result.facts == 1 and result.calls == 1
     assert await store.get_fact(only_a.fact_id) is None
     assert await store.get_fact(both.fact_id) is not None
-    assert await memory.forget_conversation(99, "call", b.call_id) is None, (
-        "another user's call is untouchable"
-    )
+    assert await memory.forget_conversation(99, "call", b.call_id) is None, "another user's call is untouchable"
 
 
 async def test_forget_all_leaves_no_trace_in_any_page_of_the_file(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_SDK_URL = "https://download.agora.io/sdk/release/AgoraRTC_N-4.24.8.js"
 PUBLIC_URL = "https://calls.example.com"
 
+
 @pytest.fixture
 def fake_backend() -> FakeCallPageBackend:
     return FakeCallPageBackend()

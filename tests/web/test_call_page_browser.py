@@ -44,9 +44,7 @@ class CallPage:
         return [c for c in calls if name is None or c["name"] == name]
 
     async def emit(self, event: str, *args: Any) -> None:
-        await self.page.evaluate(
-            "([event, args]) => window.__agoraStub.emit(event, ...args)", [event, list(args)]
-        )
+        await self.page.evaluate("([event, args]) => window.__agoraStub.emit(event, ...args)", [event, list(args)])
 
     async def start(self, *, agent_joins: bool = False) -> None:
         await self.page.get_by_role("button", name="Start call").click()
@@ -81,15 +79,11 @@ async def call_server(fake_backend: FakeCallPageBackend, sdk_stub_url: str) -> A
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def open_call(
-    browser: Any, call_server: WebServer, fake_backend: FakeCallPageBackend
-) -> AsyncIterator[OpenCall]:
+async def open_call(browser: Any, call_server: WebServer, fake_backend: FakeCallPageBackend) -> AsyncIterator[OpenCall]:
     context = await browser.new_context(viewport={"width": 900, "height": 700})
     opened: list[CallPage] = []
 
-    async def _open(
-        *, token: str | None = None, stub_config: dict[str, Any] | None = None, **call: Any
-    ) -> CallPage:
+    async def _open(*, token: str | None = None, stub_config: dict[str, Any] | None = None, **call: Any) -> CallPage:
         if token is None:
             call.setdefault("user_uid", USER_UID)
             call.setdefault("agent_uid", AGENT_UID)
@@ -97,9 +91,7 @@ async def open_call(
         page = await context.new_page()
         result = CallPage(page=page, token=token)
         page.on("pageerror", lambda exc: result.page_errors.append(str(exc)))
-        page.on(
-            "console", lambda msg: result.console_errors.append(msg.text) if msg.type == "error" else None
-        )
+        page.on("console", lambda msg: result.console_errors.append(msg.text) if msg.type == "error" else None)
         if stub_config is not None:
             await page.add_init_script(f"window.__agoraStubConfig = {json.dumps(stub_config)};")
         result.response = await page.goto(f"{call_server.url}/call/{token}")  # type: ignore[attr-defined]
@@ -253,9 +245,7 @@ async def test_mute_toggles_the_microphone(open_call: OpenCall) -> None:
     ]
 
 
-async def test_end_call_hangs_up_and_shows_the_result(
-    open_call: OpenCall, fake_backend: FakeCallPageBackend
-) -> None:
+async def test_end_call_hangs_up_and_shows_the_result(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:
     call = await open_call(turns_on_hangup=4, facts_on_hangup=None)
     await call.start(agent_joins=True)
 
@@ -275,9 +265,7 @@ async def test_end_call_hangs_up_and_shows_the_result(
     await expect(call.page.locator("#summary-facts")).to_have_text("2")
 
 
-async def test_call_ended_elsewhere_is_noticed(
-    open_call: OpenCall, fake_backend: FakeCallPageBackend
-) -> None:
+async def test_call_ended_elsewhere_is_noticed(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:
     call = await open_call()
     await call.start(agent_joins=True)
 
@@ -314,9 +302,7 @@ async def test_agent_leaving_ends_the_call(open_call: OpenCall, fake_backend: Fa
     assert fake_backend.hangups == [(call.token, "page")]
 
 
-async def test_closing_the_tab_sends_the_beacon(
-    open_call: OpenCall, fake_backend: FakeCallPageBackend
-) -> None:
+async def test_closing_the_tab_sends_the_beacon(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:
     call = await open_call()
     await call.start(agent_joins=True)
 
@@ -336,9 +322,7 @@ async def test_navigating_away_sends_the_beacon(
     assert await fake_backend.wait_for_hangup(within=5) == (call.token, "beacon")
 
 
-async def test_no_beacon_before_the_call_starts(
-    open_call: OpenCall, fake_backend: FakeCallPageBackend
-) -> None:
+async def test_no_beacon_before_the_call_starts(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:
     call = await open_call()
     await call.page.close(run_before_unload=True)
     with pytest.raises(TimeoutError):

@@ -128,9 +128,7 @@ async def test_invalid_links_get_the_same_page(
     assert "secret-channel" not in body and "call-config" not in body
 
 
-async def test_state_ending_still_gets_the_page(
-    client: TestClient, fake_backend: FakeCallPageBackend
-) -> None:
+async def test_state_ending_still_gets_the_page(client: TestClient, fake_backend: FakeCallPageBackend) -> None:
     token = fake_backend.add_call(state="ending")
     resp = await client.get(f"/call/{token}")
     assert resp.status == 200
@@ -287,9 +285,7 @@ async def test_webhook_bad_signature(client: TestClient, fake_backend: FakeCallP
     assert fake_backend.webhooks == []
 
 
-async def test_webhook_headers_are_case_insensitive(
-    client: TestClient, fake_backend: FakeCallPageBackend
-) -> None:
+async def test_webhook_headers_are_case_insensitive(client: TestClient, fake_backend: FakeCallPageBackend) -> None:
     headers = {"agora-signature-v2": NCS_SIGNATURE_V2, "content-type": "application/json"}
     resp = await client.post("/agora/webhook", data=NCS_BODY, headers=headers)
     assert resp.status == 200
@@ -410,9 +406,7 @@ async def test_web_server_lifecycle_and_redacted_access_log(
 ) -> None:
     caplog.set_level(logging.INFO, logger="aiohttp.access")
     token = fake_backend.add_call()
-    server = WebServer(
-        fake_backend, host="127.0.0.1", port=0, sdk_url=PRODUCTION_SDK_URL, public_url=PUBLIC_URL
-    )
+    server = WebServer(fake_backend, host="127.0.0.1", port=0, sdk_url=PRODUCTION_SDK_URL, public_url=PUBLIC_URL)
     await server.start()
     try:
         assert server.port > 0
