@@ -134,7 +134,18 @@ class Store(Protocol):
     async def count_conversations(self, user_id: int) -> int: ...
 
     # forgetting, export, retention
-    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None: ...
+    async def forget_fact(
+        self,
+        user_id: int,
+        fact_id: int,
+        *,
+        turn_ids: Sequence[int] = (),
+        summaries: Sequence[tuple[str, str]] = (),
+    ) -> FactRecord | None:
+        """Delete the member's fact and, in the same transaction, their lines ``turn_ids`` and the summaries
+        ``(kind, ref_id)`` that repeat it; None (nothing deleted) when the fact is not theirs."""
+        ...
+
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None: ...
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None: ...
     async def forget_user(self, user_id: int) -> ForgetResult: ...
