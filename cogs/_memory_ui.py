@@ -20,6 +20,7 @@ from discord import app_commands
 
 from bot.memory.forgetting import FactTraces
 from bot.memory.service import MemoryPage, MemoryService
+from bot.messages import plural
 from bot.store.models import ConversationSummary, FactRecord, ForgetResult
 from bot.store.repository import Store
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
@@ -82,10 +83,6 @@ FACT_ID = re.compile(r"[0-9]{1,18}")
 # ---- pure rendering ------------------------------------------------------------------------------------
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
-
-
 def shorten(text: str, limit: int) -> str:
     """One line, at most `limit` characters, with an ellipsis when cut."""
     flat = SPACES.sub(" ", text).strip()
@@ -113,7 +110,7 @@ def fact_source(fact: FactRecord) -> str:
         where = "from a chat"
     else:
         where = "noted"
-    said = f", said {fact.mentions} times" if fact.mentions > 1 else ""
+    said = f", said {plural(fact.mentions, 'time')}" if fact.mentions > 1 else ""
     return f"{where}, {stamp(fact.created_at)}{said}"
 
 

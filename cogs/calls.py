@@ -14,6 +14,7 @@ from discord.ext import commands
 from bot import messages
 from bot.calls.service import CallEnded, CallService, StartedCall
 from bot.client import MemoryBot
+from bot.messages import plural
 from cogs._consent import ChoiceButton, MemoryChoiceView
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
@@ -49,20 +50,20 @@ def card_text(started: StartedCall) -> str:
     )
     return (
         "**Your call is ready.** Open the link, click **Start call** and allow the microphone.\n"
-        f"{memory}\nThe link is only for you and works once; calls last up to {started.max_minutes} minutes."
+        f"{memory}\nThe link is only for you and works once; calls last up to {plural(started.max_minutes, 'minute')}."
     )
 
 
 def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: bool = True) -> str:
     if ended.private:
         return "**Call ended.** It was private, so nothing was remembered."
-    lines = f"{ended.turns_stored} line{'s' if ended.turns_stored != 1 else ''}"
+    lines = plural(ended.turns_stored, "line")
     if not learning:
         learned = "See them any time with `/memory`."
     elif facts_learned is None:
         learned = "What the agent learned will appear in `/memory` shortly."
     else:
-        learned = f"The agent learned {facts_learned} new thing{'s' if facts_learned != 1 else ''} about you."
+        learned = f"The agent learned {plural(facts_learned, 'new thing')} about you."
     return f"**Call ended.** {lines} of the conversation were kept. {learned}"
 
 

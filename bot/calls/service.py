@@ -44,7 +44,8 @@ TOKEN_MARGIN_SECONDS = 600
 TOKEN_RENEW_BEFORE_SECONDS = 3600
 """A checkpoint renews the agent's token once it has less than this left (Agora also warns with NCS 104)."""
 WEBHOOK_GRACE_SECONDS = 15.0
-"""Post-call processing waits this long after a call ends, so Agora's history webhook can land first."""
+"""Post-call processing waits at most this long after a call ends, so Agora's history webhook (NCS 103) can land
+first; it starts at once when that webhook already arrived or when no webhook is configured."""
 
 STOP_REASONS = {
     "Idle for too long": "idle_timeout",
@@ -136,6 +137,7 @@ class CallService:
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._notices_in_flight: set[str] = set()
         self._token_expires: dict[str, float] = {}
+        self._final_history: set[str] = set()
         self._closing = False
 
     @property
@@ -452,7 +454,7 @@ class CallService:
             return None
         turns = await self.store.count_call_turns(call.call_id)
         if not call.private and turns:
-            await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + WEBHOOK_GRACE_SECONDS)
+            await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + self._history_grace(call))
         ended = CallEnded(
             call_id=call.call_id,
             user_id=call.user_id,
@@ -463,6 +465,14 @@ class CallService:
         )
         await self._notify(ended)
         return ended
+
+    def _history_grace(self, call: CallRecord) -> float:
+        """How long post-call processing waits for Agora's final history: not at all once it arrived, or when
+        no webhook can bring it."""
+        if self.settings.agora.webhook_secret is None or call.call_id in self._final_history:
+            self._final_history.discard(call.call_id)
+            return 0.0
+        return WEBHOOK_GRACE_SECONDS
 
     # ---- webhooks --------------------------------------------------------------------------------------
 
@@ -520,6 +530,10 @@ class CallService:
                     final=True,
                 )
                 log.info("call %s: history webhook added %d turns", call.call_id, result.added)
+            if call.state in ("starting", "active", "ending"):
+                self._final_history.add(call.call_id)
+            # The final history is in: learning from the call need not wait any longer.
+            await self.store.expedite_job(POST_CALL_JOB, call.call_id, self.clock())
         if notification.event_type == EVENT_AGENT_TOKEN_EXPIRING and call.state == "active":
             await self.renew_agent_token(call.call_id)
         if notification.event_type in (102, 103) and call.state in ("starting", "active"):

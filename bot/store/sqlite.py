@@ -791,6 +791,14 @@ class SqliteStore:
         )
         return added == 1
 
+    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
+        changed = await self._write(
+            "UPDATE jobs SET not_before = ?, updated_at = ? WHERE kind = ? AND ref_id = ? AND state = 'pending' "
+            "AND not_before > ?",
+            (at, at, kind, ref_id, at),
+        )
+        return changed == 1
+
     async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
         """Take the oldest due job; a 'running' job whose lease ran out (its worker died) is due again."""
         async with self._tx() as db:
