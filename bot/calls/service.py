@@ -138,6 +138,7 @@ class CallService:
         self._notices_in_flight: set[str] = set()
         self._token_expires: dict[str, float] = {}
         self._final_history: set[str] = set()
+        self._open_pages: dict[str, str] = {}
         self._closing = False
 
     @property
@@ -450,6 +451,7 @@ class CallService:
         won = await self.store.transition_call(call.call_id, ["ending"], "ended", ended_at=now)
         self.memory.release_call(call.call_id)
         self._token_expires.pop(call.call_id, None)
+        self._open_pages.pop(call.call_id, None)
         if not won:
             return None
         turns = await self.store.count_call_turns(call.call_id)
@@ -616,9 +618,16 @@ class CallService:
 
     # ---- the call page ---------------------------------------------------------------------------------
 
-    def page_closed(self, call_id: str) -> None:
-        """The page was closed (its beacon arrived): end the call after a short grace, unless it is reopened."""
+    def page_closed(self, call_id: str, page_id: str | None = None) -> None:
+        """The page was closed (its beacon arrived): end the call after a short grace, unless it is reopened.
+
+        A reload sends the old page's beacon and the new page's GET in either order (Chromium usually sends
+        the GET first): a beacon from a page that is no longer the latest opened one is a reload, not a close."""
         grace = self.settings.calls.page_close_grace_seconds
+        latest = self._open_pages.get(call_id)
+        if page_id is not None and latest is not None and page_id != latest:
+            log.info("call %s: the close beacon of a reloaded page was ignored", call_id)
+            return
         if call_id in self._closing_pages:
             return
 
@@ -629,11 +638,14 @@ class CallService:
 
         self._closing_pages[call_id] = asyncio.get_running_loop().create_task(end_after_grace())
 
-    def page_opened(self, call_id: str) -> None:
-        """The page was opened again (a reload): keep the call."""
+    def page_opened(self, call_id: str) -> str:
+        """The page was opened (again, for a reload): keep the call. Returns the new page's id."""
         pending = self._closing_pages.pop(call_id, None)
         if pending is not None:
             pending.cancel()
+        page_id = secrets.token_urlsafe(12)
+        self._open_pages[call_id] = page_id
+        return page_id
 
     async def wait_pages_closed(self) -> None:
         await asyncio.gather(*self._closing_pages.values(), return_exceptions=True)

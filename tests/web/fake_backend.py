@@ -118,7 +118,7 @@ class FakeCallPageBackend:
         call = self.calls.get(link_token)
         return call.status() if call else None
 
-    async def hang_up(self, link_token: str, *, via: str) -> CallStatus | None:
+    async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
         self.log.append(("hang_up", link_token))
         call = self.calls.get(link_token)
         if call is None:

@@ -79,6 +79,7 @@ async def test_call_page_for_valid_token(client: TestClient, fake_backend: FakeC
         "expiresAt": session.expires_at.isoformat().replace("+00:00", "Z"),
         "maxMinutes": 12,
         "pollIntervalMs": 4000,
+        "pageId": session.page_id,
     }
     assert f'<script src="{PRODUCTION_SDK_URL}"></script>' in body
     assert '<script type="module" src="/static/call.js"></script>' in body

@@ -33,6 +33,8 @@ const api = {
   status: `/api/calls/${encodeURIComponent(linkToken)}/status`,
   hangup: `/api/calls/${encodeURIComponent(linkToken)}/hangup`,
 };
+// The close beacon names this opening of the page, so the bot can tell a reload from a close.
+const beaconUrl = `${api.hangup}?via=beacon&page=${encodeURIComponent(cfg.pageId || "")}`;
 const pollIntervalMs = Number(cfg.pollIntervalMs) > 0 ? Number(cfg.pollIntervalMs) : 4000;
 
 const STATUS_TEXT = {
@@ -209,12 +211,12 @@ function sendHangupBeacon() {
   const body = new Blob(["beacon"], { type: "text/plain" });
   let queued = false;
   try {
-    queued = typeof navigator.sendBeacon === "function" && navigator.sendBeacon(api.hangup, body);
+    queued = typeof navigator.sendBeacon === "function" && navigator.sendBeacon(beaconUrl, body);
   } catch {
     queued = false;
   }
   if (!queued) {
-    fetch(api.hangup, { method: "POST", body, keepalive: true }).catch(() => {});
+    fetch(beaconUrl, { method: "POST", body, keepalive: true }).catch(() => {});
   }
 }
 
