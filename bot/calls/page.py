@@ -36,7 +36,10 @@ class CallPageAdapter:
             return None
         turns = await self.calls.store.count_call_turns(call.call_id)
         learned = None if call.private else await facts_learned(self.calls.store, "call", call.call_id)
-        return CallStatus(state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned)
+        facts = tuple(f.text for f in await self.calls.store.facts_from(call_id=call.call_id)) if learned else ()
+        return CallStatus(
+            state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
+        )
 
     async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
         call = await self.calls.call_for_link(link_token)

@@ -41,6 +41,8 @@ class CallStatus:
     ended_reason: str | None
     turns_stored: int
     facts_learned: int | None  # None while post-call processing is pending or memory is off
+    facts: tuple[str, ...] = ()
+    """What was learned (the facts' texts), once ``facts_learned`` is known."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -48,6 +50,7 @@ class CallStatus:
             "ended_reason": self.ended_reason,
             "turns_stored": self.turns_stored,
             "facts_learned": self.facts_learned,
+            "facts": list(self.facts),
         }
 
 

@@ -362,3 +362,21 @@ async def test_without_webhooks_learning_does_not_wait_for_one(tmp_path: Path) -
 
         job = await world.store.claim_job(world.clock(), 60)
         assert job is not None and job.ref_id == started.call_id
+
+
+async def test_the_page_status_lists_what_was_learned(world: CallWorld) -> None:
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, [("user", "My cat is called Miso.")])
+    await world.calls.hang_up(ALICE)
+    token = link_token(started)
+    pending = await world.adapter.status(token)
+    assert pending is not None and (pending.facts_learned, pending.facts) == (None, ())
+
+    await world.store.add_fact(ALICE, "Has a cat called Miso", world.clock(), call_id=started.call_id)
+    job = await world.store.claim_job(world.clock() + 60, 60)
+    assert job is not None
+    await world.store.finish_job(job.job_id, world.clock())
+
+    done = await world.adapter.status(token)
+    assert done is not None and (done.facts_learned, done.facts) == (1, ("Has a cat called Miso",))
+    assert done.to_json()["facts"] == ["Has a cat called Miso"]

@@ -199,6 +199,7 @@ async def test_status_api(client: TestClient, fake_backend: FakeCallPageBackend)
         "ended_reason": None,
         "turns_stored": 2,
         "facts_learned": None,
+        "facts": [],
     }
 
     missing = await client.get("/api/calls/" + "B" * 40 + "/status")
@@ -232,6 +233,7 @@ async def test_hangup_api(
         "ended_reason": f"hung_up_via_{expected_via}",
         "turns_stored": 5,
         "facts_learned": 2,
+        "facts": [],
     }
     assert fake_backend.hangups == [(token, expected_via)]
 
