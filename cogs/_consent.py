@@ -65,8 +65,8 @@ class ChoiceButton(
     not_yours = NOT_YOURS
 
     def __init__(self, button: discord.ui.Button[MemoryChoiceView], owner_id: int, purpose: str, remember: bool):
-        super().__init__(button)
-        self.owner_id, self.purpose, self.remember = owner_id, purpose, remember
+        super().__init__(button, owner_id)
+        self.purpose, self.remember = purpose, remember
 
     @classmethod
     def make(cls, owner_id: int, purpose: Purpose, *, remember: bool, label: str) -> Self:
@@ -79,10 +79,8 @@ class ChoiceButton(
         return cls(button, owner_id, purpose, remember)
 
     @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, owner_of(match), match["purpose"], match["choice"] == "remember")  # type: ignore[arg-type]
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"owner_id": owner_of(match), "purpose": match["purpose"], "remember": match["choice"] == "remember"}
 
     async def run(self, interaction: discord.Interaction) -> None:
         prompt = MemoryChoiceView.live(interaction)

@@ -427,6 +427,26 @@ async def forget_fact_or_ask(
 
 # ---- views ---------------------------------------------------------------------------------------------
 
+
+class _ForgetStep(OwnedView):
+    """A step of forgetting (picker, confirmation): what it works with, and what to refresh afterwards."""
+
+    def __init__(self, actions: MemoryActions, owner_id: int, *, timeout: float, after: After):
+        super().__init__(owner_id, timeout=timeout)
+        self.actions = actions
+        self.after = after
+
+    @classmethod
+    def take(cls, interaction: discord.Interaction) -> tuple[MemoryActions, After]:
+        """A click on this step's message ends the step: its actions and follow-up when it is live here; after a
+        restart, fresh actions and nothing to refresh."""
+        step = cls.live(interaction)
+        if step is None:
+            return MemoryActions.of(interaction), None
+        step.stop()
+        return step.actions, step.after
+
+
 PanelAction = Literal["prev", "next", "export", "toggle", "forget"]
 
 
@@ -527,14 +547,12 @@ class PanelButton(
     not_yours = NOT_YOURS
 
     def __init__(self, button: discord.ui.Button[MemoryView], owner_id: int, action: PanelAction, index: int):
-        super().__init__(button)
-        self.owner_id, self.action, self.index = owner_id, action, index
+        super().__init__(button, owner_id)
+        self.action, self.index = action, index
 
     @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, owner_of(match), match["action"], int(match["index"]))  # type: ignore[arg-type]
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"owner_id": owner_of(match), "action": match["action"], "index": int(match["index"])}
 
     async def run(self, interaction: discord.Interaction) -> None:
         panel = MemoryView.live(interaction)
@@ -543,13 +561,11 @@ class PanelButton(
         await panel.act(self.action, interaction)
 
 
-class ForgetPickerView(OwnedView):
+class ForgetPickerView(_ForgetStep):
     """What **Forget…** opens: one item of the panel's current page, or everything (after a confirmation)."""
 
     def __init__(self, actions: MemoryActions, owner_id: int, page: MemoryPage, *, after: After):
-        super().__init__(owner_id, timeout=PICKER_SECONDS)
-        self.actions = actions
-        self.after = after
+        super().__init__(actions, owner_id, timeout=PICKER_SECONDS, after=after)
         options = picker_options(page)
         if options:
             select: discord.ui.Select[ForgetPickerView] = discord.ui.Select(
@@ -574,22 +590,8 @@ class PickSelect(
     discord.ui.DynamicItem[discord.ui.Select[ForgetPickerView]],
     template=r"forget:pick:(?P<owner>[0-9]+)",
 ):
-    def __init__(self, select: discord.ui.Select[ForgetPickerView], owner_id: int):
-        super().__init__(select)
-        self.owner_id = owner_id
-
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, owner_of(match))  # type: ignore[arg-type]
-
     async def run(self, interaction: discord.Interaction) -> None:
-        picker = ForgetPickerView.live(interaction)
-        after = picker.after if picker is not None else None
-        actions = picker.actions if picker is not None else MemoryActions.of(interaction)
-        if picker is not None:
-            picker.stop()
+        actions, after = ForgetPickerView.take(interaction)
         value = self.item.values[0]
         if value.startswith("fact:"):
             await forget_fact_or_ask(actions, interaction, value.removeprefix("fact:"), after=after, in_place=True)
@@ -608,10 +610,6 @@ class EverythingButton(
 ):
     """The picker's **Forget everything…**: asks for a confirmation."""
 
-    def __init__(self, button: discord.ui.Button[ForgetPickerView], owner_id: int):
-        super().__init__(button)
-        self.owner_id = owner_id
-
     @classmethod
     def make(cls, owner_id: int) -> Self:
         return cls(
@@ -624,18 +622,8 @@ class EverythingButton(
             owner_id,
         )
 
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, owner_of(match))  # type: ignore[arg-type]
-
     async def run(self, interaction: discord.Interaction) -> None:
-        picker = ForgetPickerView.live(interaction)
-        after = picker.after if picker is not None else None
-        actions = picker.actions if picker is not None else MemoryActions.of(interaction)
-        if picker is not None:
-            picker.stop()
+        actions, after = ForgetPickerView.take(interaction)
         confirm = ConfirmEverythingView(actions, self.owner_id, after=after)
         await confirm.replace(interaction, content=await actions.confirm_text(self.owner_id))
 
@@ -647,10 +635,6 @@ class CancelButton(
 ):
     """**Cancel** on the picker and on every confirmation."""
 
-    def __init__(self, button: discord.ui.Button[OwnedView], owner_id: int):
-        super().__init__(button)
-        self.owner_id = owner_id
-
     @classmethod
     def make(cls, owner_id: int, row: int | None = 1) -> Self:
         return cls(
@@ -660,12 +644,6 @@ class CancelButton(
             owner_id,
         )
 
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, owner_of(match))  # type: ignore[arg-type]
-
     async def run(self, interaction: discord.Interaction) -> None:
         view = OwnedView.live(interaction)
         if view is not None:
@@ -673,11 +651,9 @@ class CancelButton(
         await interaction.response.edit_message(content=CANCELLED, view=None)
 
 
-class ConfirmEverythingView(OwnedView):
+class ConfirmEverythingView(_ForgetStep):
     def __init__(self, actions: MemoryActions, owner_id: int, *, after: After = None):
-        super().__init__(owner_id, timeout=CONFIRM_SECONDS)
-        self.actions = actions
-        self.after = after
+        super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
         self.add_item(ConfirmEverythingButton.make(owner_id))
         self.add_item(CancelButton.make(owner_id, row=None))
 
@@ -691,10 +667,6 @@ class ConfirmEverythingButton(
     discord.ui.DynamicItem[discord.ui.Button[ConfirmEverythingView]],
     template=r"forget:confirm:(?P<owner>[0-9]+)",
 ):
-    def __init__(self, button: discord.ui.Button[ConfirmEverythingView], owner_id: int):
-        super().__init__(button)
-        self.owner_id = owner_id
-
     @classmethod
     def make(cls, owner_id: int) -> Self:
         return cls(
@@ -704,18 +676,8 @@ class ConfirmEverythingButton(
             owner_id,
         )
 
-    @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, owner_of(match))  # type: ignore[arg-type]
-
     async def run(self, interaction: discord.Interaction) -> None:
-        confirm = ConfirmEverythingView.live(interaction)
-        after = confirm.after if confirm is not None else None
-        actions = confirm.actions if confirm is not None else MemoryActions.of(interaction)
-        if confirm is not None:
-            confirm.stop()
+        actions, after = ConfirmEverythingView.take(interaction)
         await interaction.response.defer()
         text = await actions.forget_everything(self.owner_id)
         await interaction.edit_original_response(content=text, view=None)
@@ -723,13 +685,11 @@ class ConfirmEverythingButton(
             await after()
 
 
-class ConfirmFactView(OwnedView):
+class ConfirmFactView(_ForgetStep):
     """Forgetting one fact that also removes lines or summaries: asked first."""
 
     def __init__(self, actions: MemoryActions, owner_id: int, fact_id: int, *, after: After = None):
-        super().__init__(owner_id, timeout=CONFIRM_SECONDS)
-        self.actions = actions
-        self.after = after
+        super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
         self.add_item(ConfirmFactButton.make(owner_id, fact_id))
         self.add_item(CancelButton.make(owner_id, row=None))
 
@@ -744,8 +704,8 @@ class ConfirmFactButton(
     template=r"forget:fact:(?P<owner>[0-9]+):(?P<fact>[0-9]+)",
 ):
     def __init__(self, button: discord.ui.Button[ConfirmFactView], owner_id: int, fact_id: int):
-        super().__init__(button)
-        self.owner_id, self.fact_id = owner_id, fact_id
+        super().__init__(button, owner_id)
+        self.fact_id = fact_id
 
     @classmethod
     def make(cls, owner_id: int, fact_id: int) -> Self:
@@ -758,17 +718,11 @@ class ConfirmFactButton(
         )
 
     @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, owner_of(match), int(match["fact"]))  # type: ignore[arg-type]
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"owner_id": owner_of(match), "fact_id": int(match["fact"])}
 
     async def run(self, interaction: discord.Interaction) -> None:
-        confirm = ConfirmFactView.live(interaction)
-        after = confirm.after if confirm is not None else None
-        actions = confirm.actions if confirm is not None else MemoryActions.of(interaction)
-        if confirm is not None:
-            confirm.stop()
+        actions, after = ConfirmFactView.take(interaction)
         await interaction.response.defer()
         text = await actions.forget_fact(self.owner_id, self.fact_id)
         await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)

@@ -126,6 +126,21 @@ class OwnedControl:
     owner_id: int
     not_yours: ClassVar[str] = NOT_YOURS
 
+    def __init__(self, item: Any, owner_id: int) -> None:
+        super().__init__(item)  # type: ignore[call-arg]  # the DynamicItem this is mixed into
+        self.owner_id = owner_id
+
+    @classmethod
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        """The constructor's keyword arguments besides the component, read from a matching ``custom_id``."""
+        return {"owner_id": owner_of(match)}
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> Self:
+        return cls(item, **cls.state_from(match))  # type: ignore[call-arg]
+
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         return await owner_check(interaction, self.owner_id, self.not_yours)
 

@@ -86,8 +86,8 @@ class HangUpButton(
     not_yours = NOT_YOUR_CALL
 
     def __init__(self, button: discord.ui.Button[CardView], call_id: str, owner_id: int):
-        super().__init__(button)
-        self.call_id, self.owner_id = call_id, owner_id
+        super().__init__(button, owner_id)
+        self.call_id = call_id
 
     @classmethod
     def make(cls, call_id: str, owner_id: int) -> Self:
@@ -97,10 +97,8 @@ class HangUpButton(
         return cls(button, call_id, owner_id)
 
     @classmethod
-    async def from_custom_id(
-        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
-    ) -> Self:
-        return cls(item, match["call"], owner_of(match))  # type: ignore[arg-type]
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"call_id": match["call"], "owner_id": owner_of(match)}
 
     async def run(self, interaction: discord.Interaction) -> None:
         services = bot_of(interaction).services

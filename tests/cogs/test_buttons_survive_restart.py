@@ -5,11 +5,15 @@ picker, Export, Cancel and the confirmations."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from bot.app import Services
 from bot.client import EXTENSIONS
+from cogs._consent import ChoiceButton
+from cogs._memory_ui import CancelButton, ConfirmEverythingButton
+from cogs.calls import HangUpButton
 from tests.cogs.conftest import SimBot
 from tests.harness import CallWorld
 
@@ -18,14 +22,6 @@ T0 = 1_780_000_000.0
 
 def items(message) -> list[dict]:
     return [c for row in message.components for c in row["components"]]
-
-
-@pytest.fixture
-def members(simcord_env):
-    guild = simcord_env.create_guild()
-    channel = guild.create_text_channel("general")
-    alice = guild.add_member(simcord_env.create_user("alice"))
-    return channel, alice
 
 
 async def restart(simcord_env, world: CallWorld, services: Services) -> SimBot:
@@ -48,9 +44,9 @@ async def restart(simcord_env, world: CallWorld, services: Services) -> SimBot:
 
 
 async def test_hang_up_on_a_card_sent_before_a_restart_ends_the_call(
-    simcord_env, world: CallWorld, services: Services, members
+    simcord_env, world: CallWorld, services: Services, member
 ) -> None:
-    channel, alice = members
+    _, channel, alice = member
     await world.store.set_consent(alice.id, True, world.clock())
     card = (await alice.slash(channel, "call")).response
     assert "Your call is ready" in card.content
@@ -67,9 +63,9 @@ async def test_hang_up_on_a_card_sent_before_a_restart_ends_the_call(
 
 
 async def test_remember_me_pressed_after_a_restart_saves_the_choice_and_starts_the_call(
-    simcord_env, world: CallWorld, services: Services, members
+    simcord_env, world: CallWorld, services: Services, member
 ) -> None:
-    channel, alice = members
+    _, channel, alice = member
     prompt = (await alice.slash(channel, "call")).response
     assert "may the agent remember you" in prompt.content
     assert await world.store.open_call_for_user(alice.id) is None
@@ -85,9 +81,9 @@ async def test_remember_me_pressed_after_a_restart_saves_the_choice_and_starts_t
 
 
 async def test_the_memory_panel_pages_and_exports_after_a_restart(
-    simcord_env, world: CallWorld, services: Services, members
+    simcord_env, world: CallWorld, services: Services, member
 ) -> None:
-    channel, alice = members
+    _, channel, alice = member
     for n in range(12):
         await world.store.add_fact(alice.id, f"Fact number {n:02d}", T0 + n)
     shown = await alice.slash(channel, "memory")
@@ -103,9 +99,9 @@ async def test_the_memory_panel_pages_and_exports_after_a_restart(
 
 
 async def test_forget_picker_and_confirmation_work_after_a_restart(
-    simcord_env, world: CallWorld, services: Services, members
+    simcord_env, world: CallWorld, services: Services, member
 ) -> None:
-    channel, alice = members
+    _, channel, alice = member
     await world.store.add_fact(alice.id, "Plays the cello", T0)
     await world.store.add_fact(alice.id, "Grows tomatoes", T0 + 1)
     shown = await alice.slash(channel, "memory")
@@ -128,3 +124,33 @@ async def test_forget_picker_and_confirmation_work_after_a_restart(
     await alice.click(again.response, label="Forget everything")
     assert again.response.content.startswith("Forgot everything")
     assert await world.store.count_facts(alice.id) == 0
+
+
+class _Response:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bool]] = []
+
+    async def send_message(self, content: str, *, ephemeral: bool = False) -> None:
+        self.sent.append((content, ephemeral))
+
+
+@pytest.mark.parametrize(
+    "control",
+    [
+        HangUpButton.make("0" * 32, 1),
+        ChoiceButton.make(1, "call", remember=True, label="Remember me"),
+        ConfirmEverythingButton.make(1),
+        CancelButton.make(1),
+    ],
+)
+async def test_a_control_answers_only_its_owner(control) -> None:
+    """The custom_id carries the owner; anyone else is told so privately and nothing runs."""
+    match = control.template.fullmatch(control.custom_id)
+    rebuilt = await type(control).from_custom_id(None, control.item, match)  # type: ignore[arg-type]
+    stranger = SimpleNamespace(user=SimpleNamespace(id=2), response=_Response())
+    owner = SimpleNamespace(user=SimpleNamespace(id=1), response=_Response())
+
+    assert await rebuilt.interaction_check(stranger) is False
+    assert stranger.response.sent and stranger.response.sent[0][1] is True
+    assert "someone else" in stranger.response.sent[0][0]
+    assert await rebuilt.interaction_check(owner) is True and owner.response.sent == []

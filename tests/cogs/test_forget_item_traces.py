@@ -7,21 +7,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-import pytest
-
 from bot.memory.importer import Conversation, import_conversations
 from tests.harness import CallWorld
 
 T0 = 1_780_000_000.0
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def members(simcord_env):
-    guild = simcord_env.create_guild()
-    channel = guild.create_text_channel("general")
-    alice = guild.add_member(simcord_env.create_user("alice"))
-    return channel, alice
 
 
 async def context_of(world: CallWorld, user_id: int, tmp_path: Path) -> str:
@@ -70,9 +60,9 @@ async def seed(world: CallWorld, user_id: int) -> int:
 
 
 async def test_forgetting_a_fact_asks_then_removes_its_lines_and_summary_from_the_context(
-    simcord_env, world: CallWorld, members, tmp_path: Path
+    simcord_env, world: CallWorld, member, tmp_path: Path
 ) -> None:
-    channel, alice = members
+    _, channel, alice = member
     fact_id = await seed(world, alice.id)
     assert "Pixel" in await context_of(world, alice.id, tmp_path)
 
@@ -95,8 +85,8 @@ async def test_forgetting_a_fact_asks_then_removes_its_lines_and_summary_from_th
     assert "nurse in Leeds" in context, "what was not about the fact stays"
 
 
-async def test_a_fact_nothing_else_repeats_is_forgotten_at_once(simcord_env, world: CallWorld, members) -> None:
-    channel, alice = members
+async def test_a_fact_nothing_else_repeats_is_forgotten_at_once(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
     fact = await world.store.add_fact(alice.id, "Plays the cello", T0)
 
     done = await alice.slash(channel, "forget item", item=str(fact.fact_id))
@@ -105,8 +95,8 @@ async def test_a_fact_nothing_else_repeats_is_forgotten_at_once(simcord_env, wor
     assert await world.store.count_facts(alice.id) == 0
 
 
-async def test_cancelling_the_confirmation_keeps_everything(simcord_env, world: CallWorld, members) -> None:
-    channel, alice = members
+async def test_cancelling_the_confirmation_keeps_everything(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
     fact_id = await seed(world, alice.id)
     prompt = (await alice.slash(channel, "forget item", item=str(fact_id))).response
 

@@ -13,6 +13,16 @@ from tests.harness import call_world, eventually
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
+async def ends_with(world, call_id: str, reason: str) -> None:
+    """Wait until the call has ended, then check why."""
+
+    async def ended() -> bool:
+        return (await world.store.get_call(call_id)).state == "ended"
+
+    await eventually(ended)
+    assert (await world.store.get_call(call_id)).end_reason == reason
+
+
 async def test_start_joins_and_end_call_stops_the_call_in_the_store(browser, sdk_stub_url: str, tmp_path: Path) -> None:
     async with call_world(tmp_path, sdk_url=sdk_stub_url) as world:
         await world.store.set_consent(77, True, world.clock())
@@ -51,11 +61,7 @@ async def test_closing_the_tab_sends_the_beacon_that_ends_the_call(browser, sdk_
         await expect(page.get_by_role("status")).to_have_text("Waiting for the agent…")
         await page.close(run_before_unload=True)
 
-        async def ended() -> bool:
-            return (await world.store.get_call(started.call_id)).state == "ended"
-
-        await eventually(ended)
-        assert (await world.store.get_call(started.call_id)).end_reason == "page_closed"
+        await ends_with(world, started.call_id, "page_closed")
         second = await browser.new_page()
         await second.goto(started.link_url.replace(world.settings.web.public_url, world.web.url))
         await expect(second.get_by_text("This link is no longer valid")).to_be_visible()
@@ -114,8 +120,4 @@ async def test_reloading_the_page_keeps_the_call_whichever_request_arrives_first
         await expect(page.get_by_role("status")).to_have_text("Waiting for the agent…")
         await page.close(run_before_unload=True)
 
-        async def ended() -> bool:
-            return (await world.store.get_call(started.call_id)).state == "ended"
-
-        await eventually(ended)
-        assert (await world.store.get_call(started.call_id)).end_reason == "page_closed"
+        await ends_with(world, started.call_id, "page_closed")
