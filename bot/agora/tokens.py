@@ -123,9 +123,10 @@ def build_rtc_token(
         return _build_token_007(app_id, app_certificate, channel, uid, expires_in, issued_at)
     if token_format != TOKEN_006_VERSION:
         raise ValueError(f"agora.token_format must be one of {TOKEN_FORMATS}, got {token_format!r}")
-    return RtcTokenBuilder.buildTokenWithUid(
+    token = RtcTokenBuilder.buildTokenWithUid(
         app_id, app_certificate, channel, uid, Role_Publisher, issued_at + expires_in
     )
+    return str(token)
 
 
 def _build_token_007(
