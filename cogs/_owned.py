@@ -34,7 +34,7 @@ class OwnedView(FunnelledView):
     def __init__(self, owner_id: int, *, timeout: float | None):
         super().__init__(timeout=timeout)
         self.owner_id = owner_id
-        self.handle: discord.Interaction | discord.WebhookMessage | None = None
+        self.handle: discord.Interaction | discord.Message | discord.WebhookMessage | None = None
         self._where: tuple[discord.Client, int] | None = None
 
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
@@ -97,9 +97,17 @@ class OwnedView(FunnelledView):
         self.handle = interaction
         self.attach(interaction.client, response.message_id)
 
-    async def send_followup(self, interaction: discord.Interaction, content: str | None = None, **kwargs: Any) -> None:
+    async def send_followup(
+        self,
+        interaction: discord.Interaction,
+        content: str,
+        *,
+        allowed_mentions: discord.AllowedMentions = discord.utils.MISSING,
+    ) -> None:
         """Send this view in an ephemeral followup of an acknowledged ``interaction``."""
-        message = await interaction.followup.send(content, view=self, ephemeral=True, wait=True, **kwargs)
+        message = await interaction.followup.send(
+            content, view=self, ephemeral=True, wait=True, allowed_mentions=allowed_mentions
+        )
         self.handle = message
         self.attach(interaction.client, message.id)
 
@@ -139,7 +147,7 @@ class OwnedControl:
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
     ) -> Self:
-        return cls(item, **cls.state_from(match))  # type: ignore[call-arg]
+        return cls(item, **cls.state_from(match))
 
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         return await owner_check(interaction, self.owner_id, self.not_yours)
