@@ -154,3 +154,18 @@ async def test_a_control_answers_only_its_owner(control) -> None:
     assert stranger.response.sent and stranger.response.sent[0][1] is True
     assert "someone else" in stranger.response.sent[0][0]
     assert await rebuilt.interaction_check(owner) is True and owner.response.sent == []
+
+
+async def test_a_chat_memory_choice_after_a_restart_is_saved_and_asks_for_the_message_again(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    _, channel, alice = member
+    prompt = (await alice.slash(channel, "chat", message="Hello there")).response
+    assert "may the agent remember you" in prompt.content
+
+    await restart(simcord_env, world, services)
+    await alice.click(prompt, label="Without memory")
+
+    user = await world.store.get_user(alice.id)
+    assert user is not None and user.consent == "no_memory"
+    assert "please send your message again" in prompt.content and prompt.components == []
