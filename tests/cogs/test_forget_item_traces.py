@@ -105,3 +105,22 @@ async def test_cancelling_the_confirmation_keeps_everything(simcord_env, world: 
     assert prompt.content == "Cancelled: nothing was forgotten."
     assert await world.store.count_facts(alice.id) == 2
     assert await world.store.count_turns(alice.id) == 4
+
+
+async def test_the_memory_panel_picker_asks_too_and_refreshes_the_panel(
+    simcord_env, world: CallWorld, member, tmp_path: Path
+) -> None:
+    _, channel, alice = member
+    await seed(world, alice.id)
+    shown = await alice.slash(channel, "memory")
+    [picker] = (await alice.click(shown.response, label="Forget…")).followups
+    menu = next(c for row in picker.components for c in row["components"] if c["type"] == 3)
+    pixel = next(o["value"] for o in menu["options"] if o["label"] == "Has a cat called Pixel")
+
+    asked = await alice.select(picker, [pixel])
+    assert "also deletes 2 lines of your conversations" in asked.response.content
+    done = await alice.click(asked.response, label="Forget it")
+
+    assert done.response.content.startswith("Forgot 1 fact: “Has a cat called Pixel”, with 2 lines")
+    assert "Pixel" not in shown.response.embeds[0].description  # the panel was refreshed
+    assert "Pixel" not in await context_of(world, alice.id, tmp_path)
