@@ -47,6 +47,8 @@ class OwnedView(FunnelledView):
         if message_id is None:
             return
         views = _live_views.setdefault(client, {})
+        for stale in [mid for mid, view in views.items() if view.is_finished()]:
+            del views[stale]  # timed out: discord.py finishes a view without calling stop()
         previous = views.get(message_id)
         if previous is not None and previous is not self:
             previous.stop()  # a newer view now shows on that message: the old one must not time out over it
