@@ -5,7 +5,7 @@ It implements the contract of ``/work/shared/specs/agora-convoai.md`` (§4, §5,
 UNVERIFIED, the choice made here is written down next to the code that makes it. Summary of those choices:
 
 * Auth: only HTTP Basic with the configured customer ID/secret (scheme case-insensitive). ``agora token=``
-  headers get 401: this project authenticates with Basic, and 007 verification is not implemented.
+  headers get 401: this project authenticates its REST calls with Basic, so token auth is not modelled.
 * An ``{appid}`` in the path other than the emulator's app ID gets 401 ``InvalidPermission`` (the credentials
   are not valid for that project). 401 rather than 404 so a misconfigured app ID can never pass for
   "agent already gone" on ``leave``.
