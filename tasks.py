@@ -4,12 +4,15 @@ run the whole test suite). Both create ./.venv and install what they need; only 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -55,12 +58,41 @@ def ensure_chromium() -> None:
     subprocess.run([*prefix, apt, "-qq", "install", "-y", "--no-install-recommends", "chromium"], check=True, env=env)
 
 
+MASTER_KEY_ENV = "MEMORY_MASTER_KEY"
+
+
+def ensure_master_key(env_file: Path, environ: Mapping[str, str]) -> bool:
+    """On first run, a new master key for the members' memory keys goes into .env (unless the environment or
+    .env already has one). Returns True when one was created. The format is `python -m bot keygen`'s."""
+    if environ.get(MASTER_KEY_ENV):
+        return False
+    lines = env_file.read_text(encoding="utf-8").splitlines() if env_file.exists() else []
+    key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
+    for i, line in enumerate(lines):
+        name, _, value = line.strip().removeprefix("export ").partition("=")
+        if name.strip() == MASTER_KEY_ENV:
+            if value.strip():
+                return False
+            lines[i] = f"{MASTER_KEY_ENV}={key}"  # the empty line copied from .env.example
+            break
+    else:
+        lines.append(f"{MASTER_KEY_ENV}={key}")
+    env_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env_file.chmod(0o600)
+    return True
+
+
 def run_bot(args: list[str]) -> int:
     ensure_venv("")
     config = ROOT / "config.toml"
     if not config.exists():
         shutil.copy(ROOT / "config.example.toml", config)
         say("created config.toml from config.example.toml; secrets go in .env (see .env.example)")
+    if ensure_master_key(ROOT / ".env", os.environ):
+        say(
+            f"created a master key for members' memory in .env ({MASTER_KEY_ENV}); back it up apart from the "
+            "database: without it no member's memory can be read"
+        )
     os.chdir(ROOT)
     os.execv(str(PYTHON), [str(PYTHON), "-m", "bot", *args, "run"])
     return 0

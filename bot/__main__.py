@@ -1,4 +1,5 @@
-"""Command line: `python -m bot run | check | migrate | sync | export-user | forget-user | import-history | context`."""
+"""Command line: `python -m bot run | check | migrate | sync | export-user | forget-user | import-history | context |
+keygen | rotate-master-key`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 from bot.config import ConfigError, load_settings
+from bot.keys import KeyStoreLocked
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,12 +33,23 @@ def _parser() -> argparse.ArgumentParser:
     ctx.add_argument("user_id", type=int)
     ctx.add_argument("--query", help="a message, to print the context selected for it (as text chat does)")
     ctx.add_argument("--budget", type=int, help="memory budget in tokens (default: memory.context_budget_tokens)")
+    sub.add_parser("keygen", help="print a new master key for MEMORY_MASTER_KEY (on the last line)")
+    sub.add_parser(
+        "rotate-master-key",
+        help="rewrap every member key from MEMORY_MASTER_KEY to MEMORY_NEW_MASTER_KEY (memory itself is untouched)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "keygen":  # needs no settings: it is how the first setting of a new install is made
+        from bot.keys import MASTER_KEY_ENV, generate_master_key_text
+
+        print(f"A new master key. Put it in .env as {MASTER_KEY_ENV}=<key> and keep a copy somewhere safe:")
+        print(generate_master_key_text())
+        return 0
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:
@@ -53,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "forget-user": cli.forget_user,
         "import-history": cli.import_history,
         "context": cli.context,
+        "rotate-master-key": cli.rotate_master_key,
     }
     try:
         return asyncio.run(handlers[args.command](settings, args))
@@ -61,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except cli.CommandFailed as exc:
         print(exc, file=sys.stderr)
         return 1
+    except KeyStoreLocked as exc:
+        print(exc, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from bot.agora import ConvoAIClient
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
 from bot.config import Settings
+from bot.keys import SqliteKeyStore, check_unlockable
 from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.postcall import PostCallProcessor
@@ -35,6 +36,7 @@ class Services:
     settings: Settings
     store: Store
     memory: MemoryService
+    keys: SqliteKeyStore | None = None
     agora: ConvoAIClient | None = None
     llm: LLMClient | None = None
     calls: CallService | None = None
@@ -102,17 +104,39 @@ def build_store(settings: Settings) -> Store:
     return SqliteStore(settings.memory.database_path)
 
 
+async def open_key_store(settings: Settings) -> SqliteKeyStore | None:
+    """The member key store when a master key is set; None when none is set and no member keys exist yet.
+    Raises ``KeyStoreLocked`` (writing nothing) when member keys exist and the master key is missing or wrong."""
+    master_key = settings.memory.master_key_bytes()
+    path = settings.memory.key_store_path
+    await check_unlockable(path, master_key)
+    if master_key is None:
+        return None
+    keys = SqliteKeyStore(path, master_key)
+    await keys.open()
+    return keys
+
+
 def _secret(value: SecretStr | None) -> str:
     return value.get_secret_value() if value is not None else ""
 
 
 @asynccontextmanager
 async def open_services(settings: Settings, *, full: bool = False) -> AsyncIterator[Services]:
-    """The store and memory always; with `full`, everything the running bot needs (clients, calls, web)."""
+    """The store and memory always; with `full`, everything the running bot needs (clients, calls, web).
+
+    The key store is checked first: a missing or wrong master key for existing member keys raises
+    ``KeyStoreLocked`` before anything (the memory database included) is opened for writing."""
+    keys = await open_key_store(settings)
     store = build_store(settings)
-    await store.open()
+    try:
+        await store.open()
+    except BaseException:
+        if keys is not None:
+            await keys.close()
+        raise
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
-    services = Services(settings=settings, store=store, memory=memory)
+    services = Services(settings=settings, store=store, memory=memory, keys=keys)
     try:
         if full:
             if settings.llm.enabled:
@@ -155,3 +179,5 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
             await services.llm.aclose()
         await memory.wait_scrubbed()
         await store.close()
+        if keys is not None:
+            await keys.close()

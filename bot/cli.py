@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from bot.app import open_services
 from bot.config import Settings, all_settings, env_name
+from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable, parse_master_key
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
 from bot.store.repository import SchemaTooNew
@@ -88,12 +89,15 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             "only over HTTPS, so put the call page behind a TLS proxy and use its https:// address"
         )
 
+    _out("Memory encryption")
+    ok = await _check_keys(settings) and ok
+
     _out("Database")
     try:
         async with open_services(settings) as services:
             version = await services.store.schema_version()
             _out(f"  ok       {settings.memory.database_path} is reachable and migrated (schema {version})")
-    except SchemaTooNew as exc:
+    except (SchemaTooNew, KeyStoreLocked) as exc:
         ok = False
         _out(f"  FAIL     {exc}")
     except OSError as exc:
@@ -150,6 +154,57 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     _out()
     _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
     return 0 if ok else 1
+
+
+async def _check_keys(settings: Settings) -> bool:
+    """Reports the master key and the key store; False when the bot could not start because of them."""
+    path = settings.memory.key_store_path
+    label = f"memory.master_key ({MASTER_KEY_ENV})"
+    try:
+        count = await check_unlockable(path, settings.memory.master_key_bytes())
+    except KeyStoreLocked as exc:
+        _out(f"  FAIL     {exc}")
+        return False
+    except Exception as exc:  # a damaged or unreadable key store file is reported, not raised: this is a doctor
+        _out(f"  FAIL     memory.key_store {path}: {type(exc).__name__}: {exc}")
+        return False
+    if settings.memory.master_key is None:
+        _out(
+            f"  warning  {label} is not set: members' memory has no keys to shred. Create one with "
+            "`python -m bot keygen` (`python3 tasks.py run` does it on first run)"
+        )
+    elif path.exists():
+        _out(f"  ok       {label} is set and opens the key store {path} ({plural(count, 'member key')})")
+    else:
+        _out(f"  ok       {label} is set; the key store {path} is created at start")
+    return True
+
+
+async def rotate_master_key(settings: Settings, args: argparse.Namespace) -> int:
+    """Rewraps every member key from the current master key to MEMORY_NEW_MASTER_KEY; no memory row changes."""
+    current = settings.memory.master_key_bytes()
+    if current is None:
+        raise CommandFailed(f"Set {MASTER_KEY_ENV} to the current master key before rotating it.")
+    if settings.memory.new_master_key is None:
+        raise CommandFailed(
+            "Set MEMORY_NEW_MASTER_KEY to the new master key (create one with `python -m bot keygen`), "
+            "then run rotate-master-key again."
+        )
+    new = parse_master_key(settings.memory.new_master_key.get_secret_value())
+    if new == current:
+        raise CommandFailed("MEMORY_NEW_MASTER_KEY is the current master key: create a new one with keygen.")
+    keys = SqliteKeyStore(settings.memory.key_store_path, current)
+    await keys.open()
+    try:
+        count = await keys.rotate(new)
+    finally:
+        await keys.close()
+    _out(f"Rewrapped {plural(count, 'member key')} in {settings.memory.key_store_path} with the new master key.")
+    _out(
+        f"Now set {MASTER_KEY_ENV} to the value of MEMORY_NEW_MASTER_KEY in .env, remove MEMORY_NEW_MASTER_KEY, "
+        "and restart the bot: the old master key no longer opens the key store."
+    )
+    return 0
 
 
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:

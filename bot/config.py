@@ -103,9 +103,38 @@ class WebSettings(_Section):
 
 class MemorySettings(_Section):
     database_path: Path = Path("data/bot.db")
+    key_store: Path | None = None
+    master_key: SecretStr | None = None
+    new_master_key: SecretStr | None = None
     context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)
+
+    @field_validator("master_key", "new_master_key")
+    @classmethod
+    def _is_a_master_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            from bot.keys.crypto import InvalidMasterKey, parse_master_key
+
+            try:
+                parse_master_key(value.get_secret_value())
+            except InvalidMasterKey:
+                raise ValueError(
+                    "must be 32 bytes in URL-safe base64: create one with `python -m bot keygen`"
+                ) from None
+        return value
+
+    @property
+    def key_store_path(self) -> Path:
+        """The member key store: ``memory.key_store``, by default a file beside the database (bot.keys.db)."""
+        if self.key_store is not None:
+            return self.key_store
+        return self.database_path.with_name(self.database_path.stem + ".keys.db")
+
+    def master_key_bytes(self) -> bytes | None:
+        from bot.keys.crypto import parse_master_key
+
+        return parse_master_key(self.master_key.get_secret_value()) if self.master_key is not None else None
 
 
 class CallSettings(_Section):
