@@ -135,7 +135,9 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
         if keys is not None:
             await keys.close()
         raise
-    memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
+    memory = MemoryService(
+        store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona, keys=keys
+    )
     services = Services(settings=settings, store=store, memory=memory, keys=keys)
     try:
         if full:

@@ -10,7 +10,7 @@ from bot.keys.crypto import (
     generate_master_key_text,
     parse_master_key,
 )
-from bot.keys.store import KeyStoreLocked, SqliteKeyStore, check_unlockable
+from bot.keys.store import KeyStoreLocked, MemberKeys, SqliteKeyStore, check_unlockable
 
 __all__ = [
     "MASTER_KEY_ENV",
@@ -18,6 +18,7 @@ __all__ = [
     "InvalidMasterKey",
     "KeyStoreLocked",
     "MemberCipher",
+    "MemberKeys",
     "SqliteKeyStore",
     "check_unlockable",
     "generate_master_key_text",

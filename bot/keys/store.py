@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from pathlib import Path
+from typing import Protocol
 
 import aiosqlite
 
@@ -40,6 +41,12 @@ CREATE TABLE IF NOT EXISTS member_keys (
     created_at REAL NOT NULL
 );
 """
+
+
+class MemberKeys(Protocol):
+    """What the memory service needs of a key store: destroying a member's key."""
+
+    async def delete(self, user_id: int) -> bool: ...
 
 
 class KeyStoreLocked(Exception):
@@ -224,4 +231,4 @@ async def check_unlockable(path: Path, master_key: bytes | None) -> int:
     return count
 
 
-__all__ = ["DecryptionFailed", "KeyStoreLocked", "SqliteKeyStore", "check_unlockable", "key_store_state"]
+__all__ = ["DecryptionFailed", "KeyStoreLocked", "MemberKeys", "SqliteKeyStore", "check_unlockable", "key_store_state"]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.keys import MemberKeys
 from bot.memory.context import ContextBuilder
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
 from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
@@ -47,8 +48,9 @@ def _utterance(t: TurnRecord) -> Utterance:
 
 
 class MemoryService:
-    def __init__(self, store: Store, *, budget_tokens: int, persona: str):
+    def __init__(self, store: Store, *, budget_tokens: int, persona: str, keys: MemberKeys | None = None):
         self.store = store
+        self.keys = keys
         self.context = ContextBuilder(store, budget_tokens=budget_tokens, persona=persona)
         self._call_locks: dict[str, asyncio.Lock] = {}
         self._scrub_task: asyncio.Task[None] | None = None
@@ -209,6 +211,10 @@ class MemoryService:
         return result
 
     async def forget_everything(self, user_id: int) -> ForgetResult:
+        """The member's key is destroyed first, in its own committed transaction (from then on nothing of theirs
+        can be decrypted, in any copy), then their rows are deleted and the files scrubbed."""
+        if self.keys is not None:
+            await self.keys.delete(user_id)
         result = await self.store.forget_user(user_id)
         self._schedule_scrub()
         return result

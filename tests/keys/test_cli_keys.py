@@ -179,3 +179,15 @@ def test_rotate_master_key_rewraps_every_key_and_leaves_the_data_alone(
     assert "is not the master key" in capsys.readouterr().err
     monkeypatch.setenv("MEMORY_MASTER_KEY", new)
     assert main(["--config", str(config), "migrate"]) == 0
+
+
+def test_forget_user_destroys_the_members_key_and_keeps_the_others(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = generate_master_key_text()
+    key_store = config.parent / "data" / "bot.keys.db"
+    monkeypatch.setenv("MEMORY_MASTER_KEY", master)
+    blobs = {user_id: encrypted_member(key_store, master, user_id) for user_id in (1, 2)}
+    assert main(["--config", str(config), "forget-user", "1"]) == 0
+    assert decrypts(key_store, master, blobs[1], 1) is None
+    assert decrypts(key_store, master, blobs[2], 2) == MARKER

@@ -1,0 +1,57 @@
+"""Forget everything destroys the member's key first, in its own committed transaction, then the rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config import DEFAULT_PERSONA
+from bot.keys.crypto import generate_master_key_text, parse_master_key
+from bot.keys.store import SqliteKeyStore
+from bot.memory.service import MemoryService
+from bot.store.models import ForgetResult
+from bot.store.sqlite import SqliteStore
+
+
+class RowsFail(SqliteStore):
+    """A store whose row deletion fails (a crash between the two steps)."""
+
+    async def forget_user(self, user_id: int) -> ForgetResult:
+        raise RuntimeError("the database went away")
+
+
+async def test_forget_everything_deletes_the_key_then_the_rows(tmp_path: Path, store: SqliteStore) -> None:
+    keys = SqliteKeyStore(tmp_path / "bot.keys.db", parse_master_key(generate_master_key_text()))
+    await keys.open()
+    memory = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=keys)
+    for user_id in (1, 2):
+        await keys.cipher(user_id)
+        await store.add_fact(user_id, f"member {user_id} keeps bees", 1000.0)
+
+    result = await memory.forget_everything(1)
+    await memory.wait_scrubbed()
+    assert result.facts == 1
+    assert not await keys.has_key(1)
+    assert await store.list_facts(1) == []
+    assert await keys.has_key(2) and len(await store.list_facts(2)) == 1
+    await keys.close()
+
+
+async def test_the_key_is_gone_for_good_even_when_deleting_the_rows_fails(tmp_path: Path) -> None:
+    path, master = tmp_path / "bot.keys.db", parse_master_key(generate_master_key_text())
+    keys = SqliteKeyStore(path, master)
+    await keys.open()
+    await keys.cipher(1)
+    store = RowsFail(tmp_path / "memory.db")
+    await store.open()
+    memory = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=keys)
+    with pytest.raises(RuntimeError):
+        await memory.forget_everything(1)
+    await store.close()
+    await keys.close()
+
+    other = SqliteKeyStore(path, master)  # another connection sees the deletion: it was committed on its own
+    await other.open()
+    assert not await other.has_key(1)
+    await other.close()
