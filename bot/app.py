@@ -16,11 +16,12 @@ from bot.agora import ConvoAIClient
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
 from bot.config import Settings
-from bot.keys import SqliteKeyStore, check_unlockable
+from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable
 from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
+from bot.store.encrypted import ENCRYPTION_META, EncryptedStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.web.server import WebServer
@@ -100,8 +101,10 @@ class Services:
             await self.web.stop()
 
 
-def build_store(settings: Settings) -> Store:
-    return SqliteStore(settings.memory.database_path)
+def build_store(settings: Settings, keys: SqliteKeyStore | None = None) -> Store:
+    """The backend; with a key store, behind the layer that encrypts every member text (bot.store.encrypted)."""
+    backend = SqliteStore(settings.memory.database_path)
+    return backend if keys is None else EncryptedStore(backend, keys)
 
 
 async def open_key_store(settings: Settings) -> SqliteKeyStore | None:
@@ -128,10 +131,17 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
     The key store is checked first: a missing or wrong master key for existing member keys raises
     ``KeyStoreLocked`` before anything (the memory database included) is opened for writing."""
     keys = await open_key_store(settings)
-    store = build_store(settings)
+    store = build_store(settings, keys)
     try:
         await store.open()
+        if keys is None and await store.get_meta(ENCRYPTION_META) is not None:
+            raise KeyStoreLocked(
+                f"the memory database is encrypted, but {MASTER_KEY_ENV} is not set and the key store "
+                f"{settings.memory.key_store_path} holds no member keys: set {MASTER_KEY_ENV} and memory.key_store "
+                "to the master key and key store this memory was encrypted with. Nothing was changed."
+            )
     except BaseException:
+        await store.close()
         if keys is not None:
             await keys.close()
         raise

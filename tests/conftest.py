@@ -5,18 +5,42 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
 from bot.config import DEFAULT_PERSONA
+from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.llm import LLMClient
 from bot.memory.service import MemoryService
+from bot.store.encrypted import EncryptedStore
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
 from tests.fakes.llm_server import FakeLLM, running_fake_llm
 
 
+@pytest_asyncio.fixture(params=["sqlite", "sqlite-encrypted"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Every test that takes `store` runs on the plain backend and behind the layer that encrypts every member
+    text with the member's own key (bot.store.encrypted), so the two cannot differ silently."""
+    s = SqliteStore(tmp_path / "memory.db")
+    if request.param.endswith("-encrypted"):
+        keys = SqliteKeyStore(tmp_path / "memory.keys.db", parse_master_key(generate_master_key_text()))
+        await keys.open()
+        encrypted = EncryptedStore(s, keys)
+        await encrypted.open()
+        yield encrypted
+        await s.close()
+        await keys.close()
+        return
+    await s.open()
+    yield s
+    await s.close()
+
+
 @pytest_asyncio.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    """For the tests of SQLite's own machinery (pragmas, its file, FTS5 shadow tables)."""
     s = SqliteStore(tmp_path / "memory.db")
     await s.open()
     yield s
@@ -24,8 +48,9 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 
 @pytest_asyncio.fixture
-async def memory(store: SqliteStore) -> AsyncIterator[MemoryService]:
-    service = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA)
+async def memory(store: Store) -> AsyncIterator[MemoryService]:
+    keys = store.keys if isinstance(store, EncryptedStore) else None
+    service = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=keys)
     yield service
     await service.wait_scrubbed()
 

@@ -21,7 +21,8 @@ class RowsFail(SqliteStore):
         raise RuntimeError("the database went away")
 
 
-async def test_forget_everything_deletes_the_key_then_the_rows(tmp_path: Path, store: SqliteStore) -> None:
+async def test_forget_everything_deletes_the_key_then_the_rows(tmp_path: Path, sqlite_store: SqliteStore) -> None:
+    store = sqlite_store
     keys = SqliteKeyStore(tmp_path / "bot.keys.db", parse_master_key(generate_master_key_text()))
     await keys.open()
     memory = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=keys)

@@ -1,0 +1,51 @@
+"""How an encrypted member text is stored in a text column, on either backend, index included.
+
+A sealed value is ``"<term hashes> ⟐<ciphertext>"``:
+
+- the term hashes (``bot.keys.terms.hashed_document``: one keyed hash per word, in order, space separated) are what
+  the backend's full-text index (SQLite FTS5, PostgreSQL ``tsvector``) picks up, one token per word of the
+  plaintext, so document lengths and per-term counts, and so the BM25 ranking, are those of the plain text;
+- ``⟐`` (U+27D0) marks the start of the ciphertext;
+- the ciphertext (``MemberCipher.encrypt``: version, nonce, AES-256-GCM output) is written one byte per Braille
+  pattern character (U+2800 + byte). Braille patterns and ``⟐`` are symbols, which both backends' tokenizers treat
+  as separators, so the ciphertext adds nothing to the index.
+
+Columns that are not searched (summaries) carry no hashes: ``"⟐<ciphertext>"``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.keys.crypto import DecryptionFailed, MemberCipher
+from bot.keys.terms import hashed_document
+
+SEAL = "\u27d0"
+_BRAILLE = 0x2800
+_TO_BRAILLE = {i: _BRAILLE + i for i in range(256)}
+_FROM_BRAILLE = {_BRAILLE + i: i for i in range(256)}
+_SEALED = re.compile(r"[0-9a-f ]*" + SEAL + r"[\u2800-\u28ff]+")
+
+
+def seal(cipher: MemberCipher, column: str, text: str, *, indexed: bool) -> str:
+    body = cipher.encrypt(column, text).decode("latin-1").translate(_TO_BRAILLE)
+    if indexed:
+        terms = hashed_document(cipher, text)
+        if terms:
+            return f"{terms} {SEAL}{body}"
+    return SEAL + body
+
+
+def is_sealed(value: str) -> bool:
+    """True for a value ``seal`` wrote (plain text from before encryption was turned on is not)."""
+    return _SEALED.fullmatch(value) is not None
+
+
+def unseal(cipher: MemberCipher, column: str, value: str) -> str:
+    """The plain text; ``DecryptionFailed`` when the value is not this member's and column's (or not sealed)."""
+    body = value[value.rfind(SEAL) + 1 :] if SEAL in value else ""
+    try:
+        raw = body.translate(_FROM_BRAILLE).encode("latin-1")
+    except UnicodeEncodeError:
+        raise DecryptionFailed(cipher.user_id, column) from None
+    return cipher.decrypt(column, raw)

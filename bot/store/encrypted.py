@@ -1,0 +1,384 @@
+"""Every text of a member's memory encrypted with that member's key, in front of any backend.
+
+``EncryptedStore`` wraps a ``Store`` (SQLite or PostgreSQL alike): texts are sealed (``bot.keys.sealed``) on the way
+in and opened on the way out, so the backend only ever sees ciphertext and keyed term hashes. Searches hash their
+query terms the same way. A member whose key is gone (forgotten) has nothing readable: their rows, in any copy of
+the database, are ciphertext nobody can open.
+
+Methods that carry no member text pass straight through; a method of the backend that is in neither list is
+refused (``AttributeError``), so a new text-bearing method cannot bypass encryption unnoticed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from bot.keys.crypto import DecryptionFailed, MemberCipher
+from bot.keys.sealed import is_sealed, seal, unseal
+from bot.keys.store import SqliteKeyStore
+from bot.keys.terms import query_terms
+from bot.store.models import (
+    CallRecord,
+    ChatRecord,
+    ConversationSummary,
+    FactRecord,
+    NewTurn,
+    TurnRecord,
+    TurnUpdate,
+)
+from bot.store.repository import Store
+
+ENCRYPTION_META = "memory_encryption"
+"""The memory database's marker: once set, the bot does not start without the key store and its master key."""
+ENCRYPTION_SCHEME = "aes-256-gcm/member-keys/v1"
+
+TURN, FACT, CALL_SUMMARY, CHAT_SUMMARY = "turns.content", "facts.text", "calls.summary", "chats.summary"
+
+PASS_THROUGH = frozenset(
+    {
+        "close",
+        "schema_version",
+        "ping",
+        "get_user",
+        "set_consent",
+        "set_memory_enabled",
+        "get_guild_settings",
+        "update_guild_settings",
+        "delete_guild_settings",
+        "retention_policies",
+        "count_open_calls",
+        "count_calls_since",
+        "count_guild_calls_since",
+        "create_chat",
+        "end_chat",
+        "count_call_turns",
+        "count_turns",
+        "confirm_fact",
+        "supersede_fact",
+        "count_facts",
+        "count_conversations",
+        "forget_call",
+        "forget_chat",
+        "forget_user",
+        "scrub",
+        "purge_transcripts",
+        "enqueue_job",
+        "expedite_job",
+        "claim_job",
+        "finish_job",
+        "fail_job",
+        "job_state",
+        "notice_seen",
+        "remember_notice",
+        "get_meta",
+        "set_meta",
+    }
+)
+
+
+class EncryptedStore:
+    def __init__(self, backend: Store, keys: SqliteKeyStore):
+        self.backend = backend
+        self.keys = keys
+
+    def __getattr__(self, name: str) -> Any:
+        if name in PASS_THROUGH:
+            return getattr(self.backend, name)
+        raise AttributeError(f"EncryptedStore does not pass {name!r} through: decide whether it carries member text")
+
+    async def open(self) -> None:
+        await self.backend.open()
+        if await self.backend.get_meta(ENCRYPTION_META) is None:
+            await self.backend.set_meta(ENCRYPTION_META, ENCRYPTION_SCHEME)
+
+    # ---- sealing ---------------------------------------------------------------------------------------
+
+    async def _writer(self, user_id: int) -> MemberCipher:
+        cipher = await self.keys.cipher(user_id, create=True)
+        assert cipher is not None
+        return cipher
+
+    async def _reader(self, user_id: int) -> MemberCipher | None:
+        return await self.keys.cipher(user_id, create=False)
+
+    async def _open_text(self, user_id: int, column: str, value: str) -> str:
+        cipher = await self._reader(user_id)
+        if cipher is None:
+            raise_forgotten(user_id, column)
+        return unseal(cipher, column, value)
+
+    async def _turns(self, turns: Sequence[TurnRecord]) -> list[TurnRecord]:
+        opened = []
+        for t in turns:
+            opened.append(dataclasses.replace(t, content=await self._open_text(t.user_id, TURN, t.content)))
+        return opened
+
+    async def _fact(self, fact: FactRecord | None) -> FactRecord | None:
+        if fact is None:
+            return None
+        return dataclasses.replace(fact, text=await self._open_text(fact.user_id, FACT, fact.text))
+
+    async def _facts(self, facts: Sequence[FactRecord]) -> list[FactRecord]:
+        return [f for f in [await self._fact(f) for f in facts] if f is not None]
+
+    async def _call(self, call: CallRecord | None) -> CallRecord | None:
+        if call is None or call.summary is None:
+            return call
+        return dataclasses.replace(call, summary=await self._open_text(call.user_id, CALL_SUMMARY, call.summary))
+
+    async def _chat(self, chat: ChatRecord | None) -> ChatRecord | None:
+        if chat is None or chat.summary is None:
+            return chat
+        return dataclasses.replace(chat, summary=await self._open_text(chat.user_id, CHAT_SUMMARY, chat.summary))
+
+    async def _hashed_query(self, user_id: int, query: str) -> str | None:
+        cipher = await self._reader(user_id)
+        terms = query_terms(query)
+        if cipher is None or not terms:
+            return None
+        return " ".join(cipher.term_hash(term) for term in terms)
+
+    # ---- calls and chats -------------------------------------------------------------------------------
+
+    async def create_call(self, call: CallRecord) -> None:
+        if call.summary is not None:
+            cipher = await self._writer(call.user_id)
+            call = dataclasses.replace(call, summary=seal(cipher, CALL_SUMMARY, call.summary, indexed=False))
+        await self.backend.create_call(call)
+
+    async def get_call(self, call_id: str) -> CallRecord | None:
+        return await self._call(await self.backend.get_call(call_id))
+
+    async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None:
+        return await self._call(await self.backend.get_call_by_link_hash(link_hash))
+
+    async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None:
+        return await self._call(await self.backend.get_call_by_agent_id(agent_id))
+
+    async def open_call_for_user(self, user_id: int) -> CallRecord | None:
+        return await self._call(await self.backend.open_call_for_user(user_id))
+
+    async def open_calls(self) -> list[CallRecord]:
+        return [c for c in [await self._call(c) for c in await self.backend.open_calls()] if c is not None]
+
+    async def _sealed_fields(self, call_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        if fields.get("summary") is None:
+            return fields
+        call = await self.backend.get_call(call_id)
+        if call is None:
+            return fields
+        cipher = await self._writer(call.user_id)
+        return {**fields, "summary": seal(cipher, CALL_SUMMARY, fields["summary"], indexed=False)}
+
+    async def transition_call(self, call_id: str, from_states: Sequence[Any], to_state: Any, **fields: Any) -> bool:
+        return await self.backend.transition_call(
+            call_id, from_states, to_state, **await self._sealed_fields(call_id, fields)
+        )
+
+    async def update_call(self, call_id: str, **fields: Any) -> None:
+        await self.backend.update_call(call_id, **await self._sealed_fields(call_id, fields))
+
+    async def get_chat(self, chat_id: str) -> ChatRecord | None:
+        return await self._chat(await self.backend.get_chat(chat_id))
+
+    async def open_chat_for_user(self, user_id: int) -> ChatRecord | None:
+        return await self._chat(await self.backend.open_chat_for_user(user_id))
+
+    async def idle_chats(self, last_message_before: float) -> list[ChatRecord]:
+        chats = [await self._chat(c) for c in await self.backend.idle_chats(last_message_before)]
+        return [c for c in chats if c is not None]
+
+    # ---- turns -----------------------------------------------------------------------------------------
+
+    async def call_turns(self, call_id: str) -> list[TurnRecord]:
+        return await self._turns(await self.backend.call_turns(call_id))
+
+    async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
+        return await self._turns(await self.backend.call_tail(call_id, limit))
+
+    async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
+        return await self._turns(await self.backend.chat_turns(chat_id))
+
+    async def apply_call_turns(
+        self,
+        call_id: str,
+        user_id: int,
+        inserts: Sequence[NewTurn],
+        updates: Sequence[TurnUpdate],
+        *,
+        anchored: bool,
+        checkpoint_at: float,
+    ) -> None:
+        cipher = await self._writer(user_id)
+        await self.backend.apply_call_turns(
+            call_id,
+            user_id,
+            [dataclasses.replace(t, content=seal(cipher, TURN, t.content, indexed=True)) for t in inserts],
+            [dataclasses.replace(u, content=seal(cipher, TURN, u.content, indexed=True)) for u in updates],
+            anchored=anchored,
+            checkpoint_at=checkpoint_at,
+        )
+
+    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
+        cipher = await self._writer(user_id)
+        return await self.backend.append_chat_turn(
+            chat_id, user_id, role, seal(cipher, TURN, content, indexed=True), at
+        )
+
+    async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
+        return await self._turns(await self.backend.recent_turns(user_id, limit))
+
+    async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
+        return await self._turns(await self.backend.turns_around(turn, before=before, after=after))
+
+    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
+        hashed = await self._hashed_query(user_id, query)
+        if hashed is None:
+            return []
+        return await self._turns(await self.backend.search_turns(user_id, hashed, limit))
+
+    # ---- facts and summaries ---------------------------------------------------------------------------
+
+    async def add_fact(
+        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
+    ) -> FactRecord:
+        cipher = await self._writer(user_id)
+        fact = await self.backend.add_fact(
+            user_id, seal(cipher, FACT, text, indexed=True), at, call_id=call_id, chat_id=chat_id
+        )
+        return dataclasses.replace(fact, text=text)
+
+    async def get_fact(self, fact_id: int) -> FactRecord | None:
+        return await self._fact(await self.backend.get_fact(fact_id))
+
+    async def list_facts(
+        self,
+        user_id: int,
+        *,
+        include_superseded: bool = False,
+        superseded_only: bool = False,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[FactRecord]:
+        return await self._facts(
+            await self.backend.list_facts(
+                user_id,
+                include_superseded=include_superseded,
+                superseded_only=superseded_only,
+                offset=offset,
+                limit=limit,
+            )
+        )
+
+    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
+        hashed = await self._hashed_query(user_id, query)
+        if hashed is None:
+            return []
+        return await self._facts(await self.backend.search_facts(user_id, hashed, limit))
+
+    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
+        return await self._facts(await self.backend.facts_from(call_id=call_id, chat_id=chat_id))
+
+    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None:
+        if call_id is not None:
+            call = await self.backend.get_call(call_id)
+            if call is None:
+                return
+            sealed = seal(await self._writer(call.user_id), CALL_SUMMARY, text, indexed=False)
+        else:
+            chat = await self.backend.get_chat(chat_id) if chat_id is not None else None
+            if chat is None:
+                return
+            sealed = seal(await self._writer(chat.user_id), CHAT_SUMMARY, text, indexed=False)
+        await self.backend.set_summary(call_id=call_id, chat_id=chat_id, text=sealed)
+
+    async def _summaries(self, user_id: int, rows: Sequence[ConversationSummary]) -> list[ConversationSummary]:
+        opened = []
+        for r in rows:
+            column = CALL_SUMMARY if r.kind == "call" else CHAT_SUMMARY
+            opened.append(
+                dataclasses.replace(
+                    r,
+                    summary=None if r.summary is None else await self._open_text(user_id, column, r.summary),
+                    first_lines=[await self._open_text(user_id, TURN, line) for line in r.first_lines],
+                )
+            )
+        return opened
+
+    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
+        return await self._summaries(user_id, await self.backend.latest_summaries(user_id, limit))
+
+    async def list_conversations(self, user_id: int, *, offset: int = 0, limit: int = 10) -> list[ConversationSummary]:
+        return await self._summaries(
+            user_id, await self.backend.list_conversations(user_id, offset=offset, limit=limit)
+        )
+
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        *,
+        call_id: str | None = None,
+        chat_id: str | None = None,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+    ) -> int | None:
+        cipher = await self._writer(user_id)
+        column = CALL_SUMMARY if call_id is not None else CHAT_SUMMARY
+        return await self.backend.apply_extraction(
+            job_id,
+            attempt,
+            user_id,
+            at,
+            call_id=call_id,
+            chat_id=chat_id,
+            new_facts=[(seal(cipher, FACT, text, indexed=True), ids) for text, ids in new_facts],
+            confirmed=confirmed,
+            summary=None if summary is None else seal(cipher, column, summary, indexed=False),
+        )
+
+    # ---- forgetting and export -------------------------------------------------------------------------
+
+    async def forget_fact(
+        self,
+        user_id: int,
+        fact_id: int,
+        *,
+        turn_ids: Sequence[int] = (),
+        summaries: Sequence[tuple[str, str]] = (),
+    ) -> FactRecord | None:
+        return await self._fact(
+            await self.backend.forget_fact(user_id, fact_id, turn_ids=turn_ids, summaries=summaries)
+        )
+
+    async def export_user(self, user_id: int) -> dict[str, Any]:
+        """Everything stored, decrypted. A member whose key is gone has nothing that can be read: the export
+        says so and lists nothing."""
+        data = await self.backend.export_user(user_id)
+        cipher = await self._reader(user_id)
+        if cipher is None:
+            data["facts"], data["calls"], data["chats"] = [], [], []
+            data["note"] = "Nothing is stored about this member that can be read."
+            return data
+        for fact in data.get("facts", []):
+            fact["text"] = unseal(cipher, FACT, fact["text"])
+        for kind, column in (("calls", CALL_SUMMARY), ("chats", CHAT_SUMMARY)):
+            for conversation in data.get(kind, []):
+                if conversation.get("summary") is not None:
+                    conversation["summary"] = unseal(cipher, column, conversation["summary"])
+                for turn in conversation.get("turns", []):
+                    turn["content"] = unseal(cipher, TURN, turn["content"])
+        return data
+
+
+def raise_forgotten(user_id: int, column: str) -> NoReturn:
+    """A member without a key has nothing readable (their rows belong to a copy taken before a forget)."""
+    raise DecryptionFailed(user_id, column)
+
+
+__all__ = ["ENCRYPTION_META", "ENCRYPTION_SCHEME", "EncryptedStore", "is_sealed"]
