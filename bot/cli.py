@@ -211,6 +211,11 @@ async def migrate(settings: Settings, args: argparse.Namespace) -> int:
     try:
         async with open_services(settings) as services:
             _out(f"Database {settings.memory.database_path} is at schema {await services.store.schema_version()}.")
+            if services.keys is not None:
+                _out(
+                    f"Every member's memory is encrypted with their own key (key store {services.keys.path}, "
+                    f"{plural(await services.keys.count(), 'member key')})."
+                )
     except SchemaTooNew as exc:
         raise CommandFailed(str(exc)) from exc
     return 0

@@ -89,9 +89,21 @@ class EncryptedStore:
         raise AttributeError(f"EncryptedStore does not pass {name!r} through: decide whether it carries member text")
 
     async def open(self) -> None:
+        """Opens the backend; the first time, encrypts whatever it already holds in place (a database from
+        before encryption), scrubs the plain text's residue, then marks the database encrypted."""
         await self.backend.open()
         if await self.backend.get_meta(ENCRYPTION_META) is None:
+            reseal = getattr(self.backend, "reseal_texts", None)
+            if reseal is None:
+                raise RuntimeError(f"{type(self.backend).__name__} cannot encrypt existing memory in place")
+            if await reseal(self._seal_existing):
+                await self.backend.scrub()
             await self.backend.set_meta(ENCRYPTION_META, ENCRYPTION_SCHEME)
+
+    async def _seal_existing(self, user_id: int, column: str, value: str) -> str | None:
+        if is_sealed(value):
+            return None
+        return seal(await self._writer(user_id), column, value, indexed=column in (TURN, FACT))
 
     # ---- sealing ---------------------------------------------------------------------------------------
 

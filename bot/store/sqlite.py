@@ -12,7 +12,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
@@ -695,6 +695,32 @@ class SqliteStore:
             ):
                 async with self.db.execute(statement):
                     pass
+
+    async def reseal_texts(self, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
+        """Rewrites every member text (turns, facts, call and chat summaries) through ``reseal(user_id, column,
+        value)``, in one transaction; None leaves a value as it is. Returns how many values changed. This is how
+        an existing database is encrypted in place (``bot.store.encrypted``); the full-text triggers reindex
+        each changed row."""
+        sources = (
+            ("turns", "turn_id", "content", "turns.content"),
+            ("facts", "fact_id", "text", "facts.text"),
+            ("calls", "call_id", "summary", "calls.summary"),
+            ("chats", "chat_id", "summary", "chats.summary"),
+        )
+        changed = 0
+        async with self._tx() as db:
+            for table, key, column, name in sources:
+                rows = await db.execute_fetchall(
+                    f"SELECT {key}, user_id, {column} FROM {table} WHERE {column} IS NOT NULL"
+                )
+                updates = []
+                for row in rows:
+                    new = await reseal(int(row[1]), name, str(row[2]))
+                    if new is not None:
+                        updates.append((new, row[0]))
+                await db.executemany(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", updates)
+                changed += len(updates)
+        return changed
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
