@@ -9,9 +9,13 @@ p99 for the operations a person waits on:
 - forgetting everything about a user (target < 50 ms), and separately the scrub that follows off the hot path
 
 The fill writes rows with the stdlib sqlite3 module in bulk (through the same schema, triggers and FTS index);
-every measured operation goes through the real services.
+every measured operation goes through the real services. With encryption on (``--encryption on``, or ``both``,
+the default, for the two side by side), the filled database is then encrypted in place exactly as
+``python -m bot migrate`` does it (every text sealed with its member's key, the index rebuilt from keyed term
+hashes), and the same operations run through the encrypting layer.
 
     .venv/bin/python bench/memory_store.py [--users N] [--turns N] [--facts N] [--runs N] [--db PATH]
+        [--encryption off|on|both]
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
+from bot.store.encrypted import EncryptedStore
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 
 WORDS = [
@@ -176,10 +183,19 @@ def report(name: str, samples: list[float], target_ms: float | None) -> None:
     print(f"{name:<46} p50 {p50:8.2f} ms   p99 {p99:8.2f} ms   {verdict}")
 
 
-async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: random.Random) -> None:
-    store = SqliteStore(path)
-    await store.open()
-    memory = MemoryService(store, budget_tokens=1500, persona="You are a helpful voice assistant.")
+async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: random.Random, encrypted: bool) -> None:
+    store: Store = SqliteStore(path)
+    keys: SqliteKeyStore | None = None
+    if encrypted:
+        keys = SqliteKeyStore(path.with_name(path.stem + ".keys.db"), parse_master_key(generate_master_key_text()))
+        await keys.open()
+        store = EncryptedStore(store, keys)
+        start = time.perf_counter()
+        await store.open()
+        print(f"encrypted in place (migrate): {time.perf_counter() - start:.1f} s, {await keys.count():,} member keys")
+    else:
+        await store.open()
+    memory = MemoryService(store, budget_tokens=1500, persona="You are a helpful voice assistant.", keys=keys)
 
     samples = []
     for _ in range(runs):
@@ -245,6 +261,8 @@ async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: rando
     print(f"{'forget everything (heavy user, 5,000+ turns)':<46} {heavy * 1000:8.2f} ms once")
     await memory.wait_scrubbed()
     await store.close()
+    if keys is not None:
+        await keys.close()
 
 
 def main() -> None:
@@ -255,10 +273,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--db", type=Path, help="database file to create (default: a temporary file)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--encryption", choices=["off", "on", "both"], default="both")
     args = parser.parse_args()
+    for encrypted in {"off": [False], "on": [True], "both": [False, True]}[args.encryption]:
+        print(f"--- encryption {'on' if encrypted else 'off'} ---")
+        run(args, encrypted)
+
+
+def run(args: argparse.Namespace, encrypted: bool) -> None:
     rng = random.Random(args.seed)
     folder = tempfile.mkdtemp(prefix="memory-bench-")
     path = args.db or Path(folder) / "bench.db"
+    if args.db is not None and encrypted and args.encryption == "both":
+        path = args.db.with_name(args.db.stem + "-encrypted" + args.db.suffix)
 
     async def create() -> None:
         store = SqliteStore(path)
@@ -274,7 +301,7 @@ def main() -> None:
         f"{time.perf_counter() - start:.1f} s ({size_mb:.0f} MB); {args.runs} runs each; "
         f"SQLite {sqlite3.sqlite_version}"
     )
-    asyncio.run(measure(path, heavy_call, args.runs, args.users, rng))
+    asyncio.run(measure(path, heavy_call, args.runs, args.users, rng, encrypted))
 
 
 if __name__ == "__main__":

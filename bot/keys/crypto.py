@@ -131,7 +131,7 @@ def _derive(data_key: bytes, purpose: bytes) -> bytes:
 class MemberCipher:
     """Encrypts and decrypts one member's values and hashes their search terms."""
 
-    __slots__ = ("_aead", "_term_key", "user_id")
+    __slots__ = ("_aads", "_aead", "_term_key", "user_id")
 
     def __init__(self, user_id: int, data_key: bytes):
         if len(data_key) != KEY_BYTES:
@@ -139,9 +139,13 @@ class MemberCipher:
         self.user_id = int(user_id)
         self._aead = AESGCM(_derive(data_key, b"values"))
         self._term_key = _derive(data_key, b"terms")
+        self._aads: dict[str, bytes] = {}
 
     def _aad(self, column: str) -> bytes:
-        return f"memory-call/v1/{self.user_id}/{column}".encode()
+        aad = self._aads.get(column)
+        if aad is None:
+            aad = self._aads[column] = f"memory-call/v1/{self.user_id}/{column}".encode()
+        return aad
 
     def encrypt_bytes(self, column: str, plaintext: bytes) -> bytes:
         nonce = os.urandom(NONCE_BYTES)

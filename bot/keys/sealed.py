@@ -21,14 +21,28 @@ from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.terms import hashed_document
 
 SEAL = "\u27d0"
-_BRAILLE = 0x2800
-_TO_BRAILLE = {i: _BRAILLE + i for i in range(256)}
-_FROM_BRAILLE = {_BRAILLE + i: i for i in range(256)}
+
+
+def _to_braille(data: bytes) -> str:
+    """One Braille pattern per byte: in UTF-16-BE each is the byte 0x28 followed by the data byte."""
+    pairs = bytearray(2 * len(data))
+    pairs[0::2] = b"\x28" * len(data)
+    pairs[1::2] = data
+    return pairs.decode("utf-16-be")
+
+
+def _from_braille(text: str) -> bytes | None:
+    pairs = text.encode("utf-16-be", "surrogatepass")
+    if pairs[0::2].strip(b"\x28"):
+        return None  # a character that is not a Braille pattern: not a sealed value
+    return pairs[1::2]
+
+
 _SEALED = re.compile(r"[0-9a-f ]*" + SEAL + r"[\u2800-\u28ff]+")
 
 
 def seal(cipher: MemberCipher, column: str, text: str, *, indexed: bool) -> str:
-    body = cipher.encrypt(column, text).decode("latin-1").translate(_TO_BRAILLE)
+    body = _to_braille(cipher.encrypt(column, text))
     if indexed:
         terms = hashed_document(cipher, text)
         if terms:
@@ -43,9 +57,8 @@ def is_sealed(value: str) -> bool:
 
 def unseal(cipher: MemberCipher, column: str, value: str) -> str:
     """The plain text; ``DecryptionFailed`` when the value is not this member's and column's (or not sealed)."""
-    body = value[value.rfind(SEAL) + 1 :] if SEAL in value else ""
-    try:
-        raw = body.translate(_FROM_BRAILLE).encode("latin-1")
-    except UnicodeEncodeError:
-        raise DecryptionFailed(cipher.user_id, column) from None
+    at = value.rfind(SEAL)
+    raw = _from_braille(value[at + 1 :]) if at >= 0 else None
+    if raw is None:
+        raise DecryptionFailed(cipher.user_id, column)
     return cipher.decrypt(column, raw)
