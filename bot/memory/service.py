@@ -160,11 +160,22 @@ class MemoryService:
         persona: str | None = None,
         budget_tokens: int | None = None,
         query: str | None = None,
+        exclude_call_id: str | None = None,
     ) -> list[dict[str, str]]:
+        """The system messages for this member: persona, then memory within the token budget.
+
+        The one entry point for context: without ``query``, what a call starts with; with ``query`` (an
+        utterance or a chat message), memory ranked for it. ``exclude_call_id`` leaves out the lines of that
+        call, e.g. the one in progress, whose lines the agent already has."""
         user = await self.store.get_user(user_id)
         include = user is None or user.memory_enabled
         return await self.context.build(
-            user_id, persona=persona, budget_tokens=budget_tokens, query=query, include_memory=include
+            user_id,
+            persona=persona,
+            budget_tokens=budget_tokens,
+            query=query,
+            include_memory=include,
+            exclude_call_id=exclude_call_id,
         )
 
     async def export(self, user_id: int) -> dict[str, Any]:

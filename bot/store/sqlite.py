@@ -441,16 +441,51 @@ class SqliteStore:
         )
         return [_turn(r) for r in rows]
 
-    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
+    async def search_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        return [turn for turn, _ in await self.rank_turns(user_id, query, limit, exclude_call_id=exclude_call_id)]
+
+    async def rank_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[tuple[TurnRecord, float]]:
+        """The member's lines matching any word of ``query`` (porter-stemmed), best BM25 first, with the score
+        (higher is better); lines of ``exclude_call_id`` left out."""
         match = fts_query(query)
         if match is None:
             return []
+        columns = ", ".join("t." + c.strip() for c in _TURN_COLUMNS.split(","))
         rows = await self._all(
-            f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))} FROM turns_fts "
+            f"SELECT {columns}, -bm25(turns_fts, 1.0, 0.0) AS score FROM turns_fts "
             "JOIN turns t ON t.turn_id = turns_fts.rowid "
-            "WHERE turns_fts MATCH ? ORDER BY bm25(turns_fts, 1.0, 0.0) LIMIT ?",
-            (f"owner_key:u{int(user_id)} AND content:({match})", limit),
+            "WHERE turns_fts MATCH ? AND (t.call_id IS NULL OR t.call_id IS NOT ?) "
+            "ORDER BY bm25(turns_fts, 1.0, 0.0) LIMIT ?",
+            (f"owner_key:u{int(user_id)} AND content:({match})", exclude_call_id, limit),
         )
+        return [(_turn(r), float(r["score"])) for r in rows]
+
+    async def recent_turns_of(
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        """Like ``recent_turns``, leaving out the lines of ``exclude_call_id``."""
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND (call_id IS NULL OR call_id IS NOT ?) "
+            "ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            (user_id, exclude_call_id, limit),
+        )
+        return [_turn(r) for r in reversed(rows)]
+
+    async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
+        """The lines at (conversation id, seq) positions, where the id is a call's or a chat's; missing ones are
+        skipped. One indexed lookup per position."""
+        if not positions:
+            return []
+        lookups = " UNION ALL ".join(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? AND seq = ? UNION ALL "
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? AND seq = ?"
+            for _ in positions
+        )
+        rows = await self._all(lookups, [v for ref, seq in positions for v in (ref, seq, ref, seq)])
         return [_turn(r) for r in rows]
 
     async def count_turns(self, user_id: int) -> int:
@@ -530,16 +565,21 @@ class SqliteStore:
         return int(await self._scalar(f"SELECT COUNT(*) FROM facts WHERE user_id = ? {where}", (user_id,)))
 
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
+        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
+
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        """Current facts matching any word of ``query`` (porter-stemmed), best BM25 first, with the score."""
         match = fts_query(query)
         if match is None:
             return []
+        columns = ", ".join("f." + c.strip() for c in _FACT_COLUMNS.split(","))
         rows = await self._all(
-            f"SELECT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM facts_fts "
+            f"SELECT {columns}, -bm25(facts_fts) AS score FROM facts_fts "
             "JOIN facts f ON f.fact_id = facts_fts.rowid WHERE facts_fts MATCH ? AND f.user_id = ? "
             "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL ORDER BY bm25(facts_fts) LIMIT ?",
             (match, user_id, limit),
         )
-        return [_fact(r) for r in rows]
+        return [(FactRecord(*tuple(r)[:-1]), float(r["score"])) for r in rows]
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
