@@ -38,6 +38,8 @@ LATEST_EXCHANGE = 4
 ASSISTANT_WEIGHT = 0.5
 HALF_LIFE_DAYS = 30.0
 RECENCY_FLOOR = 0.5
+QUERY_PRIOR_WEIGHT = 0.5
+"""Weight of the specifics prior next to BM25 relevance (scaled so the best match scores 1) for a query."""
 _STOPWORDS = frozenset(
     [
         "the",
@@ -268,18 +270,30 @@ class ContextBuilder:
         return None if block.empty else block.render()
 
     async def _fill_for_query(self, block: _BudgetedBlock, user_id: int, terms: str, exclude: str | None) -> None:
-        """Facts matching the utterance, then the member's lines in BM25 order (each question line with the line
-        that answers it), then the rest of the facts, summaries and the latest lines while anything fits."""
+        """Facts matching the utterance, then the member's lines by relevance (BM25 from the stemmed index)
+        plus a smaller prior for lines that carry specifics (see ``_prior``), each question line with the line
+        that answers it; then the rest of the facts, summaries and the latest lines while anything fits."""
         for fact, _ in await self.store.rank_facts(user_id, terms, FACT_CANDIDATES):
             if fact.current:
                 block.add_fact(fact)
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
-        hits = [turn for turn, _ in await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)]
-        answers = await self._answers(hits)
-        for turn in hits:
-            if block.left <= 0:
+        ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
+        lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
+        top = max((score for _, score in ranked), default=0.0) or 1.0
+        scores: dict[int, float] = {}
+        turns: dict[int, TurnRecord] = {}
+        for turn, prior in _priors(lines).items():
+            turns[turn.turn_id] = turn
+            scores[turn.turn_id] = QUERY_PRIOR_WEIGHT * prior
+        for turn, score in ranked:
+            turns[turn.turn_id] = turn
+            scores[turn.turn_id] = scores.get(turn.turn_id, 0.0) + score / top
+        hits = {turn.turn_id for turn, _ in ranked}
+        answers = await self._answers([t for t, _ in ranked])
+        for turn_id in sorted(scores, key=lambda i: (-scores[i], -turns[i].spoken_at)):
+            if block.left <= 0 or scores[turn_id] <= 0:
                 break
-            if block.add_turn(turn) and (answer := answers.get(turn.turn_id)) is not None:
+            if block.add_turn(turns[turn_id]) and turn_id in hits and (answer := answers.get(turn_id)) is not None:
                 block.add_turn(answer)
         await self._fill_rest(block, user_id, exclude)
 
@@ -294,7 +308,8 @@ class ContextBuilder:
         lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
         if lines:
             latest = lines[-1].call_id or lines[-1].chat_id
-            for turn in [t for t in lines if (t.call_id or t.chat_id) == latest][-LATEST_EXCHANGE:]:
+            latest_lines = [t for t in lines if (t.call_id or t.chat_id) == latest]
+            for turn in latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []:
                 block.add_turn(turn)
             for turn in _by_informativeness(lines):
                 if block.left <= 0:
@@ -360,20 +375,26 @@ def _informativeness(turn: TurnRecord) -> float:
     return score * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
 
 
-def _by_informativeness(lines: list[TurnRecord]) -> list[TurnRecord]:
-    """Lines by informativeness weighted by recency (half-life in days, counted from the newest line)."""
+def _priors(lines: list[TurnRecord]) -> dict[TurnRecord, float]:
+    """Each line's informativeness weighted by recency (half-life in days, counted from the newest line),
+    scaled so the best line scores 1."""
     if not lines:
-        return []
+        return {}
     newest = max(t.spoken_at for t in lines)
-
-    def weight(turn: TurnRecord) -> float:
+    weights = {}
+    for turn in lines:
         age_days = (newest - turn.spoken_at) / 86400
-        return _informativeness(turn) * (RECENCY_FLOOR + (1 - RECENCY_FLOOR) * 0.5 ** (age_days / HALF_LIFE_DAYS))
+        decay = RECENCY_FLOOR + (1 - RECENCY_FLOOR) * 0.5 ** (age_days / HALF_LIFE_DAYS)
+        weights[turn] = _informativeness(turn) * decay
+    top = max(weights.values()) or 1.0
+    return {turn: weight / top for turn, weight in weights.items()}
 
-    scored = [(weight(t), t.spoken_at, t.seq, t) for t in lines]
-    scored = [s for s in scored if s[0] > 0]
-    scored.sort(key=lambda s: (s[0], s[1], s[2]), reverse=True)
-    return [s[3] for s in scored]
+
+def _by_informativeness(lines: list[TurnRecord]) -> list[TurnRecord]:
+    """Lines that carry something, best prior first, newer first among equals."""
+    priors = _priors(lines)
+    kept = [t for t in lines if priors[t] > 0]
+    return sorted(kept, key=lambda t: (priors[t], t.spoken_at, t.seq), reverse=True)
 
 
 def _signature(text: str) -> frozenset[str]:
