@@ -80,7 +80,8 @@ async def test_run_on_the_small_set_measures_every_column_at_every_budget() -> N
     # The whole small set fits 1,500 tokens: every builder that reads all lines finds every fact.
     assert all(r.measures[c].recall == 1.0 for r in roomy for c in ("call_start", "query_aware", "recent_fit"))
     tight = [r for r in results if r.budget == 150]
-    assert all(r.measures[c].tokens >= 0.95 * 150 for r in tight for c in ("call_start", "query_aware"))
+    # At 150 tokens no case fits whole, so every builder is filled close to the budget (lines are ~20 tokens).
+    assert all(r.measures[c].tokens >= 0.85 * 150 for r in tight for c in ("call_start", "query_aware"))
     text = report(results, extraction=False)
     assert re.search(r"^ +150 layer1 +2 \|", text, re.MULTILINE)
     assert re.search(r"^ +1500 layer2 +2 \|", text, re.MULTILINE)
