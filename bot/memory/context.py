@@ -8,8 +8,10 @@ as a system instruction. The block never exceeds the token budget.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,9 +32,11 @@ FACT_CANDIDATES = 50
 MIN_LINE_CANDIDATES = 60
 TOKENS_PER_CANDIDATE = 10
 """Lines fetched from the index for a query: one per this many tokens of budget (lines average about 30)."""
+MIN_LINE_TOKENS = 8
 NEAR_DUPLICATE = 0.8
 """Jaccard similarity of content words above which a line is taken to repeat one already in the block."""
 CALL_START_LINES = 400
+CACHED_MEMBERS = 256
 CALL_START_FACT_SHARE = 0.5
 LATEST_EXCHANGE = 4
 ASSISTANT_WEIGHT = 0.5
@@ -155,6 +159,7 @@ class _BudgetedBlock:
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self.seen: set[str] = set()
         self._signatures: list[frozenset[str]] = []
+        self._postings: dict[str, list[int]] = {}
         self.used = (
             MESSAGE_OVERHEAD_TOKENS
             + count_tokens(MEMORY_HEADER + "\n")
@@ -177,9 +182,10 @@ class _BudgetedBlock:
     def empty(self) -> bool:
         return not self.groups
 
-    def is_near_duplicate(self, text: str) -> bool:
-        signature = _signature(text)
-        return bool(signature) and any(_jaccard(signature, other) >= NEAR_DUPLICATE for other in self._signatures)
+    @property
+    def full(self) -> bool:
+        """No line can be added any more (the smallest line costs about this many tokens)."""
+        return self.left < MIN_LINE_TOKENS
 
     def add(self, group: tuple[Any, ...], header: str, order: tuple[float, int, int], line: str, key: str) -> bool:
         """Add ``line`` under ``group`` (created with ``header`` if new) when it fits; True when it is in."""
@@ -194,22 +200,38 @@ class _BudgetedBlock:
         return True
 
     def add_turn(self, turn: TurnRecord) -> bool:
-        if f"turn:{turn.turn_id}" in self.seen:
+        """Add a conversation line unless it does not fit or repeats one already in (near-duplicate)."""
+        key = f"turn:{turn.turn_id}"
+        if key in self.seen:
             return True
-        if self.is_near_duplicate(turn.content):
+        line, cost = _turn_line(turn.role, turn.content)
+        if cost > self.left:  # cheap first: most late candidates no longer fit
             return False
         kind, ref = ("call", turn.call_id) if turn.call_id else ("chat", turn.chat_id)
+        signature = _signature(turn.content)
+        if self._repeats(signature):
+            return False
         header = f"{'Call' if kind == 'call' else 'Text chat'} on {_day(turn.spoken_at)}:"
-        added = self.add(
-            (2, kind, ref),
-            header,
-            (turn.spoken_at, turn.seq, turn.turn_id),
-            f"- {ROLE_TAGS.get(turn.role, turn.role)}: {_quote(turn.content)}",
-            f"turn:{turn.turn_id}",
+        if not self.add((2, kind, ref), header, (turn.spoken_at, turn.seq, turn.turn_id), line, key):
+            return False
+        index = len(self._signatures)
+        self._signatures.append(signature)
+        for word in signature:
+            self._postings.setdefault(word, []).append(index)
+        return True
+
+    def _repeats(self, signature: frozenset[str]) -> bool:
+        """True when a line already in shares at least NEAR_DUPLICATE (Jaccard) of its content words."""
+        if not signature:
+            return False
+        shared: dict[int, int] = {}
+        for word in signature:
+            for index in self._postings.get(word, ()):
+                shared[index] = shared.get(index, 0) + 1
+        return any(
+            common / (len(signature) + len(self._signatures[index]) - common) >= NEAR_DUPLICATE
+            for index, common in shared.items()
         )
-        if added:
-            self._signatures.append(_signature(turn.content))
-        return added
 
     def add_fact(self, fact: FactRecord) -> bool:
         return self.add(
@@ -236,6 +258,8 @@ class ContextBuilder:
         self.store = store
         self.budget_tokens = budget_tokens
         self.persona = persona
+        self._cache: OrderedDict[tuple[int, str | None], tuple[int, list[TurnRecord], dict[TurnRecord, float]]]
+        self._cache = OrderedDict()
 
     async def build(
         self,
@@ -278,11 +302,11 @@ class ContextBuilder:
                 block.add_fact(fact)
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
         ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
-        lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
+        lines, priors = await self._lines(user_id, exclude)
         top = max((score for _, score in ranked), default=0.0) or 1.0
         scores: dict[int, float] = {}
         turns: dict[int, TurnRecord] = {}
-        for turn, prior in _priors(lines).items():
+        for turn, prior in priors.items():
             turns[turn.turn_id] = turn
             scores[turn.turn_id] = QUERY_PRIOR_WEIGHT * prior
         for turn, score in ranked:
@@ -291,11 +315,11 @@ class ContextBuilder:
         hits = {turn.turn_id for turn, _ in ranked}
         answers = await self._answers([t for t, _ in ranked])
         for turn_id in sorted(scores, key=lambda i: (-scores[i], -turns[i].spoken_at)):
-            if block.left <= 0 or scores[turn_id] <= 0:
+            if block.full or scores[turn_id] <= 0:
                 break
             if block.add_turn(turns[turn_id]) and turn_id in hits and (answer := answers.get(turn_id)) is not None:
                 block.add_turn(answer)
-        await self._fill_rest(block, user_id, exclude)
+        await self._fill_rest(block, user_id, lines)
 
     async def _fill_for_call_start(self, block: _BudgetedBlock, user_id: int, exclude: str | None) -> None:
         """Current facts first, then the latest exchange, then the lines most likely to matter again (names,
@@ -305,30 +329,62 @@ class ContextBuilder:
         for fact in _rank_facts(facts):
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
-        lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
+        lines, priors = await self._lines(user_id, exclude)
         if lines:
             latest = lines[-1].call_id or lines[-1].chat_id
             latest_lines = [t for t in lines if (t.call_id or t.chat_id) == latest]
             for turn in latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []:
                 block.add_turn(turn)
-            for turn in _by_informativeness(lines):
-                if block.left <= 0:
+            for turn in _by_informativeness(lines, priors):
+                if block.full:
                     break
                 block.add_turn(turn)
-        await self._fill_rest(block, user_id, exclude)
+        await self._fill_rest(block, user_id, lines, facts)
 
-    async def _fill_rest(self, block: _BudgetedBlock, user_id: int, exclude: str | None) -> None:
-        for fact in _rank_facts(await self.store.list_facts(user_id, limit=max(block.budget // 8, 16))):
+    async def _lines(self, user_id: int, exclude: str | None) -> tuple[list[TurnRecord], dict[TurnRecord, float]]:
+        """The member's latest CALL_START_LINES lines (without those of ``exclude``) and their priors.
+
+        Kept between builds: during a call the builder runs on every utterance, and the member's other lines
+        only change when lines are added or deleted, which changes their count (the lines of ``exclude``, the
+        call in progress, are not counted). Forgetting also drops the copy at once (``forget_cached``)."""
+        stamp = await self.store.count_turns(user_id)
+        if exclude is not None:
+            stamp -= await self.store.count_call_turns(exclude)
+        key = (user_id, exclude)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == stamp:
+            self._cache.move_to_end(key)
+            return cached[1], cached[2]
+        lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
+        priors = _priors(lines)
+        self._cache[key] = (stamp, lines, priors)
+        while len(self._cache) > CACHED_MEMBERS:
+            self._cache.popitem(last=False)
+        return lines, priors
+
+    def forget_cached(self, user_id: int | None = None) -> None:
+        """Drop kept lines: of one member, or of everyone."""
+        for key in [k for k in self._cache if user_id is None or k[0] == user_id]:
+            del self._cache[key]
+
+    async def _fill_rest(
+        self, block: _BudgetedBlock, user_id: int, lines: list[TurnRecord], facts: list[FactRecord] | None = None
+    ) -> None:
+        """Whatever still fits: the other current facts, the latest summaries, then the newest lines."""
+        if block.full:
+            return
+        if facts is None:
+            facts = await self.store.list_facts(user_id, limit=max(block.budget // 8, 16))
+        for fact in _rank_facts(facts):
             if not block.add_fact(fact):
                 break
         for convo in await self.store.latest_summaries(user_id, 3):
             if not block.add_summary(convo):
                 break
-        for turn in reversed(
-            await self.store.recent_turns_of(user_id, max(block.budget // 8, 16), exclude_call_id=exclude)
-        ):
-            if not block.add_turn(turn) and f"turn:{turn.turn_id}" not in block.seen and block.left < 8:
+        for turn in reversed(lines):
+            if block.full:
                 break
+            block.add_turn(turn)
 
     async def _answers(self, hits: list[TurnRecord]) -> dict[int, TurnRecord]:
         """For each hit that asks something, the next line of its conversation when the other side said it."""
@@ -341,6 +397,13 @@ class ContextBuilder:
             if answer is not None and answer.role != question.role:
                 answers[question.turn_id] = answer
         return answers
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _turn_line(role: str, content: str) -> tuple[str, int]:
+    """A conversation line as rendered, and its tokens with its newline."""
+    line = f"- {ROLE_TAGS.get(role, role)}: {_quote(content)}"
+    return line, count_tokens(line + "\n")
 
 
 def _rank_facts(facts: list[FactRecord]) -> list[FactRecord]:
@@ -363,16 +426,19 @@ _DECISION = re.compile(
 
 
 def _informativeness(turn: TurnRecord) -> float:
+    return _specifics(turn.content) * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _specifics(text: str) -> int:
     """How much a line carries that a later conversation may need: numbers and identifiers, names, dates,
     decisions and preferences. Counted, each kind capped, so one long line does not win on length alone."""
-    text = turn.content
     words = text.split()
     numbers = min(3, sum(1 for w in words if _NUMBER.search(w)))
     names = min(3, len(_NAME.findall(text)))
     dates = min(2, len(_DATE.findall(text)))
     decisions = min(2, len(_DECISION.findall(text)))
-    score = numbers + names + dates + decisions
-    return score * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
+    return numbers + names + dates + decisions
 
 
 def _priors(lines: list[TurnRecord]) -> dict[TurnRecord, float]:
@@ -390,16 +456,12 @@ def _priors(lines: list[TurnRecord]) -> dict[TurnRecord, float]:
     return {turn: weight / top for turn, weight in weights.items()}
 
 
-def _by_informativeness(lines: list[TurnRecord]) -> list[TurnRecord]:
+def _by_informativeness(lines: list[TurnRecord], priors: dict[TurnRecord, float]) -> list[TurnRecord]:
     """Lines that carry something, best prior first, newer first among equals."""
-    priors = _priors(lines)
     kept = [t for t in lines if priors[t] > 0]
     return sorted(kept, key=lambda t: (priors[t], t.spoken_at, t.seq), reverse=True)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _signature(text: str) -> frozenset[str]:
     return frozenset(w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS)
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 0.0

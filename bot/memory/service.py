@@ -185,6 +185,7 @@ class MemoryService:
 
     async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
         fact = await self.store.forget_fact(user_id, fact_id)
+        self.context.forget_cached(user_id)
         if fact is not None:
             self._schedule_scrub()
         return fact
@@ -194,18 +195,21 @@ class MemoryService:
             result = await self.store.forget_call(user_id, ref_id)
         else:
             result = await self.store.forget_chat(user_id, ref_id)
+        self.context.forget_cached(user_id)
         if result is not None:
             self._schedule_scrub()
         return result
 
     async def forget_everything(self, user_id: int) -> ForgetResult:
         result = await self.store.forget_user(user_id)
+        self.context.forget_cached(user_id)
         self._schedule_scrub()
         return result
 
     async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
         now = time.time() if now is None else now
         removed = await self.store.purge_transcripts(guild_id=guild_id, older_than=now - retention_days * 86400)
+        self.context.forget_cached()
         if removed:
             self._schedule_scrub()
         return removed

@@ -204,18 +204,23 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         END;
         INSERT INTO turns_fts (turns_fts) VALUES ('rebuild');
 
+        -- Facts get the member scope inside the index too, so a fact search costs that member's facts only.
+        ALTER TABLE facts ADD COLUMN owner_key TEXT GENERATED ALWAYS AS ('u' || user_id) VIRTUAL;
         CREATE VIRTUAL TABLE facts_fts USING fts5 (
-            text, content='facts', content_rowid='fact_id', tokenize='porter unicode61 remove_diacritics 2'
+            text, owner_key, content='facts', content_rowid='fact_id',
+            tokenize='porter unicode61 remove_diacritics 2'
         );
         CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
-            INSERT INTO facts_fts (rowid, text) VALUES (new.fact_id, new.text);
+            INSERT INTO facts_fts (rowid, text, owner_key) VALUES (new.fact_id, new.text, new.owner_key);
         END;
         CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
-            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.fact_id, old.text);
+            INSERT INTO facts_fts (facts_fts, rowid, text, owner_key)
+            VALUES ('delete', old.fact_id, old.text, old.owner_key);
         END;
         CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts BEGIN
-            INSERT INTO facts_fts (facts_fts, rowid, text) VALUES ('delete', old.fact_id, old.text);
-            INSERT INTO facts_fts (rowid, text) VALUES (new.fact_id, new.text);
+            INSERT INTO facts_fts (facts_fts, rowid, text, owner_key)
+            VALUES ('delete', old.fact_id, old.text, old.owner_key);
+            INSERT INTO facts_fts (rowid, text, owner_key) VALUES (new.fact_id, new.text, new.owner_key);
         END;
         INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
         """,

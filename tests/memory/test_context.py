@@ -208,3 +208,25 @@ async def test_one_date_header_per_conversation_and_short_role_tags(store, memor
     assert headers == ["Call on 2023-11-14:", "Call on 2023-11-15:"]
     assert '- them: "I booked the Lisbon trip"' in block and '- you: "Lovely"' in block
     assert block.index("Call on 2023-11-14:") < block.index("booked") < block.index("Call on 2023-11-15:")
+
+
+async def test_lines_kept_between_utterances_follow_what_is_remembered_and_forgotten(store, memory) -> None:
+    old = await remember(store, memory, 11, [("user", "My gate code is 7788.")], T0)
+    current = make_call(user_id=11)
+    await store.create_call(current)
+    await memory.record_snapshot(current, [("user", "what was my gate code")], max_history=32, at=T0 + DAY)
+    ask = {"query": "what is the gate code", "exclude_call_id": current.call_id}
+    assert "7788" in (await memory.build_context(11, **ask))[1]["content"]
+    # The call goes on: its own lines never show, however many there are.
+    await memory.record_snapshot(
+        current, [("user", "what was my gate code"), ("user", "gate code again please")], max_history=32, at=T0 + DAY
+    )
+    assert "again please" not in (await memory.build_context(11, **ask))[1]["content"]
+    # A line said elsewhere meanwhile (a text chat) is there on the next utterance.
+    await remember(store, memory, 11, [("user", "The new gate code is 9911.")], T0 + DAY)
+    assert "9911" in (await memory.build_context(11, **ask))[1]["content"]
+    # Forgetting a conversation removes its lines from the very next build.
+    await memory.forget_conversation(11, "call", old)
+    assert "7788" not in (await memory.build_context(11, **ask))[1]["content"]
+    await memory.forget_everything(11)
+    assert len(await memory.build_context(11, **ask)) == 1

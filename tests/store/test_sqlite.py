@@ -103,6 +103,17 @@ async def test_search_stems_words_and_can_leave_out_the_current_call(store: Sqli
     ]
 
 
+async def test_fact_ranking_is_scoped_to_the_member_and_to_current_facts(store: SqliteStore) -> None:
+    mine = await store.add_fact(1, "Drinks green tea every morning", 1.0)
+    old = await store.add_fact(1, "Drinks black tea", 1.0)
+    newer = await store.add_fact(1, "Switched from black tea to coffee", 2.0)
+    await store.supersede_fact(old.fact_id, newer.fact_id, 2.0)
+    await store.add_fact(2, "Drinks tea", 1.0)
+    ranked = await store.rank_facts(1, "which teas", 10)
+    assert {f.fact_id for f, _ in ranked} == {mine.fact_id, newer.fact_id}
+    assert all(f.user_id == 1 and score > 0 for f, score in ranked)
+
+
 async def test_migration_2_rebuilds_the_full_text_indexes_with_stemming(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     db = sqlite3.connect(path)
