@@ -29,9 +29,10 @@ MEMORY_HEADER = (
 _DELIMITER = re.compile(r"<\s*/?\s*memory\s*>", re.IGNORECASE)
 ROLE_TAGS = {"user": "them", "assistant": "you"}
 FACT_CANDIDATES = 50
-MIN_LINE_CANDIDATES = 60
-TOKENS_PER_CANDIDATE = 10
-"""Lines fetched from the index for a query: one per this many tokens of budget (lines average about 30)."""
+MIN_LINE_CANDIDATES = 40
+TOKENS_PER_CANDIDATE = 20
+"""Lines fetched from the index for a query: one per this many tokens of budget (lines average about 30,
+and the specifics prior brings in more)."""
 MIN_LINE_TOKENS = 8
 NEAR_DUPLICATE = 0.8
 """Jaccard similarity of content words above which a line is taken to repeat one already in the block."""

@@ -8,6 +8,7 @@ across processes sharing the file too.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import math
 import re
@@ -51,7 +52,7 @@ _UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
 BM25_K1 = 1.2
 BM25_B = 0.75
-RERANK_DEPTH = 3
+RERANK_DEPTH = 2
 
 
 def _iso(ts: float | None) -> str | None:
@@ -72,6 +73,15 @@ def fts_query(text: str, max_terms: int = 12) -> str | None:
     """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
     terms = fts_terms(text, max_terms)
     return " OR ".join(f'"{t}"' for t in terms) if terms else None
+
+
+def _second(pair: tuple[int, float]) -> float:
+    return pair[1]
+
+
+def _idf(total: int, frequency: int) -> float:
+    """BM25's inverse document frequency (the variant that stays positive)."""
+    return math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
 
 
 def _varint(blob: bytes) -> int:
@@ -502,23 +512,22 @@ class SqliteStore:
             return []
         owner = f"owner_key:u{int(user_id)}"
         selects = [f"SELECT -1, COUNT(*) FROM {table} WHERE {table} MATCH ?"]
-        params: list[Any] = [owner]
-        for i, term in enumerate(terms):
-            selects.append(f"SELECT {i}, rowid FROM {table} WHERE {table} MATCH ?")
-            params.append(f'{owner} AND {column}:"{term}"')
+        selects += [f"SELECT {i}, rowid FROM {table} WHERE {table} MATCH ?" for i in range(len(terms))]
+        params = [owner, *(f'{owner} AND {column}:"{term}"' for term in terms)]
         rows = await self._all(" UNION ALL ".join(selects), params)
-        total = next(int(r[1]) for r in rows if r[0] == -1)
-        postings: dict[int, list[int]] = {}
+        total = next(r[1] for r in rows if r[0] == -1)
+        postings = [(r[0], r[1]) for r in rows if r[0] >= 0]
         frequency = [0] * len(terms)
-        for term, rowid in rows:
-            if term >= 0:
-                frequency[term] += 1
-                postings.setdefault(rowid, []).append(term)
-        idf = [math.log(1 + (total - df + 0.5) / (df + 0.5)) for df in frequency]
-        first = sorted(
-            ((sum(idf[t] for t in ts), rowid) for rowid, ts in postings.items() if rowid not in excluded),
-            reverse=True,
-        )[: RERANK_DEPTH * limit]
+        for term, _ in postings:
+            frequency[term] += 1
+        idf = [_idf(total, df) for df in frequency]
+        score: dict[int, float] = {}
+        get = score.get
+        for term, rowid in postings:
+            score[rowid] = get(rowid, 0.0) + idf[term]
+        for rowid in excluded & score.keys():
+            del score[rowid]
+        first = [(s, rowid) for rowid, s in heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second)]
         if not first:
             return []
         sizes = await self._all(
@@ -528,10 +537,9 @@ class SqliteStore:
         length = {r[0]: _varint(r[1]) for r in sizes}
         average = sum(length.values()) / len(length) if length else 1.0
         scored = []
-        for _, rowid in first:
+        for idf_sum, rowid in first:
             norm = 1 - BM25_B + BM25_B * length.get(rowid, average) / (average or 1.0)
-            weight = (BM25_K1 + 1) / (1 + BM25_K1 * norm)
-            scored.append((sum(idf[t] for t in postings[rowid]) * weight, rowid))
+            scored.append((idf_sum * (BM25_K1 + 1) / (1 + BM25_K1 * norm), rowid))
         scored.sort(key=lambda s: (-s[0], -s[1]))
         return [(rowid, score) for score, rowid in scored[:limit]]
 
