@@ -34,6 +34,7 @@ TOKENS_PER_CANDIDATE = 20
 """Lines fetched from the index for a query: one per this many tokens of budget (lines average about 30,
 and the specifics prior brings in more)."""
 MIN_LINE_TOKENS = 8
+MAX_MISFITS = 32
 NEAR_DUPLICATE = 0.8
 """Jaccard similarity of content words above which a line is taken to repeat one already in the block."""
 CALL_START_LINES = 400
@@ -131,6 +132,7 @@ def _quote(text: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
@@ -161,6 +163,7 @@ class _BudgetedBlock:
         self.seen: set[str] = set()
         self._signatures: list[frozenset[str]] = []
         self._postings: dict[str, list[int]] = {}
+        self._misfits = 0
         self.used = (
             MESSAGE_OVERHEAD_TOKENS
             + count_tokens(MEMORY_HEADER + "\n")
@@ -185,8 +188,9 @@ class _BudgetedBlock:
 
     @property
     def full(self) -> bool:
-        """No line can be added any more (the smallest line costs about this many tokens)."""
-        return self.left < MIN_LINE_TOKENS
+        """No line can be added any more (the smallest line costs about MIN_LINE_TOKENS), or the last
+        MAX_MISFITS lines tried in a row were all too long for what is left."""
+        return self.left < MIN_LINE_TOKENS or self._misfits >= MAX_MISFITS
 
     def add(self, group: tuple[Any, ...], header: str, order: tuple[float, int, int], line: str, key: str) -> bool:
         """Add ``line`` under ``group`` (created with ``header`` if new) when it fits; True when it is in."""
@@ -207,6 +211,7 @@ class _BudgetedBlock:
             return True
         line, cost = _turn_line(turn.role, turn.content)
         if cost > self.left:  # cheap first: most late candidates no longer fit
+            self._misfits += 1
             return False
         kind, ref = ("call", turn.call_id) if turn.call_id else ("chat", turn.chat_id)
         signature = _signature(turn.content)
@@ -215,6 +220,7 @@ class _BudgetedBlock:
         header = f"{'Call' if kind == 'call' else 'Text chat'} on {_day(turn.spoken_at)}:"
         if not self.add((2, kind, ref), header, (turn.spoken_at, turn.seq, turn.turn_id), line, key):
             return False
+        self._misfits = 0
         index = len(self._signatures)
         self._signatures.append(signature)
         for word in signature:
@@ -259,7 +265,7 @@ class ContextBuilder:
         self.store = store
         self.budget_tokens = budget_tokens
         self.persona = persona
-        self._cache: OrderedDict[tuple[int, str | None], tuple[int, list[TurnRecord], dict[TurnRecord, float]]]
+        self._cache: OrderedDict[tuple[int, str | None], tuple[int, list[TurnRecord], dict[int, float]]]
         self._cache = OrderedDict()
 
     async def build(
@@ -307,9 +313,9 @@ class ContextBuilder:
         top = max((score for _, score in ranked), default=0.0) or 1.0
         scores: dict[int, float] = {}
         turns: dict[int, TurnRecord] = {}
-        for turn, prior in priors.items():
+        for turn in lines:
             turns[turn.turn_id] = turn
-            scores[turn.turn_id] = QUERY_PRIOR_WEIGHT * prior
+            scores[turn.turn_id] = QUERY_PRIOR_WEIGHT * priors[turn.turn_id]
         for turn, score in ranked:
             turns[turn.turn_id] = turn
             scores[turn.turn_id] = scores.get(turn.turn_id, 0.0) + score / top
@@ -342,7 +348,7 @@ class ContextBuilder:
                 block.add_turn(turn)
         await self._fill_rest(block, user_id, lines, facts)
 
-    async def _lines(self, user_id: int, exclude: str | None) -> tuple[list[TurnRecord], dict[TurnRecord, float]]:
+    async def _lines(self, user_id: int, exclude: str | None) -> tuple[list[TurnRecord], dict[int, float]]:
         """The member's latest CALL_START_LINES lines (without those of ``exclude``) and their priors.
 
         Kept between builds: during a call the builder runs on every utterance, and the member's other lines
@@ -442,9 +448,9 @@ def _specifics(text: str) -> int:
     return numbers + names + dates + decisions
 
 
-def _priors(lines: list[TurnRecord]) -> dict[TurnRecord, float]:
+def _priors(lines: list[TurnRecord]) -> dict[int, float]:
     """Each line's informativeness weighted by recency (half-life in days, counted from the newest line),
-    scaled so the best line scores 1."""
+    scaled so the best line scores 1; by turn id."""
     if not lines:
         return {}
     newest = max(t.spoken_at for t in lines)
@@ -452,15 +458,15 @@ def _priors(lines: list[TurnRecord]) -> dict[TurnRecord, float]:
     for turn in lines:
         age_days = (newest - turn.spoken_at) / 86400
         decay = RECENCY_FLOOR + (1 - RECENCY_FLOOR) * 0.5 ** (age_days / HALF_LIFE_DAYS)
-        weights[turn] = _informativeness(turn) * decay
+        weights[turn.turn_id] = _informativeness(turn) * decay
     top = max(weights.values()) or 1.0
-    return {turn: weight / top for turn, weight in weights.items()}
+    return {turn_id: weight / top for turn_id, weight in weights.items()}
 
 
-def _by_informativeness(lines: list[TurnRecord], priors: dict[TurnRecord, float]) -> list[TurnRecord]:
+def _by_informativeness(lines: list[TurnRecord], priors: dict[int, float]) -> list[TurnRecord]:
     """Lines that carry something, best prior first, newer first among equals."""
-    kept = [t for t in lines if priors[t] > 0]
-    return sorted(kept, key=lambda t: (priors[t], t.spoken_at, t.seq), reverse=True)
+    kept = [t for t in lines if priors[t.turn_id] > 0]
+    return sorted(kept, key=lambda t: (priors[t.turn_id], t.spoken_at, t.seq), reverse=True)
 
 
 @functools.lru_cache(maxsize=1 << 16)
