@@ -1,4 +1,4 @@
-"""What the agent is told at the start of a call (or a text chat): persona, then a memory block.
+"""What the agent is told at the start of a call, for each utterance, or in a text chat: persona, then memory.
 
 The block is framed as notes the user shared, never as instructions. Every remembered text is rendered as a
 JSON string literal (quotes, newlines and control characters escaped) inside <memory> ... </memory>, and any
@@ -302,7 +302,7 @@ class ContextBuilder:
 
     async def _fill_for_query(self, block: _BudgetedBlock, user_id: int, terms: str, exclude: str | None) -> None:
         """Facts matching the utterance, then the member's lines by relevance (BM25 from the stemmed index)
-        plus a smaller prior for lines that carry specifics (see ``_prior``), each question line with the line
+        plus a smaller prior for lines that carry specifics (see ``_priors``), each question line with the line
         that answers it; then the rest of the facts, summaries and the latest lines while anything fits."""
         for fact, _ in await self.store.rank_facts(user_id, terms, FACT_CANDIDATES):
             if fact.current:
@@ -351,12 +351,14 @@ class ContextBuilder:
     async def _lines(self, user_id: int, exclude: str | None) -> tuple[list[TurnRecord], dict[int, float]]:
         """The member's latest CALL_START_LINES lines (without those of ``exclude``) and their priors.
 
-        Kept between builds: during a call the builder runs on every utterance, and the member's other lines
-        only change when lines are added or deleted, which changes their count (the lines of ``exclude``, the
-        call in progress, are not counted). Forgetting also drops the copy at once (``forget_cached``)."""
-        stamp = await self.store.count_turns(user_id)
-        if exclude is not None:
-            stamp -= await self.store.count_call_turns(exclude)
+        Kept between the builds of a call (``exclude`` given): the builder runs on every utterance, and the
+        member's other lines only change when lines are added or deleted, which changes their count (the lines
+        of ``exclude``, the call in progress, are not counted). Forgetting also drops the copy at once
+        (``forget_cached``). Without ``exclude`` (call start, text chat) the lines are always read afresh."""
+        if exclude is None:
+            lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
+            return lines, _priors(lines)
+        stamp = await self.store.count_turns(user_id) - await self.store.count_call_turns(exclude)
         key = (user_id, exclude)
         cached = self._cache.get(key)
         if cached is not None and cached[0] == stamp:
