@@ -358,7 +358,7 @@ class ContextBuilder:
         if exclude is None:
             lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
             return lines, _priors(lines)
-        stamp = await self.store.count_turns(user_id) - await self.store.count_call_turns(exclude)
+        stamp = await self.store.count_turns(user_id, outside_call_id=exclude)
         key = (user_id, exclude)
         cached = self._cache.get(key)
         if cached is not None and cached[0] == stamp:

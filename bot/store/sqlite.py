@@ -482,39 +482,51 @@ class SqliteStore:
     ) -> list[tuple[TurnRecord, float]]:
         """The member's lines matching any word of ``query`` (porter-stemmed), best BM25 first, with the score
         (higher is better); lines of ``exclude_call_id`` left out. See ``_bm25`` for how it is scored."""
-        excluded: set[int] = set()
-        if exclude_call_id is not None:
-            rows = await self._all("SELECT turn_id FROM turns WHERE call_id = ?", (exclude_call_id,))
-            excluded = {r[0] for r in rows}
-        ranked = await self._bm25("turns_fts", "content", user_id, query, limit, excluded)
-        if not ranked:
-            return []
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id IN (SELECT value FROM json_each(?))",
-            (json.dumps([rowid for rowid, _ in ranked]),),
+        columns = ", ".join("t." + c.strip() for c in _TURN_COLUMNS.split(","))
+        ranked = await self._bm25(
+            "turns_fts",
+            "content",
+            user_id,
+            query,
+            limit,
+            records=f"SELECT {columns}, d.sz FROM turns t JOIN turns_fts_docsize d ON d.id = t.turn_id "
+            "WHERE t.turn_id IN (SELECT value FROM json_each(?))",
+            excluded=None if exclude_call_id is None else ("turns WHERE call_id = ?", exclude_call_id),
         )
-        turns = {r[0]: _turn(r) for r in rows}
-        return [(turns[rowid], score) for rowid, score in ranked if rowid in turns]
+        return [(_turn(row), score) for row, score in ranked]
 
     async def _bm25(
-        self, table: str, column: str, user_id: int, query: str, limit: int, excluded: set[int]
-    ) -> list[tuple[int, float]]:
-        """Okapi BM25 of ``query`` over one member's rows of an FTS5 table, best ``limit`` rowids first.
+        self,
+        table: str,
+        column: str,
+        user_id: int,
+        query: str,
+        limit: int,
+        *,
+        records: str,
+        excluded: tuple[str, Any] | None = None,
+    ) -> list[tuple[aiosqlite.Row, float]]:
+        """Okapi BM25 of ``query`` over one member's rows of an FTS5 table, best ``limit`` first, in two round
+        trips to SQLite.
 
         FTS5's own bm25() counts each term's documents over the whole table (every member's lines) on every
         query, which costs tens of milliseconds on a large database; here the counts come from the member's own
         rows: one indexed lookup per query term (stemmed by the table's tokenizer) gives the rows holding it,
-        as one comma-separated list per term (far cheaper than a result row per posting).
-        Term frequency is taken as 1 (lines are short). Rows are first ordered by the sum of their terms' IDF;
-        the best ``RERANK_DEPTH * limit`` are then scored with the length normalisation (document sizes from
-        the index), and the best ``limit`` returned."""
+        as one comma-separated list per term (far cheaper than a result row per posting); ``excluded`` ("table
+        WHERE ...", parameter) names rowids to leave out. Term frequency is taken as 1 (lines are short). Rows
+        are first ordered by the sum of their terms' IDF; the best ``RERANK_DEPTH * limit`` are then read with
+        ``records`` (a SELECT over json_each(?) of rowids whose last column is the FTS docsize record), scored
+        with the length normalisation, and the best ``limit`` returned with their score."""
         terms = fts_terms(query)
         if not terms:
             return []
         owner = f"owner_key:u{int(user_id)}"
         selects = [f"SELECT -1, COUNT(*) FROM {table} WHERE {table} MATCH ?"]
         selects += [f"SELECT {i}, group_concat(rowid) FROM {table} WHERE {table} MATCH ?" for i in range(len(terms))]
-        params = [owner, *(f'{owner} AND {column}:"{term}"' for term in terms)]
+        params: list[Any] = [owner, *(f'{owner} AND {column}:"{term}"' for term in terms)]
+        if excluded is not None:
+            selects.append(f"SELECT -2, group_concat(rowid) FROM {excluded[0]}")
+            params.append(excluded[1])
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
         postings = [[int(rowid) for rowid in r[1].split(",")] for r in rows if r[0] >= 0 and r[1]]
@@ -524,23 +536,22 @@ class SqliteStore:
             weight = _idf(total, len(rowids))
             for rowid in rowids:
                 score[rowid] = get(rowid, 0.0) + weight
-        for rowid in excluded & score.keys():
-            del score[rowid]
-        first = [(s, rowid) for rowid, s in heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second)]
+        for r in rows:
+            if r[0] == -2 and r[1]:
+                for rowid in r[1].split(","):
+                    score.pop(int(rowid), None)
+        first = dict(heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second))
         if not first:
             return []
-        sizes = await self._all(
-            f"SELECT id, sz FROM {table}_docsize WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps([rowid for _, rowid in first]),),
-        )
-        length = {r[0]: _varint(r[1]) for r in sizes}
+        found = await self._all(records, (json.dumps(list(first)),))
+        length = {r[0]: _varint(r[-1]) for r in found}
         average = sum(length.values()) / len(length) if length else 1.0
         scored = []
-        for idf_sum, rowid in first:
-            norm = 1 - BM25_B + BM25_B * length.get(rowid, average) / (average or 1.0)
-            scored.append((idf_sum * (BM25_K1 + 1) / (1 + BM25_K1 * norm), rowid))
-        scored.sort(key=lambda s: (-s[0], -s[1]))
-        return [(rowid, score) for score, rowid in scored[:limit]]
+        for row in found:
+            norm = 1 - BM25_B + BM25_B * length[row[0]] / (average or 1.0)
+            scored.append((first[row[0]] * (BM25_K1 + 1) / (1 + BM25_K1 * norm), row))
+        scored.sort(key=lambda s: (-s[0], -s[1][0]))
+        return [(row, value) for value, row in scored[:limit]]
 
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
@@ -566,8 +577,15 @@ class SqliteStore:
         rows = await self._all(lookups, [v for ref, seq in positions for v in (ref, seq, ref, seq)])
         return [_turn(r) for r in rows]
 
-    async def count_turns(self, user_id: int) -> int:
-        return int(await self._scalar("SELECT COUNT(*) FROM turns WHERE user_id = ?", (user_id,)))
+    async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int:
+        """The member's lines, not counting those of ``outside_call_id``."""
+        return int(
+            await self._scalar(
+                "SELECT (SELECT COUNT(*) FROM turns WHERE user_id = ?) "
+                "- (SELECT COUNT(*) FROM turns WHERE call_id = ?)",
+                (user_id, outside_call_id),
+            )
+        )
 
     # ---- facts and summaries ---------------------------------------------------------------------------
 
@@ -647,16 +665,18 @@ class SqliteStore:
 
     async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
         """The member's current facts matching any word of ``query`` (porter-stemmed), best BM25 first."""
-        ranked = await self._bm25("facts_fts", "text", user_id, query, RERANK_DEPTH * limit, set())
-        if not ranked:
-            return []
-        rows = await self._all(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id IN (SELECT value FROM json_each(?)) "
-            "AND superseded_by IS NULL AND invalidated_at IS NULL",
-            (json.dumps([rowid for rowid, _ in ranked]),),
+        columns = ", ".join("f." + c.strip() for c in _FACT_COLUMNS.split(","))
+        ranked = await self._bm25(
+            "facts_fts",
+            "text",
+            user_id,
+            query,
+            limit,
+            records=f"SELECT {columns}, d.sz FROM facts f JOIN facts_fts_docsize d ON d.id = f.fact_id "
+            "WHERE f.fact_id IN (SELECT value FROM json_each(?)) "
+            "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL",
         )
-        facts = {r[0]: _fact(r) for r in rows}
-        return [(facts[rowid], score) for rowid, score in ranked if rowid in facts][:limit]
+        return [(FactRecord(*tuple(row)[:-1]), score) for row, score in ranked]
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
