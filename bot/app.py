@@ -25,6 +25,7 @@ from bot.web.server import WebServer
 log = logging.getLogger(__name__)
 
 RETENTION_SWEEP_SECONDS = 3600.0
+SHUTDOWN_SCRUB_WAIT_SECONDS = 5.0
 CHAT_SWEEP_SECONDS = 60.0
 
 
@@ -53,6 +54,8 @@ class Services:
 
     async def start_background(self) -> None:
         """Web server, call reconcile, the post-call queue and the periodic sweeps."""
+        if not await self.memory.finish_pending_scrubs():
+            log.warning("deleted memory could not be scrubbed from the database file yet; the sweep retries")
         if self.web is not None:
             await self.web.start()
             log.info("call page server listening on %s (public address %s)", self.web.url, self.settings.web.public_url)
@@ -67,6 +70,7 @@ class Services:
         last_retention = 0.0
         while not self._stop.is_set():
             try:
+                await self.memory.finish_pending_scrubs()
                 if self.chat is not None:
                     await self.chat.close_idle_sessions()
                 if time.time() - last_retention >= RETENTION_SWEEP_SECONDS:
@@ -151,5 +155,7 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
             await services.agora.aclose()
         if services.llm is not None:
             await services.llm.aclose()
-        await memory.wait_scrubbed()
+        if not await memory.wait_scrubbed(within=SHUTDOWN_SCRUB_WAIT_SECONDS):
+            log.warning("deleted memory is still in the database file; it is scrubbed at the next start")
+        await memory.stop_scrubbing()
         await store.close()

@@ -178,14 +178,27 @@ async def export_user(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+FORGET_SCRUB_WAIT_SECONDS = 30.0
+EXIT_NOT_SCRUBBED = 3
+
+
 async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
         result = await services.memory.forget_everything(args.user_id)
-        await services.memory.wait_scrubbed()
+        scrubbed = await services.memory.wait_scrubbed(within=FORGET_SCRUB_WAIT_SECONDS)
+        if not scrubbed:
+            await services.memory.stop_scrubbing()  # recorded: finished by the next forget-user or start
     _out(
         f"Forgot user {args.user_id}: {result.calls} calls, {result.chats} chats, {result.turns} lines, "
         f"{result.facts} facts."
     )
+    if not scrubbed:
+        _out(
+            f"Not complete yet: the deleted text is still in {settings.memory.database_path} because another "
+            "program holds it open (a backup, a database shell). Close that program, then run forget-user again "
+            "or start the bot: the pending scrub is recorded and finished then."
+        )
+        return EXIT_NOT_SCRUBBED
     return 0
 
 

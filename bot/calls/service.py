@@ -299,6 +299,7 @@ class CallService:
         if self.clock() >= call.started_at + call.max_minutes * 60:
             await self.finalize(call_id, "max_duration")
             return False
+        generation = await self.store.memory_generation(call.user_id)  # before the read: a forget fences it
         try:
             history = await self.agora.history(call.agent_id)
         except AgoraNotFound:
@@ -309,7 +310,10 @@ class CallService:
             return True
         if not call.private:
             await self.memory.record_snapshot(
-                call, [(i.role, i.content) for i in history.contents], max_history=self.settings.agora.max_history
+                call,
+                [(i.role, i.content) for i in history.contents],
+                max_history=self.settings.agora.max_history,
+                generation=generation,
             )
         return True
 
@@ -353,11 +357,13 @@ class CallService:
         if call.agent_id is not None:
             if not call.private:
                 try:
+                    generation = await self.store.memory_generation(call.user_id)
                     history = await self.agora.history(call.agent_id)
                     await self.memory.record_snapshot(
                         call,
                         [(i.role, i.content) for i in history.contents],
                         max_history=self.settings.agora.max_history,
+                        generation=generation,
                     )
                 except AgoraNotFound:
                     log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)

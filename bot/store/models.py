@@ -56,6 +56,7 @@ class CallRecord:
     owner: str | None = None
     notify_token: str | None = None
     summary: str | None = None
+    agent_stop_pending: bool = False
 
 
 @dataclass(frozen=True)

@@ -89,11 +89,25 @@ class Store(Protocol):
         *,
         anchored: bool,
         checkpoint_at: float,
-    ) -> None:
-        """Apply one merge result atomically (all or nothing)."""
+        generation: int | None = None,
+    ) -> bool:
+        """Apply one merge result atomically (all or nothing). False, writing nothing, when the memory fence
+        refuses it (see `memory_generation`)."""
         ...
 
-    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int: ...
+    async def append_chat_turn(
+        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+    ) -> int | None:
+        """The new turn's id, or None when the memory fence refuses the write."""
+        ...
+
+    async def memory_generation(self, user_id: int) -> int:
+        """The member's memory generation. A writer reads it before it starts reading what it will write and
+        passes it to the write: every forget and every pause bumps it, so a write that started before one of
+        them is refused inside its own transaction. The write is also refused while memory is paused or when
+        its call or chat is gone or private."""
+        ...
+
     async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]: ...
     async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
         """The turn with its neighbours in the same call or chat, in order."""
@@ -138,8 +152,13 @@ class Store(Protocol):
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None: ...
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None: ...
     async def forget_user(self, user_id: int) -> ForgetResult: ...
-    async def scrub(self) -> None:
-        """Remove residue of deleted text from indexes, free pages and the write-ahead log."""
+    async def scrub(self) -> bool:
+        """Remove residue of deleted text from indexes, free pages and the write-ahead log. False when it could
+        not complete yet (another connection holds a read transaction); the pending scrub stays recorded."""
+        ...
+
+    async def pending_scrub(self) -> bool:
+        """Whether deleted text still waits for a complete scrub (recorded in the deleting transaction)."""
         ...
 
     async def export_user(self, user_id: int) -> dict[str, Any]: ...
@@ -171,6 +190,7 @@ class Store(Protocol):
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
+        generation: int | None = None,
     ) -> int | None:
         """Write one conversation's facts and summary and finish its job, all in one transaction.
 

@@ -274,6 +274,17 @@ class _FailureRule:
         )
 
 
+@dataclass
+class ResponseGate:
+    """See ``AgoraEmulator.hold_responses``: ``reached`` is set when a held answer is ready."""
+
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        self.opened.set()
+
+
 @dataclass(frozen=True)
 class _Notification:
     envelope: dict[str, Any]
@@ -338,6 +349,7 @@ class AgoraEmulator:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._agent_sequence = 0
+        self._gates: dict[str, ResponseGate] = {}
 
     async def start(self) -> Self:
         app = web.Application(middlewares=[self._pipeline])
@@ -496,6 +508,13 @@ class AgoraEmulator:
         """The next ``n`` requests for ``operation`` ARE processed (a join creates its agent) but the answer
         is the error ``status``: a response lost after the service acted."""
         self._add_failure(n, status, operation, reason, detail, None, False, after_processing=True)
+
+    def hold_responses(self, operation: str) -> ResponseGate:
+        """Requests for ``operation`` are processed but their answers wait until the gate is released: a
+        request in flight, for races ("forget while the hang-up's history read is on its way")."""
+        gate = ResponseGate()
+        self._gates[operation] = gate
+        return gate
 
     def clear_failures(self) -> None:
         self._failure_rules.clear()
@@ -721,6 +740,10 @@ class AgoraEmulator:
     async def _pipeline(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
         operation = request.match_info.route.name or "unknown"
         response = await self._respond(request, handler, operation)
+        gate = self._gates.get(operation)
+        if gate is not None:
+            gate.reached.set()
+            await gate.opened.wait()
         if self.latency:
             await asyncio.sleep(self.latency)
         self.requests.append(RequestRecord(request.method, request.path, response.status))
