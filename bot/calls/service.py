@@ -35,11 +35,12 @@ from bot.config import Settings
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, GuildSettings
-from bot.store.repository import OpenCallExists, Store
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, Store
 
 log = logging.getLogger(__name__)
 
 TOKEN_MARGIN_SECONDS = 600
+STALE_NOTICE_MARGIN_SECONDS = 86400.0
 WEBHOOK_GRACE_SECONDS = 15.0
 """Post-call processing waits this long after a call ends, so Agora's history webhook can land first."""
 
@@ -414,6 +415,11 @@ class CallService:
         notice = notification.notice_id
         if notice in self._notices_in_flight:
             log.info("webhook notice %s was already processed", notice)
+            return
+        age = self.clock() - notification.notify_ms / 1000
+        if age > NOTICE_KEEP_SECONDS - STALE_NOTICE_MARGIN_SECONDS:
+            # Agora retries within minutes; a delivery this old is a replay whose notice id may be forgotten.
+            log.warning("ignored webhook notice %s sent %.0f days ago (a replay)", notice, age / 86400)
             return
         self._notices_in_flight.add(notice)  # before any await, so a copy arriving meanwhile is skipped
         try:

@@ -195,6 +195,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         -- A call that ended while Agora would not stop its agent: the leave is retried until it succeeds.
         ALTER TABLE calls ADD COLUMN agent_stop_pending INTEGER NOT NULL DEFAULT 0;
         CREATE INDEX calls_agent_stop_pending ON calls (agent_stop_pending) WHERE agent_stop_pending = 1;
+
+        -- When retention purged the call's transcript: history arriving later (a replayed webhook) is ignored.
+        ALTER TABLE calls ADD COLUMN transcript_purged_at REAL;
         """,
     ),
 ]

@@ -57,6 +57,7 @@ class CallRecord:
     notify_token: str | None = None
     summary: str | None = None
     agent_stop_pending: bool = False
+    transcript_purged_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ from bot.store.models import (
     UserRecord,
 )
 
+NOTICE_KEEP_SECONDS = 7 * 86400
+"""How long webhook notice ids are kept for de-duplication; older deliveries are refused by their signed
+timestamp (Agora's retries end within minutes), so a replay can never outlive its notice id."""
+
 
 class SchemaTooNew(Exception):
     """The database was written by a newer version of the bot."""

@@ -36,7 +36,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.repository import OpenCallExists, SchemaTooNew
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -814,6 +814,11 @@ class SqliteStore:
                 "AND started_at < ? AND state IN ('ended', 'failed'))",
                 (guild_id, older_than),
             )
+            await db.execute(
+                "UPDATE calls SET transcript_purged_at = ? WHERE guild_id IS ? AND started_at < ? "
+                "AND state IN ('ended', 'failed') AND transcript_purged_at IS NULL",
+                (self._now(), guild_id, older_than),
+            )
             chats = await _changes(
                 db,
                 "DELETE FROM turns WHERE chat_id IN (SELECT chat_id FROM chats WHERE guild_id IS ? "
@@ -883,7 +888,7 @@ class SqliteStore:
                 "INSERT INTO notices (notice_id, received_at) VALUES (?, ?) ON CONFLICT (notice_id) DO NOTHING",
                 (notice_id, at),
             )
-            await db.execute("DELETE FROM notices WHERE received_at < ?", (at - 7 * 86400,))
+            await db.execute("DELETE FROM notices WHERE received_at < ?", (at - NOTICE_KEEP_SECONDS,))
             return cur.rowcount == 1
 
     async def get_meta(self, key: str) -> str | None:
@@ -974,7 +979,8 @@ async def memory_write_allowed(
 
     False when the member forgot something or paused memory since the writer read `generation` (from
     `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
-    chat is gone or private. `generation=None` skips only the generation check."""
+    chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
+    generation check."""
     if generation is not None:
         async with db.execute("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,)) as cur:
             row = await cur.fetchone()
@@ -986,8 +992,9 @@ async def memory_write_allowed(
     if call_id is not None or chat_id is not None:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
         table = "calls" if call_id else "chats"
+        purged = " AND transcript_purged_at IS NULL" if call_id else ""
         async with db.execute(
-            f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0", (ref, user_id)
+            f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0{purged}", (ref, user_id)
         ) as cur:
             if await cur.fetchone() is None:
                 return False

@@ -341,7 +341,7 @@ def _parse_via(request: web.Request, body: bytes) -> str:
     if text:
         try:
             parsed = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: plain text
             parsed = text
         candidates.append(parsed.get("via") if isinstance(parsed, dict) else parsed)
     for candidate in candidates:

@@ -1,0 +1,76 @@
+"""Webhooks under attack and fault: replays after a purge, hostile nesting, a locked database (issue 13)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.agora.webhooks import sign_body
+from tests.calls.test_lifecycle import ALICE, conversation, start_call, stored
+from tests.fakes.agora_emulator import TEST_WEBHOOK_SECRET
+from tests.harness import CallWorld, call_world
+
+DAY = 86400.0
+
+
+@pytest.fixture
+async def world(tmp_path: Path):
+    async with call_world(tmp_path) as w:
+        yield w
+
+
+def body_of(envelope: dict[str, Any]) -> bytes:
+    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def post_webhook(world: CallWorld, body: bytes) -> httpx.Response:
+    headers = {"Content-Type": "application/json", **sign_body(TEST_WEBHOOK_SECRET, body)}
+    async with httpx.AsyncClient() as http:
+        return await http.post(f"{world.web.url}/agora/webhook", content=body, headers=headers)
+
+
+async def finished_call_with_history(world: CallWorld) -> tuple[str, dict[str, Any]]:
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, conversation(6, "purged "))
+    await world.calls.hang_up(ALICE)
+    await world.emu.wait_webhooks_idle()
+    await world.calls.wait_background()
+    history = [e for e in world.emu.delivered if e["eventType"] == 103]
+    assert len(history) == 1 and await stored(world, started.call_id)
+    return started.call_id, history[0]
+
+
+async def test_a_genuine_history_webhook_replayed_after_the_retention_purge_restores_nothing(world: CallWorld) -> None:
+    call_id, envelope = await finished_call_with_history(world)
+    world.clock.advance(8 * DAY)
+    assert await world.memory.purge_expired(77, 1, now=world.clock()) > 0
+    assert await stored(world, call_id) == []
+    await world.store.remember_notice("a-later-notice", world.clock())  # the replay guard forgot old ids
+
+    replay = await post_webhook(world, body_of(envelope))  # the same bytes and signature, 8 days later
+    await world.calls.wait_background()
+    assert replay.status_code == 200
+    assert await stored(world, call_id) == []
+
+    fresh = {**envelope, "noticeId": "resent-copy", "notifyMs": int(world.clock() * 1000)}
+    assert (await post_webhook(world, body_of(fresh))).status_code == 200
+    await world.calls.wait_background()
+    assert await stored(world, call_id) == [], "history of a purged call is ignored whatever its notice"
+
+
+async def test_deeply_nested_json_is_never_a_server_error(world: CallWorld) -> None:
+    started, _agent = await start_call(world)
+    nested = b"[" * 5000
+    webhook = await post_webhook(world, nested)
+    envelope = b'{"noticeId":"n1","eventType":103,"notifyMs":1,"payload":' + b"[" * 5000 + b"}"
+    nested_payload = await post_webhook(world, envelope)
+    token = started.link_url.rsplit("/", 1)[1]
+    async with httpx.AsyncClient() as http:
+        hangup = await http.post(f"{world.web.url}/api/calls/{token}/hangup", content=b"[" * 4000)
+    assert webhook.status_code in (200, 400) and nested_payload.status_code in (200, 400)
+    assert hangup.status_code in (200, 400)
+    assert "internal error" not in hangup.text
