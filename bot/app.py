@@ -71,6 +71,8 @@ class Services:
         while not self._stop.is_set():
             try:
                 await self.memory.finish_pending_scrubs()
+                if self.calls is not None:
+                    await self.calls.drain_inbox()
                 if self.chat is not None:
                     await self.chat.close_idle_sessions()
                 if time.time() - last_retention >= RETENTION_SWEEP_SECONDS:

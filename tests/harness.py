@@ -125,6 +125,7 @@ async def call_world(
     checkpoints: bool = False,
     start_web: bool = True,
     sdk_url: str = "http://127.0.0.1:9/sdk.js",
+    busy_timeout_ms: int = 5000,
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
@@ -136,7 +137,7 @@ async def call_world(
     await emu.start()
     settings = make_settings(tmp_path, **sections)
     settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
-    store = SqliteStore(settings.memory.database_path)
+    store = SqliteStore(settings.memory.database_path, busy_timeout_ms=busy_timeout_ms)
     await store.open()
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
     agora = ConvoAIClient(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bot.calls.errors import WebhookNotStored
 from bot.calls.service import CallService
 from bot.memory.postcall import facts_learned
-from bot.web.backend import PAGE_STATES, CallStatus, PageSession
+from bot.web.backend import PAGE_STATES, CallStatus, PageSession, WebhookRetryLater
 
 
 class CallPageAdapter:
@@ -49,7 +50,10 @@ class CallPageAdapter:
         return await self.status(link_token)
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
-        return await self.calls.receive_webhook(raw_body, headers)
+        try:
+            return await self.calls.receive_webhook(raw_body, headers)
+        except WebhookNotStored as exc:
+            raise WebhookRetryLater(str(exc)) from exc
 
     async def health(self) -> dict[str, object]:
         await self.calls.store.ping()

@@ -29,7 +29,9 @@ from bot.calls.errors import (
     NoActiveCall,
     QuotaReached,
     VoiceUnavailable,
+    WebhookNotStored,
 )
+from bot.calls.inbox import WebhookInbox
 from bot.calls.links import LinkTokens
 from bot.config import Settings
 from bot.memory.importer import POST_CALL_JOB
@@ -116,6 +118,7 @@ class CallService:
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._notices_in_flight: set[str] = set()
         self._closing = False
+        self.inbox = WebhookInbox.beside(settings.memory.database_path)
 
     @property
     def closed(self) -> bool:
@@ -393,7 +396,10 @@ class CallService:
     # ---- webhooks --------------------------------------------------------------------------------------
 
     async def receive_webhook(self, raw_body: bytes, headers: object) -> bool:
-        """Verify a Notification Center delivery and process it in the background; False on a bad signature."""
+        """Verify a Notification Center delivery and store what it carries; False on a bad signature.
+
+        The delivery is kept in the local inbox first; WebhookNotStored (answered with a 5xx) when it could not
+        be stored, so Agora resends it. Ending the call (102/103) continues in the background."""
         secret = self.settings.agora.webhook_secret
         if secret is None:
             log.warning("an Agora webhook arrived but agora.webhook_secret (AGORA_WEBHOOK_SECRET) is not set")
@@ -406,8 +412,44 @@ class CallService:
         except ValueError as exc:
             log.warning("ignored a malformed Agora webhook: %s", exc)
             return True
-        self._spawn(self.handle_notification(notification))
+        kept = self.inbox.put(raw_body)
+        try:
+            await self.handle_notification(notification)
+        except Exception as exc:
+            where = "kept in the local inbox" if kept else "NOT kept (the inbox could not be written)"
+            log.warning(
+                "webhook notice %s could not be stored (%s: %s); %s, asking Agora to resend",
+                notification.notice_id,
+                type(exc).__name__,
+                exc,
+                where,
+            )
+            raise WebhookNotStored(notification.notice_id) from exc
+        if kept is not None:
+            self.inbox.remove(kept)
         return True
+
+    async def drain_inbox(self) -> int:
+        """Process deliveries kept in the local inbox (a database error stopped them); at start-up and from
+        the periodic sweep. Stops at the first that still fails. Returns how many were processed."""
+        processed = 0
+        for path in self.inbox.pending():
+            try:
+                notification = parse_notification(path.read_bytes())
+            except (OSError, ValueError) as exc:
+                log.warning("dropped unreadable webhook %s from the inbox: %s", path.name, exc)
+                self.inbox.remove(path)
+                continue
+            try:
+                await self.handle_notification(notification)
+            except Exception as exc:
+                log.warning("webhook inbox: notice %s still cannot be stored: %s", notification.notice_id, exc)
+                break
+            self.inbox.remove(path)
+            processed += 1
+        if processed:
+            log.info("webhook inbox: processed %d kept deliveries", processed)
+        return processed
 
     async def handle_notification(self, notification: Notification) -> None:
         """Process one delivery. A notice already processed is skipped; it is recorded only after processing,
@@ -450,7 +492,7 @@ class CallService:
                 log.info("call %s: history webhook added %d turns", call.call_id, result.added)
         if notification.event_type in (102, 103) and call.state in ("starting", "active"):
             reason = STOP_REASONS.get(notification.stop_message or "", "agent_stopped")
-            await self.finalize(call.call_id, reason)
+            self._spawn(self.finalize(call.call_id, reason))
 
     def _spawn(self, coro: Awaitable[object]) -> None:
         task = asyncio.ensure_future(coro)
@@ -472,6 +514,10 @@ class CallService:
     async def reconcile(self) -> dict[str, int]:
         """After a (re)start: every call not ended is looked up at Agora and resumed or finalized."""
         counts = {"resumed": 0, "finalized": 0, "failed": 0}
+        try:
+            await self.drain_inbox()
+        except Exception:
+            log.exception("the webhook inbox could not be processed at start-up; the sweep retries")
         for call in await self.store.open_calls():
             if call.state == "starting":
                 await self._abandon(call, "the bot restarted while the call was starting")

@@ -19,6 +19,11 @@ CALL_STATES: frozenset[str] = frozenset({"starting", "active", "ending", "ended"
 PAGE_STATES: frozenset[str] = frozenset({"starting", "active", "ending"})
 
 
+class WebhookRetryLater(Exception):
+    """Raised by ``receive_webhook`` when a verified delivery could not be stored: answered with a 503 so
+    the sender delivers it again."""
+
+
 @dataclass(frozen=True)
 class PageSession:
     """What the call page needs to join the channel. Never contains the App Certificate."""

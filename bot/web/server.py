@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from bot.web.backend import PAGE_STATES, CallPageBackend, CallStatus, PageSession
+from bot.web.backend import PAGE_STATES, CallPageBackend, CallStatus, PageSession, WebhookRetryLater
 
 log = logging.getLogger(__name__)
 
@@ -383,6 +383,8 @@ async def _agora_webhook(request: web.Request) -> web.Response:
     except TimeoutError:
         log.warning("Agora webhook handling took longer than %.0f s", WEBHOOK_TIMEOUT_SECONDS)
         return web.json_response({"code": 1, "msg": "busy"}, status=503)
+    except WebhookRetryLater:
+        return web.json_response({"code": 1, "msg": "not stored, send again"}, status=503)
     if not ok:
         return web.json_response({"code": 1, "msg": "invalid signature"}, status=401)
     return web.json_response({"code": 0, "msg": "success"})

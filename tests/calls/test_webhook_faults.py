@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,49 @@ async def test_deeply_nested_json_is_never_a_server_error(world: CallWorld) -> N
     assert webhook.status_code in (200, 400) and nested_payload.status_code in (200, 400)
     assert hangup.status_code in (200, 400)
     assert "internal error" not in hangup.text
+
+
+async def test_history_webhook_while_the_database_is_locked_is_refused_then_kept_and_stored(tmp_path: Path) -> None:
+    async with call_world(tmp_path, busy_timeout_ms=100) as world:
+        world.emu.hold_webhooks()
+        started, agent = await start_call(world)
+        convo = conversation(5, "locked ")
+        world.emu.script(agent.agent_id, convo)
+        world.emu.fail_next(5, 503, operation="history")  # the hang-up's last read fails: only the webhook has it
+        await world.calls.hang_up(ALICE)
+        assert await stored(world, started.call_id) == []
+
+        locker = sqlite3.connect(world.settings.memory.database_path)  # a long write elsewhere: locked > timeout
+        locker.execute("BEGIN IMMEDIATE")
+        try:
+            await world.emu.release_webhooks()
+        finally:
+            locker.rollback()
+            locker.close()
+        history = [a for a in world.emu.webhook_attempts if a.event_type == 103]
+        assert history and {a.status for a in history} == {503}, "never 200 for a notice that was not stored"
+
+        assert await world.calls.drain_inbox() >= 1  # the periodic sweep (or the next start) finishes it
+        assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
+        assert world.calls.inbox.pending() == []
+
+
+async def test_a_notice_kept_in_the_inbox_is_stored_after_a_restart(tmp_path: Path) -> None:
+    async with call_world(tmp_path, busy_timeout_ms=100) as world:
+        world.emu.hold_webhooks()
+        started, agent = await start_call(world)
+        world.emu.script(agent.agent_id, conversation(3, "restart "))
+        world.emu.fail_next(5, 503, operation="history")
+        await world.calls.hang_up(ALICE)
+        locker = sqlite3.connect(world.settings.memory.database_path)
+        locker.execute("BEGIN IMMEDIATE")
+        try:
+            world.emu.webhook_max_retries = 0
+            await world.emu.release_webhooks()
+        finally:
+            locker.rollback()
+            locker.close()
+        assert world.calls.inbox.pending()
+        calls = await world.restart()
+        await calls.reconcile()
+        assert len(await stored(world, started.call_id)) == 4
