@@ -57,4 +57,8 @@ class CallPageAdapter:
 
     async def health(self) -> dict[str, object]:
         await self.calls.store.ping()
-        return {"database": "ok", "active_calls": await self.calls.store.count_open_calls()}
+        return {
+            "database": "ok",
+            "active_calls": await self.calls.store.count_open_calls(),
+            "agents_still_running": await self.calls.agents_still_running(),
+        }

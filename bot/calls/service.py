@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 TOKEN_MARGIN_SECONDS = 600
 STALE_NOTICE_MARGIN_SECONDS = 86400.0
+LEAVE_RETRY_FIRST_SECONDS = 5.0
+LEAVE_RETRY_MAX_SECONDS = 300.0
 WEBHOOK_GRACE_SECONDS = 15.0
 """Post-call processing waits this long after a call ends, so Agora's history webhook can land first."""
 
@@ -117,6 +119,9 @@ class CallService:
         self._finalizing: dict[str, asyncio.Task[CallEnded | None]] = {}
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._notices_in_flight: set[str] = set()
+        self._stopping: dict[str, asyncio.Task[None]] = {}
+        self.leave_retry_first_seconds = LEAVE_RETRY_FIRST_SECONDS
+        self.leave_retry_max_seconds = LEAVE_RETRY_MAX_SECONDS
         self._closing = False
         self.inbox = WebhookInbox.beside(settings.memory.database_path)
 
@@ -264,13 +269,40 @@ class CallService:
         except AgoraError as exc:
             log.warning("could not check for an orphan agent of call %s: %s", call.call_id, exc)
 
-    async def _leave_quietly(self, agent_id: str) -> None:
+    async def _leave_quietly(self, agent_id: str) -> bool:
+        """Stop an agent; True once it is stopped (or already gone), False when Agora would not stop it."""
         try:
             await self.agora.leave(agent_id)
         except AgoraNotFound:
-            return
+            return True
         except AgoraError as exc:
             log.warning("could not stop agent %s: %s", agent_id, exc)
+            return False
+        return True
+
+    def _keep_stopping(self, call_id: str, agent_id: str) -> None:
+        """Retry the leave of an ended call's agent in the background until Agora stops it (the flag in the
+        store makes the next process carry on after a restart)."""
+        if self._closing or call_id in self._stopping:
+            return
+
+        async def retry() -> None:
+            delay = self.leave_retry_first_seconds
+            while True:
+                await asyncio.sleep(delay)
+                if await self._leave_quietly(agent_id):
+                    await self.store.update_call(call_id, agent_stop_pending=False)
+                    log.info("call %s: its agent is stopped at last", call_id)
+                    return
+                delay = min(delay * 2, self.leave_retry_max_seconds)
+
+        task = asyncio.get_running_loop().create_task(retry(), name=f"stop-agent-{call_id}")
+        self._stopping[call_id] = task
+        task.add_done_callback(lambda _t: self._stopping.pop(call_id, None))
+
+    async def agents_still_running(self) -> int:
+        """Ended calls whose agent Agora has not stopped yet (reported in /healthz)."""
+        return len(await self.store.calls_with_agent_to_stop())
 
     # ---- while active ----------------------------------------------------------------------------------
 
@@ -373,9 +405,16 @@ class CallService:
                     log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
                 except AgoraError as exc:
                     log.warning("call %s: last history read failed: %s", call.call_id, exc)
-            await self._leave_quietly(call.agent_id)
+            stopped = await self._leave_quietly(call.agent_id)
+        else:
+            stopped = True
         now = self.clock()
-        won = await self.store.transition_call(call.call_id, ["ending"], "ended", ended_at=now)
+        won = await self.store.transition_call(
+            call.call_id, ["ending"], "ended", ended_at=now, agent_stop_pending=not stopped
+        )
+        if won and not stopped and call.agent_id is not None:
+            log.warning("call %s ended but Agora would not stop its agent; retrying in the background", call.call_id)
+            self._keep_stopping(call.call_id, call.agent_id)
         self.memory.release_call(call.call_id)
         if not won:
             return None
@@ -518,6 +557,12 @@ class CallService:
             await self.drain_inbox()
         except Exception:
             log.exception("the webhook inbox could not be processed at start-up; the sweep retries")
+        for ended in await self.store.calls_with_agent_to_stop():
+            if ended.agent_id is None or await self._leave_quietly(ended.agent_id):
+                await self.store.update_call(ended.call_id, agent_stop_pending=False)
+                log.info("call %s: its agent, still running at the last shutdown, is stopped", ended.call_id)
+            else:
+                self._keep_stopping(ended.call_id, ended.agent_id)
         for call in await self.store.open_calls():
             if call.state == "starting":
                 await self._abandon(call, "the bot restarted while the call was starting")
@@ -551,7 +596,7 @@ class CallService:
         running, so members keep talking through a restart; the next process reconciles them."""
         self._closing = True
         grace = self.settings.calls.shutdown_grace_seconds if grace_seconds is None else grace_seconds
-        tasks = [*self._tasks.values(), *self._closing_pages.values()]
+        tasks = [*self._tasks.values(), *self._closing_pages.values(), *self._stopping.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -299,6 +299,10 @@ class SqliteStore:
         )
         return [_call(r) for r in rows]
 
+    async def calls_with_agent_to_stop(self) -> list[CallRecord]:
+        rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending = 1 ORDER BY started_at")
+        return [_call(r) for r in rows]
+
     async def count_open_calls(self) -> int:
         return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
 
