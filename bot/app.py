@@ -72,6 +72,7 @@ class Services:
             try:
                 await self.memory.finish_pending_scrubs()
                 if self.calls is not None:
+                    await self.calls.save_unsaved()
                     await self.calls.drain_inbox()
                 if self.chat is not None:
                     await self.chat.close_idle_sessions()

@@ -49,6 +49,8 @@ def card_text(started: StartedCall) -> str:
 
 
 def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: bool = True) -> str:
+    if not ended.saved:
+        return messages.CALL_ENDED_NOT_SAVED
     if ended.private:
         return "**Call ended.** It was private, so nothing was remembered."
     lines = f"{ended.turns_stored} line{'s' if ended.turns_stored != 1 else ''}"

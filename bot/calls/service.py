@@ -8,12 +8,13 @@ loops, time limits) are conveniences: after a restart `reconcile` rebuilds them 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -37,7 +38,7 @@ from bot.config import Settings
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, GuildSettings
-from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, Store
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, StorageFull, Store
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,20 @@ class CallEnded:
     reason: str
     turns_stored: int
     private: bool
+    saved: bool = True
+    """False when the disk was full: the call ended and its agent stopped, but it is stored later."""
+
+
+@dataclass
+class _UnsavedEnding:
+    """A call that ended while the database could not be written, kept until `save_unsaved` stores it."""
+
+    call_id: str
+    reason: str
+    at: float
+    window: list[tuple[str, str]] | None = None
+    generation: int | None = None
+    stopped: bool = True
 
 
 class CallListener(Protocol):
@@ -120,6 +135,7 @@ class CallService:
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._notices_in_flight: set[str] = set()
         self._stopping: dict[str, asyncio.Task[None]] = {}
+        self._unsaved: dict[str, _UnsavedEnding] = {}
         self.leave_retry_first_seconds = LEAVE_RETRY_FIRST_SECONDS
         self.leave_retry_max_seconds = LEAVE_RETRY_MAX_SECONDS
         self._closing = False
@@ -291,7 +307,8 @@ class CallService:
             while True:
                 await asyncio.sleep(delay)
                 if await self._leave_quietly(agent_id):
-                    await self.store.update_call(call_id, agent_stop_pending=False)
+                    with contextlib.suppress(StorageFull):  # stored with the ending once there is space
+                        await self.store.update_call(call_id, agent_stop_pending=False)
                     log.info("call %s: its agent is stopped at last", call_id)
                     return
                 delay = min(delay * 2, self.leave_retry_max_seconds)
@@ -382,42 +399,71 @@ class CallService:
         return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
     async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
-        if not await self.store.transition_call(call_id, ["starting", "active"], "ending", end_reason=reason):
+        try:
+            won = await self.store.transition_call(call_id, ["starting", "active"], "ending", end_reason=reason)
+        except StorageFull:
+            return await self._end_without_storage(call_id, reason)
+        if not won:
             return None
         call = await self.store.get_call(call_id)
         assert call is not None
         return await self._complete_ending(call)
 
+    async def _last_history_and_leave(self, call: CallRecord) -> _UnsavedEnding:
+        """Read the history one last time (kept in memory) and stop the agent; writes nothing."""
+        ending = _UnsavedEnding(call.call_id, call.end_reason or "ended", self.clock())
+        if call.agent_id is None:
+            return ending
+        if not call.private:
+            try:
+                ending.generation = await self.store.memory_generation(call.user_id)
+                history = await self.agora.history(call.agent_id)
+                ending.window = [(i.role, i.content) for i in history.contents]
+                ending.at = self.clock()
+            except AgoraNotFound:
+                log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
+            except AgoraError as exc:
+                log.warning("call %s: last history read failed: %s", call.call_id, exc)
+        ending.stopped = await self._leave_quietly(call.agent_id)
+        return ending
+
+    async def _record_ending(self, call: CallRecord, ending: _UnsavedEnding) -> None:
+        if ending.window is not None and not call.private:
+            await self.memory.record_snapshot(
+                call,
+                ending.window,
+                max_history=self.settings.agora.max_history,
+                generation=ending.generation,
+                captured=int(ending.at * 1000),
+                at=ending.at,
+            )
+
     async def _complete_ending(self, call: CallRecord) -> CallEnded | None:
-        """The idempotent tail of finalize: last history read, leave, mark ended, queue processing."""
-        if call.agent_id is not None:
-            if not call.private:
-                try:
-                    generation = await self.store.memory_generation(call.user_id)
-                    history = await self.agora.history(call.agent_id)
-                    await self.memory.record_snapshot(
-                        call,
-                        [(i.role, i.content) for i in history.contents],
-                        max_history=self.settings.agora.max_history,
-                        generation=generation,
-                    )
-                except AgoraNotFound:
-                    log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
-                except AgoraError as exc:
-                    log.warning("call %s: last history read failed: %s", call.call_id, exc)
-            stopped = await self._leave_quietly(call.agent_id)
-        else:
-            stopped = True
+        """The idempotent tail of finalize: last history read, leave, mark ended, queue processing.
+
+        A full disk does not keep the agent running: it is stopped first, the member is told the call could
+        not be saved yet, and what was said is kept in memory and stored by `save_unsaved` once there is space."""
+        ending = await self._last_history_and_leave(call)
+        saved = True
+        try:
+            await self._record_ending(call, ending)
+        except StorageFull:
+            saved = False
         now = self.clock()
-        won = await self.store.transition_call(
-            call.call_id, ["ending"], "ended", ended_at=now, agent_stop_pending=not stopped
-        )
-        if won and not stopped and call.agent_id is not None:
+        try:
+            won = await self.store.transition_call(
+                call.call_id, ["ending"], "ended", ended_at=now, agent_stop_pending=not ending.stopped
+            )
+        except StorageFull:
+            return await self._unsaved_ending(call, ending)
+        if won and not ending.stopped and call.agent_id is not None:
             log.warning("call %s ended but Agora would not stop its agent; retrying in the background", call.call_id)
             self._keep_stopping(call.call_id, call.agent_id)
         self.memory.release_call(call.call_id)
         if not won:
             return None
+        if not saved:
+            return await self._unsaved_ending(call, ending)
         turns = await self.store.count_call_turns(call.call_id)
         if not call.private and turns:
             await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + WEBHOOK_GRACE_SECONDS)
@@ -431,6 +477,66 @@ class CallService:
         )
         await self._notify(ended)
         return ended
+
+    async def _end_without_storage(self, call_id: str, reason: str) -> CallEnded | None:
+        """The database cannot be written at all (disk full): still stop the agent and end the call for the
+        member; the store catches up in `save_unsaved`."""
+        if call_id in self._unsaved:
+            return None
+        call = await self.store.get_call(call_id)
+        if call is None or call.state not in ("starting", "active"):
+            return None
+        ending = await self._last_history_and_leave(replace(call, end_reason=reason))
+        return await self._unsaved_ending(call, ending)
+
+    async def _unsaved_ending(self, call: CallRecord, ending: _UnsavedEnding) -> CallEnded:
+        self._unsaved[call.call_id] = ending
+        log.error(
+            "call %s ended but the database is full: its end and last history are kept in memory and stored "
+            "when there is space again (free disk space next to memory.database_path)",
+            call.call_id,
+        )
+        if not ending.stopped and call.agent_id is not None:
+            self._keep_stopping(call.call_id, call.agent_id)
+        ended = CallEnded(
+            call_id=call.call_id,
+            user_id=call.user_id,
+            guild_id=call.guild_id,
+            reason=ending.reason,
+            turns_stored=await self.store.count_call_turns(call.call_id),
+            private=call.private,
+            saved=False,
+        )
+        await self._notify(ended)
+        return ended
+
+    async def save_unsaved(self) -> int:
+        """Store the endings a full disk kept in memory (from the periodic sweep); stops while still full."""
+        saved = 0
+        for call_id, ending in list(self._unsaved.items()):
+            try:
+                call = await self.store.get_call(call_id)
+                if call is not None:
+                    if call.state in ("starting", "active"):
+                        await self.store.transition_call(
+                            call_id, ["starting", "active"], "ending", end_reason=ending.reason
+                        )
+                    await self._record_ending(call, ending)
+                    await self.store.transition_call(
+                        call_id, ["ending"], "ended", ended_at=ending.at, agent_stop_pending=not ending.stopped
+                    )
+                    if not call.private and await self.store.count_call_turns(call_id):
+                        await self.store.enqueue_job(
+                            POST_CALL_JOB, call_id, self.clock(), not_before=self.clock() + WEBHOOK_GRACE_SECONDS
+                        )
+            except StorageFull:
+                log.warning("the database is still full; %d ended calls wait to be stored", len(self._unsaved))
+                return saved
+            del self._unsaved[call_id]
+            self.memory.release_call(call_id)
+            saved += 1
+            log.info("call %s: stored after the disk had room again", call_id)
+        return saved
 
     # ---- webhooks --------------------------------------------------------------------------------------
 

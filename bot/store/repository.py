@@ -26,6 +26,10 @@ NOTICE_KEEP_SECONDS = 7 * 86400
 timestamp (Agora's retries end within minutes), so a replay can never outlive its notice id."""
 
 
+class StorageFull(Exception):
+    """The database could not be written because the disk is full (or the file has reached its size limit)."""
+
+
 class SchemaTooNew(Exception):
     """The database was written by a newer version of the bot."""
 

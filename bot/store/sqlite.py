@@ -12,8 +12,8 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -147,14 +147,16 @@ class SqliteStore:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        await self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            await self.db.execute("ROLLBACK")
-            raise
-        else:
-            await self.db.execute("COMMIT")
+        with _storage_errors():
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if self.db.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+                    await self.db.execute("ROLLBACK")
+                raise
+            else:
+                await self.db.execute("COMMIT")
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -168,8 +170,9 @@ class SqliteStore:
 
     async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
         """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed."""
-        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
-            return max(cur.rowcount, 0)
+        with _storage_errors():
+            async with self._lock, self.db.execute(sql, tuple(params)) as cur:
+                return max(cur.rowcount, 0)
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)
@@ -969,6 +972,17 @@ class SqliteStore:
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A full disk (SQLITE_FULL) crosses the store boundary as StorageFull, which callers can act on."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+            raise StorageFull(str(exc)) from exc
+        raise
 
 
 async def memory_write_allowed(
