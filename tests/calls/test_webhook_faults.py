@@ -13,7 +13,7 @@ import pytest
 from bot.agora.webhooks import sign_body
 from tests.calls.test_lifecycle import ALICE, conversation, start_call, stored
 from tests.fakes.agora_emulator import TEST_WEBHOOK_SECRET
-from tests.harness import CallWorld, call_world
+from tests.harness import CallWorld, call_world, eventually
 
 DAY = 86400.0
 
@@ -121,3 +121,27 @@ async def test_a_notice_kept_in_the_inbox_is_stored_after_a_restart(tmp_path: Pa
         calls = await world.restart()
         await calls.reconcile()
         assert len(await stored(world, started.call_id)) == 4
+
+
+async def test_lines_spoken_while_the_bot_is_down_arrive_with_agoras_webhook_retries(tmp_path: Path) -> None:
+    async with call_world(tmp_path) as world:
+        world.emu.webhook_retry_delays = (0.0, 0.5, 1.0)
+        started, agent = await start_call(world)
+        convo = conversation(10, "downtime ")
+        world.emu.script(agent.agent_id, convo[:4])
+        await world.calls.checkpoint(started.call_id)
+        await world.calls.shutdown(grace_seconds=1)
+        await world.web.stop()  # the bot is down
+        world.emu.script(agent.agent_id, convo[4:])  # the member keeps talking, then leaves
+        world.emu.user_left(agent.agent_id)
+        world.emu.advance(world.settings.agora.idle_timeout_seconds + 1)
+
+        await eventually(lambda: len([a for a in world.emu.webhook_attempts if a.status is None]) >= 2, within=5)
+        calls = await world.restart()  # back before Agora's retries run out
+        await world.web.start()
+        await calls.reconcile()  # the agent is gone: the call ends with what the last checkpoint saw
+        await world.emu.wait_webhooks_idle()
+        await calls.wait_background()
+        call = await world.store.get_call(started.call_id)
+        assert call.state == "ended"
+        assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
