@@ -44,7 +44,8 @@ def card_text(started: StartedCall) -> str:
     )
     return (
         "**Your call is ready.** Open the link, click **Start call** and allow the microphone.\n"
-        f"{memory}\nThe link is only for you and works once; calls last up to {started.max_minutes} minutes."
+        f"{memory}\nThe link is only for you and works in the first browser that opens it; "
+        f"calls last up to {started.max_minutes} minutes."
     )
 
 

@@ -748,13 +748,31 @@ class CallService:
     async def wait_pages_closed(self) -> None:
         await asyncio.gather(*self._closing_pages.values(), return_exceptions=True)
 
-    async def call_for_link(self, link_token: str) -> CallRecord | None:
+    async def call_for_link(self, link_token: str, *, browser: str | None = None) -> CallRecord | None:
+        """The call of a link, until the link expires; the browser the link is bound to (see `browser_allowed`)
+        keeps it after the expiry while the call is open, so it can always end it."""
         call = await self.store.get_call_by_link_hash(self.links.hash(link_token))
         if call is None:
             return None
-        if call.link_expires_at is not None and self.clock() > call.link_expires_at:
+        bound_here = (
+            call.browser_hash is not None
+            and browser is not None
+            and self.browser_allowed(call, browser)
+            and call.state in ("starting", "active", "ending")
+        )
+        if not bound_here and call.link_expires_at is not None and self.clock() > call.link_expires_at:
             return None
         return call
+
+    def browser_allowed(self, call: CallRecord, browser: str | None) -> bool:
+        """Whether this browser (its cookie) may use the call's link: any, until one opened it."""
+        if call.browser_hash is None:
+            return True
+        return browser is not None and secrets.compare_digest(call.browser_hash, self.links.hash(browser))
+
+    async def bind_browser(self, call: CallRecord, browser: str) -> bool:
+        """Bind the link to the browser that opened it first; False when another browser has it."""
+        return await self.store.bind_call_browser(call.call_id, self.links.hash(browser))
 
     def user_token(self, call: CallRecord) -> str:
         agora = self.settings.agora

@@ -198,6 +198,9 @@ MIGRATIONS: list[tuple[int, str, str]] = [
 
         -- When retention purged the call's transcript: history arriving later (a replayed webhook) is ignored.
         ALTER TABLE calls ADD COLUMN transcript_purged_at REAL;
+
+        -- The keyed hash of the browser that opened the call link first (a cookie): only it may use the link.
+        ALTER TABLE calls ADD COLUMN browser_hash TEXT;
         """,
     ),
 ]

@@ -58,6 +58,7 @@ class CallRecord:
     summary: str | None = None
     agent_stop_pending: bool = False
     transcript_purged_at: float | None = None
+    browser_hash: str | None = None
 
 
 @dataclass(frozen=True)

@@ -338,6 +338,12 @@ class SqliteStore:
         )
         return changed == 1
 
+    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
+        await self._write(
+            "UPDATE calls SET browser_hash = ? WHERE call_id = ? AND browser_hash IS NULL", (browser_hash, call_id)
+        )
+        return await self._scalar("SELECT browser_hash FROM calls WHERE call_id = ?", (call_id,)) == browser_hash
+
     async def update_call(self, call_id: str, **fields_: Any) -> None:
         _check_call_fields(fields_)
         if not fields_:

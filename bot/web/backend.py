@@ -19,6 +19,10 @@ CALL_STATES: frozenset[str] = frozenset({"starting", "active", "ending", "ended"
 PAGE_STATES: frozenset[str] = frozenset({"starting", "active", "ending"})
 
 
+class OpenElsewhere(Exception):
+    """Raised by ``open_page`` when the link was opened first in another browser (it is bound to that one)."""
+
+
 class WebhookRetryLater(Exception):
     """Raised by ``receive_webhook`` when a verified delivery could not be stored: answered with a 503 so
     the sender delivers it again."""
@@ -36,6 +40,7 @@ class PageSession:
     state: str  # "starting" | "active" | "ending" | "ended" | "failed"
     expires_at: datetime  # link expiry (UTC)
     max_minutes: int
+    browser_key: str | None = None  # set as a cookie: the link now works in this browser only
 
 
 @dataclass(frozen=True)
@@ -56,16 +61,18 @@ class CallStatus:
 
 @runtime_checkable
 class CallPageBackend(Protocol):
-    async def open_page(self, link_token: str) -> PageSession | None:
-        """The join parameters for a link, or None for a wrong, expired, reused or ended link."""
+    async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
+        """The join parameters for a link, or None for a wrong, expired or ended link. ``browser`` is the
+        browser cookie, if any; OpenElsewhere when the link is bound to another browser."""
         ...
 
-    async def status(self, link_token: str) -> CallStatus | None:
-        """The call's status, or None for an unknown link."""
+    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+        """The call's status, or None for an unknown link (or one bound to another browser)."""
         ...
 
-    async def hang_up(self, link_token: str, *, via: str) -> CallStatus | None:
-        """End the call (idempotent). ``via`` is "page" (End call button) or "beacon" (tab closed)."""
+    async def hang_up(self, link_token: str, *, via: str, browser: str | None = None) -> CallStatus | None:
+        """End the call (idempotent). ``via`` is "page" (End call button) or "beacon" (tab closed). The browser
+        the link is bound to can always end its call while it is active, also after the link expired."""
         ...
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:

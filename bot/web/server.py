@@ -2,7 +2,9 @@
 
 Routes
 ------
-``GET  /call/{link_token}``                 the call page, or the "no longer valid" page (404)
+``GET  /call/{link_token}``                 the call page, the "no longer valid" page (404), or "already open
+                                            elsewhere" (409) when another browser opened the link first (the
+                                            first one gets a cookie binding the link to it)
 ``GET  /api/calls/{link_token}/status``     JSON ``CallStatus`` or 404 ``{"error": "invalid link"}``
 ``POST /api/calls/{link_token}/hangup``     JSON ``CallStatus`` or 404 (accepts any body: fetch or sendBeacon)
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
@@ -30,7 +32,14 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from bot.web.backend import PAGE_STATES, CallPageBackend, CallStatus, PageSession, WebhookRetryLater
+from bot.web.backend import (
+    PAGE_STATES,
+    CallPageBackend,
+    CallStatus,
+    OpenElsewhere,
+    PageSession,
+    WebhookRetryLater,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +58,8 @@ _LINK_PREVIEW_UA = re.compile(
     re.IGNORECASE,
 )
 _PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
+BROWSER_COOKIE = "memcall_browser"
+BROWSER_COOKIE_MAX_AGE = 30 * 86400
 
 
 def is_valid_link_token(token: str) -> bool:
@@ -124,6 +135,28 @@ _PREVIEW_HTML = """<!doctype html>
 <meta property="og:description" content="Open this link in your browser to join your voice call.">
 </head>
 <body><p>Open this link in your browser to join your voice call.</p></body>
+</html>
+"""
+
+
+_ELSEWHERE_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<meta name="referrer" content="no-referrer">
+<title>Call already open elsewhere</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/static/call.css">
+</head>
+<body>
+<main class="card" aria-labelledby="title">
+  <h1 id="title">This call is already open elsewhere</h1>
+  <p>A call link works only in the browser that opened it first. Continue the call there.</p>
+  <p>To move the call here, type <code>/hangup</code> in Discord, then <code>/call</code> for a new link.</p>
+</main>
+</body>
 </html>
 """
 
@@ -291,10 +324,29 @@ async def _call_page(request: web.Request) -> web.StreamResponse:
     # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not consume a single-use link.
     if request.method == "HEAD" or _LINK_PREVIEW_UA.search(request.headers.get("User-Agent", "")):
         return web.Response(text=settings.preview_html, content_type="text/html", charset="utf-8")
-    session = await request.app[BACKEND_KEY].open_page(token)
+    try:
+        session = await request.app[BACKEND_KEY].open_page(token, browser=_browser(request))
+    except OpenElsewhere:
+        return web.Response(status=409, text=_ELSEWHERE_HTML, content_type="text/html", charset="utf-8")
     if session is None or session.state not in PAGE_STATES:
         return _invalid_page(request)
-    return web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
+    response = web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
+    if session.browser_key is not None:
+        response.set_cookie(
+            BROWSER_COOKIE,
+            session.browser_key,
+            max_age=BROWSER_COOKIE_MAX_AGE,
+            path="/",
+            httponly=True,
+            samesite="Lax",  # sent when the member opens the link from Discord again (a top-level navigation)
+            secure=settings.public_url.startswith("https://"),
+        )
+    return response
+
+
+def _browser(request: web.Request) -> str | None:
+    value = request.cookies.get(BROWSER_COOKIE)
+    return value if value and is_valid_link_token(value) else None
 
 
 def _invalid_link_json() -> web.Response:
@@ -311,7 +363,7 @@ async def _api_status(request: web.Request) -> web.Response:
     token = request.match_info["link_token"]
     if not is_valid_link_token(token):
         return _invalid_link_json()
-    return _status_json(await request.app[BACKEND_KEY].status(token))
+    return _status_json(await request.app[BACKEND_KEY].status(token, browser=_browser(request)))
 
 
 class _BodyTooLarge(Exception):
@@ -369,7 +421,7 @@ async def _api_hangup(request: web.Request) -> web.Response:
     except _BodyTooLarge:
         body = b""
     via = _parse_via(request, body)
-    return _status_json(await request.app[BACKEND_KEY].hang_up(token, via=via))
+    return _status_json(await request.app[BACKEND_KEY].hang_up(token, via=via, browser=_browser(request)))
 
 
 async def _agora_webhook(request: web.Request) -> web.Response:

@@ -59,3 +59,32 @@ async def test_closing_the_tab_sends_the_beacon_that_ends_the_call(browser, sdk_
         await second.goto(started.link_url.replace(world.settings.web.public_url, world.web.url))
         await expect(second.get_by_text("This link is no longer valid")).to_be_visible()
         await second.close()
+
+
+async def test_end_call_works_after_the_link_expired_in_the_browser_that_opened_it(
+    browser, sdk_stub_url: str, tmp_path: Path
+) -> None:
+    async with call_world(tmp_path, sdk_url=sdk_stub_url) as world:
+        await world.store.set_consent(78, True, world.clock())
+        started = await world.calls.start(user_id=78, guild_id=5)
+        call = await world.store.get_call(started.call_id)
+        page = await browser.new_page()
+        other = await browser.new_page()  # another browser context: no cookie
+        try:
+            url = started.link_url.replace(world.settings.web.public_url, world.web.url)
+            await page.goto(url)
+            await page.get_by_role("button", name="Start call").click()
+            await page.evaluate("([uid]) => window.__agoraStub.emit('user-published', uid, 'audio')", [call.agent_uid])
+            await expect(page.get_by_role("status")).to_have_text("Agent joined — speak any time")
+            elsewhere = await other.goto(url)
+            assert elsewhere is not None and elsewhere.status == 409
+            await expect(other.get_by_role("heading")).to_have_text("This call is already open elsewhere")
+
+            world.clock.advance(world.settings.web.link_ttl_minutes * 60 + 60)
+            await page.get_by_role("button", name="End call").click()
+            await expect(page.get_by_role("status")).to_have_text("Call ended")
+        finally:
+            await page.close()
+            await other.close()
+        assert (await world.store.get_call(started.call_id)).state == "ended"
+        assert world.emu.agent(call.agent_id).status == "STOPPED"
