@@ -13,7 +13,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -328,7 +328,11 @@ class CallService:
             return
         task = asyncio.get_running_loop().create_task(self._checkpoint_loop(call_id), name=f"call-{call_id}")
         self._tasks[call_id] = task
-        task.add_done_callback(lambda _t, cid=call_id: self._tasks.pop(cid, None))
+
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._tasks.pop(call_id, None)
+
+        task.add_done_callback(forget)
 
     async def _checkpoint_loop(self, call_id: str) -> None:
         interval = self.settings.agora.checkpoint_seconds
@@ -540,7 +544,7 @@ class CallService:
 
     # ---- webhooks --------------------------------------------------------------------------------------
 
-    async def receive_webhook(self, raw_body: bytes, headers: object) -> bool:
+    async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
         """Verify a Notification Center delivery and store what it carries; False on a bad signature.
 
         The delivery is kept in the local inbox first; WebhookNotStored (answered with a 5xx) when it could not
@@ -549,7 +553,7 @@ class CallService:
         if secret is None:
             log.warning("an Agora webhook arrived but agora.webhook_secret (AGORA_WEBHOOK_SECRET) is not set")
             return False
-        if not verify_signature(secret.get_secret_value(), raw_body, headers):  # type: ignore[arg-type]
+        if not verify_signature(secret.get_secret_value(), raw_body, headers):
             log.warning("refused an Agora webhook with a bad signature")
             return False
         try:
