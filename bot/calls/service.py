@@ -37,7 +37,7 @@ from bot.calls.links import LinkTokens
 from bot.config import Settings
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord, GuildSettings
+from bot.store.models import CallRecord, GuildSettings, Role
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, StorageFull, Store
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class _UnsavedEnding:
     call_id: str
     reason: str
     at: float
-    window: list[tuple[str, str]] | None = None
+    window: list[tuple[Role, str]] | None = None
     generation: int | None = None
     stopped: bool = True
 

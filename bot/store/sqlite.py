@@ -342,7 +342,8 @@ class SqliteStore:
         await self._write(
             "UPDATE calls SET browser_hash = ? WHERE call_id = ? AND browser_hash IS NULL", (browser_hash, call_id)
         )
-        return await self._scalar("SELECT browser_hash FROM calls WHERE call_id = ?", (call_id,)) == browser_hash
+        bound = await self._scalar("SELECT browser_hash FROM calls WHERE call_id = ?", (call_id,))
+        return bool(bound == browser_hash)
 
     async def update_call(self, call_id: str, **fields_: Any) -> None:
         _check_call_fields(fields_)
