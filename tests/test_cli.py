@@ -144,3 +144,11 @@ def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, m
     monkeypatch.setenv("WEB_PUBLIC_URL", "http://calls.example.org")
     main(["--config", str(config), "check"])
     assert "web.public_url (WEB_PUBLIC_URL) is http://calls.example.org" in capsys.readouterr().out
+
+
+def test_a_full_disk_is_explained_to_members_in_plain_words() -> None:
+    from bot import messages
+    from bot.store.repository import StorageFull
+
+    text = messages.for_error(StorageFull("database or disk is full"))
+    assert text is not None and "storage is full" in text and "try again later" in text
