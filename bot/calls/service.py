@@ -694,6 +694,12 @@ class CallService:
                 info = None
             if info is None or info.status in ("RUNNING", "STARTING", "IDLE", "RECOVERING"):
                 await self.store.update_call(call.call_id, owner=self.owner)
+                if info is not None:
+                    # Save what Agora still offers now: its history window keeps sliding while we wait.
+                    try:
+                        await self.checkpoint(call.call_id)
+                    except Exception:
+                        log.exception("call %s: checkpoint after the restart failed; the loop retries", call.call_id)
                 self._watch(call.call_id)
                 counts["resumed"] += 1
             else:

@@ -145,3 +145,13 @@ async def test_lines_spoken_while_the_bot_is_down_arrive_with_agoras_webhook_ret
         call = await world.store.get_call(started.call_id)
         assert call.state == "ended"
         assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
+
+
+async def test_a_restart_saves_the_running_agents_history_window_at_once(world: CallWorld) -> None:
+    started, agent = await start_call(world)
+    convo = conversation(20, "while down ")
+    await world.calls.shutdown(grace_seconds=1)  # the bot goes down; the member keeps talking
+    world.emu.script(agent.agent_id, convo)
+    calls = await world.restart()
+    assert await calls.reconcile() == {"resumed": 1, "finalized": 0, "failed": 0}
+    assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
