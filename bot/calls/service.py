@@ -580,7 +580,8 @@ class CallService:
 
     async def drain_inbox(self) -> int:
         """Process deliveries kept in the local inbox (a database error stopped them); at start-up and from
-        the periodic sweep. Stops at the first that still fails. Returns how many were processed."""
+        the periodic sweep. One that still fails stays for the next drain (a notice older than the replay
+        window is dropped then, being ignored as stale). Returns how many were processed."""
         processed = 0
         for path in self.inbox.pending():
             try:
@@ -593,7 +594,7 @@ class CallService:
                 await self.handle_notification(notification)
             except Exception as exc:
                 log.warning("webhook inbox: notice %s still cannot be stored: %s", notification.notice_id, exc)
-                break
+                continue
             self.inbox.remove(path)
             processed += 1
         if processed:
