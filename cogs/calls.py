@@ -157,7 +157,7 @@ class Calls(commands.Cog):
             return
         self.cards[ended.call_id] = (card[0], ended)
         await self._edit_card(card[0], ended_text(ended, learning=self.learning))
-        if ended.private or ended.turns_stored == 0 or not self.learning:
+        if ended.private or ended.turns_stored == 0 or not self.learning or not ended.saved:
             self.cards.pop(ended.call_id, None)
 
     async def call_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:

@@ -320,7 +320,7 @@ async def _call_page(request: web.Request) -> web.StreamResponse:
     if not is_valid_link_token(token):
         return _invalid_page(request)
     settings = request.app[SETTINGS_KEY]
-    # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not consume a single-use link.
+    # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not bind the link to themselves.
     if request.method == "HEAD" or _LINK_PREVIEW_UA.search(request.headers.get("User-Agent", "")):
         return web.Response(text=settings.preview_html, content_type="text/html", charset="utf-8")
     try:
