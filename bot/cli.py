@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from bot.app import open_services
 from bot.config import Settings, all_settings, env_name
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
+from bot.messages import plural
 from bot.store.repository import SchemaTooNew
 
 
@@ -189,8 +190,8 @@ async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
         if not scrubbed:
             await services.memory.stop_scrubbing()  # recorded: finished by the next forget-user or start
     _out(
-        f"Forgot user {args.user_id}: {result.calls} calls, {result.chats} chats, {result.turns} lines, "
-        f"{result.facts} facts."
+        f"Forgot user {args.user_id}: {plural(result.calls, 'call')}, {plural(result.chats, 'chat')}, "
+        f"{plural(result.turns, 'line')}, {plural(result.facts, 'fact')}."
     )
     if not scrubbed:
         _out(
