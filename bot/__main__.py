@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
+from bot import __version__
 from bot.config import ConfigError, load_settings
+from bot.doctor import StartupProblem
+from bot.logs import setup_logging
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bot", description="A Discord bot whose voice agent remembers you.")
     parser.add_argument("--config", type=Path, help="path to config.toml (default: ./config.toml or $BOT_CONFIG)")
+    parser.add_argument("--version", action="version", version=f"memory-call-bot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run the bot")
     sub.add_parser("check", help="check configuration, database and services, then exit")
@@ -36,12 +39,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    setup_logging(
+        level=settings.log.level,
+        fmt=settings.log.format,
+        third_party_level=settings.log.third_party_level,
+        secrets=settings.secret_values(),
+    )
     from bot import cli
 
     handlers = {
@@ -60,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except cli.CommandFailed as exc:
         print(exc, file=sys.stderr)
+        return 1
+    except StartupProblem as exc:
+        print(f"The bot cannot start: {exc}", file=sys.stderr)
         return 1
 
 

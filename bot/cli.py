@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.app import open_services
+from bot.app import build_agora_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
+from bot.doctor import Finding, StartupProblem, inspect_database, startup_findings
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.store.repository import SchemaTooNew
 
@@ -44,6 +46,10 @@ def _out(line: str = "") -> None:
     sys.stdout.write(line + "\n")
 
 
+def _finding(finding: Finding) -> None:
+    _out(f"  {finding.level:<8} {finding.text}")
+
+
 def missing_required(settings: Settings) -> list[str]:
     return [
         f"{section}.{key} ({env_name(section, key)}): {why}"
@@ -60,6 +66,9 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             _out(f"  - {line}")
         _out("Then run `python -m bot check` to verify everything.")
         return 2
+    problems = [finding.text for finding in startup_findings(settings) if finding.failed]
+    if problems:
+        raise StartupProblem(problems[0])
     from bot.client import run_bot
 
     return await run_bot(settings)
@@ -80,6 +89,18 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             else:
                 _out(f"  warning  {label} is not set: {RECOMMENDED[(section, key)]}")
 
+    if settings.discord.token:
+        from bot.invite import application_id_from_token, invite_url
+
+        app_id = application_id_from_token(settings.discord.token.get_secret_value())
+        if app_id is None:
+            _out(
+                "  warning  discord.token (DISCORD_TOKEN) does not look like a bot token: copy it again from the "
+                "Developer Portal (Bot, Reset Token)"
+            )
+        else:
+            _out(f"  invite   {invite_url(app_id)}")
+
     public = urlsplit(settings.web.public_url)
     if public.scheme != "https" and public.hostname not in ("localhost", "127.0.0.1", "::1"):
         _out(
@@ -87,33 +108,18 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             "only over HTTPS, so put the call page behind a TLS proxy and use its https:// address"
         )
 
-    _out("Database")
-    try:
-        async with open_services(settings) as services:
-            version = await services.store.schema_version()
-            _out(f"  ok       {settings.memory.database_path} is reachable and migrated (schema {version})")
-    except SchemaTooNew as exc:
-        ok = False
-        _out(f"  FAIL     {exc}")
-    except OSError as exc:
-        ok = False
-        _out(f"  FAIL     memory.database_path {settings.memory.database_path}: {exc}")
-    except Exception as exc:  # any driver error is reported, not raised: this is a doctor
-        ok = False
-        _out(f"  FAIL     memory.database_path {settings.memory.database_path}: {type(exc).__name__}: {exc}")
+    database, listen = startup_findings(settings)
+    _out("Database (read only: check never creates or migrates it)")
+    _finding(database)
+    _out("Web server")
+    _finding(listen)
+    ok = ok and not database.failed and not listen.failed
 
     _out("Agora")
     if settings.agora_configured:
-        from bot.agora import AgoraError, ConvoAIClient
+        from bot.agora import AgoraError
 
-        client = ConvoAIClient(
-            base_url=settings.agora.api_base_url,
-            app_id=settings.agora.app_id or "",
-            customer_id=settings.agora.customer_id.get_secret_value() if settings.agora.customer_id else "",
-            customer_secret=settings.agora.customer_secret.get_secret_value() if settings.agora.customer_secret else "",
-            timeout=settings.agora.request_timeout_seconds,
-            max_retries=0,
-        )
+        client = build_agora_client(settings, max_retries=0)
         try:
             await client.ping()
             _out(f"  ok       {settings.agora.api_base_url} answers with these credentials")
@@ -127,15 +133,9 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
 
     _out("LLM")
     if settings.llm.enabled:
-        from bot.llm import LLMClient, LLMError
+        from bot.llm import LLMError
 
-        llm = LLMClient(
-            base_url=settings.llm.base_url or "",
-            model=settings.llm.model,
-            api_key=settings.llm.api_key.get_secret_value() if settings.llm.api_key else None,
-            timeout=settings.llm.timeout_seconds,
-            max_retries=0,
-        )
+        llm = build_llm_client(settings, max_retries=0)
         try:
             await llm.ping()
             _out(f"  ok       {settings.llm.base_url} answers (model {settings.llm.model})")
@@ -152,11 +152,22 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:
+    database = inspect_database(settings.memory.database_path)
+    if database.failed:
+        raise CommandFailed(database.text)
     try:
         async with open_services(settings) as services:
             _out(f"Database {settings.memory.database_path} is at schema {await services.store.schema_version()}.")
     except SchemaTooNew as exc:
         raise CommandFailed(str(exc)) from exc
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        raise CommandFailed(
+            f"the database {settings.memory.database_path} stayed locked by another program for "
+            f"{settings.memory.lock_timeout_seconds:g} s (memory.lock_timeout_seconds): stop the other writer "
+            "(another copy of the bot, an sqlite3 shell) and run migrate again"
+        ) from exc
     return 0
 
 

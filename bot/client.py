@@ -7,7 +7,9 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import signal
+import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,9 +17,13 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import messages
+from bot import __version__, messages
 from bot.app import Services, open_services
 from bot.config import Settings
+from bot.doctor import StartupProblem
+from bot.invite import invite_url
+from bot.monitor import Gateway
+from bot.store.repository import SchemaTooNew
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,8 @@ async def report_error(interaction: discord.Interaction, error: BaseException) -
         )
     else:
         text = messages.SOMETHING_WENT_WRONG
+        if isinstance(interaction.client, MemoryBot):
+            interaction.client.services.counters.error(type(original).__name__)
         log.error(
             "command %s by user %s in guild %s failed",
             _command_name(interaction),
@@ -104,10 +112,19 @@ class MemoryBot(commands.Bot):
         )
         self.services = services
         self.settings: Settings = services.settings
+        if services.monitor is not None:
+            services.monitor.gateway = self.gateway_state
         self.sync_on_start = sync_on_start
         self.start_services = start_services
 
+    def gateway_state(self) -> Gateway:
+        connected = self.is_ready() and not self.is_closed()
+        latency = self.latency if connected and math.isfinite(self.latency) else None
+        return Gateway(connected=connected, latency_seconds=latency)
+
     async def setup_hook(self) -> None:
+        if self.application_id is not None:
+            log.info("add the bot to a server with %s", invite_url(self.application_id))
         for extension in EXTENSIONS:
             await self.load_extension(extension)
         if self.sync_on_start:
@@ -135,7 +152,17 @@ class MemoryBot(commands.Bot):
 
 
 async def run_bot(settings: Settings) -> int:
-    discord.utils.setup_logging(level=logging.INFO, root=True)
+    """Run until closed. Known start-up problems (database, web address) raise StartupProblem: one line."""
+    try:
+        return await _run_bot(settings)
+    except SchemaTooNew as exc:
+        raise StartupProblem(str(exc)) from None
+    except sqlite3.DatabaseError as exc:
+        raise StartupProblem(f"memory.database_path {settings.memory.database_path}: {exc}") from None
+
+
+async def _run_bot(settings: Settings) -> int:
+    log.info("memory-call-bot %s starting", __version__)
     token = settings.discord.token.get_secret_value() if settings.discord.token else ""
     async with open_services(settings, full=True) as services:
         bot = MemoryBot(services)

@@ -24,7 +24,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ):
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "config.toml"
-    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "bot.db"}"\n')
+    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "bot.db"}"\n\n[web]\nport = 0\n')
     return path
 
 
@@ -47,7 +47,7 @@ def test_check_reports_each_setting_and_the_database(config: Path, capsys) -> No
     assert main(["--config", str(config), "check"]) == 1
     out = capsys.readouterr().out
     assert "MISSING  discord.token (DISCORD_TOKEN)" in out
-    assert "reachable and migrated" in out
+    assert "does not exist yet: `migrate` (or starting the bot) creates it at schema" in out
     assert "llm.base_url is not set" in out
     assert "cannot start" in out
 

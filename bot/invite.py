@@ -1,0 +1,30 @@
+"""The OAuth2 link that adds the bot to a server, with exactly what it needs.
+
+Scopes: ``bot`` (a member of the server, so it can answer in direct messages and learn when it is removed)
+and ``applications.commands`` (its slash commands). Permissions: none. Every answer goes through
+interaction responses, which need no channel permission, and direct messages need none either.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import discord
+
+INVITE_SCOPES = ("bot", "applications.commands")
+INVITE_PERMISSIONS = discord.Permissions.none()
+
+
+def application_id_from_token(token: str) -> int | None:
+    """A bot token's first part is its user ID in base64 (the application ID, for bots made since 2016)."""
+    first = token.split(".", 1)[0]
+    try:
+        decoded = base64.b64decode(first + "=" * (-len(first) % 4), validate=True).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return int(decoded) if decoded.isdigit() else None
+
+
+def invite_url(application_id: int) -> str:
+    return discord.utils.oauth_url(application_id, permissions=INVITE_PERMISSIONS, scopes=INVITE_SCOPES)
