@@ -1,4 +1,5 @@
-"""Command line: `python -m bot run | check | migrate | sync | export-user | forget-user | import-history | context`."""
+"""Command line: `python -m bot run | check | migrate | sync | export-user | forget-user | import-history | context
+| backup | restore` (and `--version`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import-history", help="store finished conversations for a user as calls")
     imp.add_argument("user_id", type=int)
     imp.add_argument("file", type=Path)
+    backup = sub.add_parser("backup", help="write a consistent copy of the live database to FILE")
+    backup.add_argument("file", type=Path)
+    restore = sub.add_parser("restore", help="replace the database by a backup (stop the bot first)")
+    restore.add_argument("file", type=Path)
     ctx = sub.add_parser("context", help="print the system messages the agent would get for this user")
     ctx.add_argument("user_id", type=int)
     ctx.add_argument("--query", help="a message, to print the context selected for it (as text chat does)")
@@ -61,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         "forget-user": cli.forget_user,
         "import-history": cli.import_history,
         "context": cli.context,
+        "backup": cli.backup,
+        "restore": cli.restore,
     }
     try:
         return asyncio.run(handlers[args.command](settings, args))
