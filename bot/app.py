@@ -138,6 +138,23 @@ def build_llm_client(settings: Settings, **overrides: Any) -> LLMClient:
     return LLMClient(**{**options, **overrides})
 
 
+def build_calls(
+    settings: Settings, store: Store, memory: MemoryService, agora: ConvoAIClient, counters: Counters, **overrides: Any
+) -> tuple[CallService, CallPageAdapter]:
+    """The call service and its web backend; the tests pass a clock and turn the checkpoint loop off."""
+    calls = CallService(store, memory, agora, settings, counters=counters, **overrides)
+    return calls, CallPageAdapter(calls)
+
+
+def build_monitor(
+    store: Store, counters: Counters, agora: ConvoAIClient | None, backend: CallPageAdapter | None, **overrides: Any
+) -> Monitor:
+    monitor = Monitor(store, counters=counters, agora=agora, **overrides)
+    if backend is not None:
+        monitor.sections.append(backend.health)  # the calls' own figures
+    return monitor
+
+
 def build_web_server(
     settings: Settings, backend: CallPageBackend, monitor: OperatorView | None, **overrides: Any
 ) -> WebServer:
@@ -170,14 +187,12 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
                 idle_minutes=settings.memory.chat_idle_minutes,
                 persona=settings.memory.persona,
             )
-            backend: CallPageBackend = NoCalls()
+            adapter = None
             if settings.agora_configured:
                 services.agora = build_agora_client(settings)
-                services.calls = CallService(store, memory, services.agora, settings, counters=services.counters)
-                backend = CallPageAdapter(services.calls)
-            services.monitor = Monitor(store, counters=services.counters, agora=services.agora)
-            if services.calls is not None:
-                services.monitor.sections.append(backend.health)
+                services.calls, adapter = build_calls(settings, store, memory, services.agora, services.counters)
+            services.monitor = build_monitor(store, services.counters, services.agora, adapter)
+            backend: CallPageBackend = adapter if adapter is not None else NoCalls()
             services.web = build_web_server(settings, backend, services.monitor)
         yield services
     finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agora import ConvoAIClient
-from bot.app import build_agora_client, build_web_server
+from bot.app import build_agora_client, build_calls, build_monitor, build_web_server
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallEnded, CallService
 from bot.config import Settings
@@ -151,12 +151,10 @@ async def call_world(
     # The bot's own builders (bot.app), so the tests wire the services as the bot does.
     agora = build_agora_client(settings, timeout=5, backoff_base=0.001, backoff_max=0.01)
     counters = Counters()
-    calls = CallService(store, memory, agora, settings, clock=clock, run_checkpoints=checkpoints, counters=counters)
+    calls, adapter = build_calls(settings, store, memory, agora, counters, clock=clock, run_checkpoints=checkpoints)
     log = EndedLog()
     calls.add_listener(log)
-    adapter = CallPageAdapter(calls)
-    monitor = Monitor(store, counters=counters, agora=agora, clock=clock)
-    monitor.sections.append(adapter.health)
+    monitor = build_monitor(store, counters, agora, adapter, clock=clock)
     web = build_web_server(
         settings, adapter, monitor, host="127.0.0.1", port=0 if start_web else free_port(), sdk_url=sdk_url
     )
