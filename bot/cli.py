@@ -90,24 +90,17 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             else:
                 _out(f"  warning  {label} is not set: {RECOMMENDED[(section, key)]}")
 
-    if settings.discord.token:
-        from bot.invite import application_id_from_token, invite_url
-
-        app_id = application_id_from_token(settings.discord.token.get_secret_value())
-        if app_id is None:
-            _out(
-                "  warning  discord.token (DISCORD_TOKEN) does not look like a bot token: copy it again from the "
-                "Developer Portal (Bot, Reset Token)"
-            )
-        else:
-            _out(f"  invite   {invite_url(app_id)}")
-
     public = urlsplit(settings.web.public_url)
     if public.scheme != "https" and public.hostname not in ("localhost", "127.0.0.1", "::1"):
         _out(
             f"  warning  web.public_url (WEB_PUBLIC_URL) is {settings.web.public_url}: browsers allow the microphone "
             "only over HTTPS, so put the call page behind a TLS proxy and use its https:// address"
         )
+
+    if settings.discord.token:
+        _out("Discord")
+        discord_ok = await _check_discord(settings.discord.token.get_secret_value())
+        ok = ok and discord_ok
 
     database, listen = startup_findings(settings)
     _out("Database (read only: check never creates or migrates it)")
@@ -150,6 +143,33 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     _out()
     _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
     return 0 if ok else 1
+
+
+async def _check_discord(token: str) -> bool:
+    import aiohttp
+    import discord
+
+    from bot.client import TOKEN_REFUSED, discord_identity
+    from bot.invite import invite_url
+
+    try:
+        identity = await discord_identity(token)
+    except discord.LoginFailure:
+        _out(f"  FAIL     {TOKEN_REFUSED}")
+        return False
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        _out(f"  FAIL     Discord did not answer ({type(exc).__name__}): check this machine's internet connection")
+        return False
+    _out(f"  ok       logged in as {identity.user}")
+    _out(f"  invite   {invite_url(identity.application_id)}")
+    if identity.interactions_endpoint_url:
+        _out(
+            f"  FAIL     the application's Interactions Endpoint URL is set ({identity.interactions_endpoint_url}): "
+            "Discord then sends slash commands there instead of to the bot; clear it in the Developer Portal "
+            "(General Information)"
+        )
+        return False
+    return True
 
 
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:

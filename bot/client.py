@@ -11,6 +11,7 @@ import math
 import signal
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -151,6 +152,12 @@ class MemoryBot(commands.Bot):
         await super().close()
 
 
+TOKEN_REFUSED = (
+    "discord.token (DISCORD_TOKEN) was refused by Discord: "
+    "copy a fresh one from the Developer Portal (Bot, Reset Token)"
+)
+
+
 async def run_bot(settings: Settings) -> int:
     """Run until closed. Known start-up problems (database, web address) raise StartupProblem: one line."""
     try:
@@ -174,11 +181,9 @@ async def _run_bot(settings: Settings) -> int:
             async with bot:
                 await bot.start(token)
         except discord.LoginFailure:
-            log.error("Discord refused the token: check DISCORD_TOKEN")
-            return 1
+            raise StartupProblem(TOKEN_REFUSED) from None
         except discord.PrivilegedIntentsRequired:
-            log.error("Discord refused the intents; this bot needs no privileged intents")
-            return 1
+            raise StartupProblem("Discord refused the intents; this bot needs no privileged intents") from None
     return 0
 
 
@@ -197,3 +202,22 @@ async def sync_commands(settings: Settings, *, guild_id: int | None = None) -> i
                 synced = await bot.tree.sync()
                 await services.store.set_meta(COMMANDS_HASH_KEY, commands_hash(bot.tree))
         return len(synced)
+
+
+@dataclass(frozen=True)
+class DiscordIdentity:
+    user: str
+    application_id: int
+    interactions_endpoint_url: str | None
+
+
+async def discord_identity(token: str) -> DiscordIdentity:
+    """Log in over HTTP only (no gateway), as `run` does first; raises discord.LoginFailure for a refused token."""
+    client = discord.Client(intents=discord.Intents.none())
+    try:
+        await client.login(token)
+        application = client.application
+        assert client.user is not None and application is not None
+        return DiscordIdentity(str(client.user), application.id, application.interactions_endpoint_url)
+    finally:
+        await client.close()

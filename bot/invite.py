@@ -7,23 +7,10 @@ interaction responses, which need no channel permission, and direct messages nee
 
 from __future__ import annotations
 
-import base64
-import binascii
-
 import discord
 
 INVITE_SCOPES = ("bot", "applications.commands")
 INVITE_PERMISSIONS = discord.Permissions.none()
-
-
-def application_id_from_token(token: str) -> int | None:
-    """A bot token's first part is its user ID in base64 (the application ID, for bots made since 2016)."""
-    first = token.split(".", 1)[0]
-    try:
-        decoded = base64.b64decode(first + "=" * (-len(first) % 4), validate=True).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-    return int(decoded) if decoded.isdigit() else None
 
 
 def invite_url(application_id: int) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     AgoraEmulator,
 )
+from tests.fakes.discord_gateway import FakeDiscord
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool] | bool], *, within: float = 10.0) -> None:
@@ -173,3 +175,22 @@ async def call_world(
         await agora.aclose()
         await emu.stop()
         await store.close()
+
+
+@contextmanager
+def fake_discord_in_thread(monkeypatch: Any) -> Iterator[FakeDiscord]:
+    """The fake Discord on its own event loop in a thread, for tests that call `python -m bot`'s `main()`
+    (which runs its own loop with asyncio.run). discord.py is pointed at it for the test."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-discord", daemon=True)
+    thread.start()
+    fake = FakeDiscord()
+    try:
+        asyncio.run_coroutine_threadsafe(fake.start(), loop).result(timeout=10)
+        fake.patch(monkeypatch)
+        yield fake
+    finally:
+        asyncio.run_coroutine_threadsafe(fake.stop(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

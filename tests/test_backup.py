@@ -17,7 +17,8 @@ USER = 555
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("BOT_CONFIG", raising=False)
+    for name in ("BOT_CONFIG", "DISCORD_TOKEN", "AGORA_APP_ID", "LLM_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
     path = tmp_path / "config.toml"
     path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "data" / "bot.db"}"\n\n[web]\nport = 0\n')
     return path

@@ -16,7 +16,8 @@ import pytest
 
 from bot.__main__ import main
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
-from tests.harness import TEST_APP_ID
+from tests.fakes.discord_gateway import FakeDiscord
+from tests.harness import TEST_APP_ID, fake_discord_in_thread
 
 REQUIRED_ENV = {
     "DISCORD_TOKEN": "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gabcde.not-a-real-token-but-shaped-like-one",
@@ -29,7 +30,13 @@ REQUIRED_ENV = {
 
 
 @pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def discord_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDiscord]:
+    with fake_discord_in_thread(monkeypatch) as fake:
+        yield fake
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, discord_fake: FakeDiscord) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("BOT_CONFIG", raising=False)
     monkeypatch.delenv("LLM_BASE_URL", raising=False)
@@ -157,10 +164,13 @@ def test_a_bad_setting_fails_check_and_run_with_its_name(
         assert expected in err and "Traceback" not in err, (setting, command, err)
 
 
-def test_check_never_creates_the_database(workdir: Path, capsys) -> None:
+def test_check_never_creates_the_database(workdir: Path, discord_fake: FakeDiscord, capsys) -> None:
     config = write_config(workdir)
     main(["--config", str(config), "check"])
     out = capsys.readouterr().out
+    assert f"ok       logged in as {discord_fake.bot_username}" in out
+    invite = f"client_id={discord_fake.application_id}&scope=bot+applications.commands&permissions=0"
+    assert f"  invite   https://discord.com/oauth2/authorize?{invite}" in out
     assert (
         f"ok       {workdir / 'bot.db'} does not exist yet: `migrate` (or starting the bot) creates it at schema" in out
     )
@@ -199,3 +209,22 @@ def test_migrate_waits_for_a_write_lock_then_fails_with_one_line(workdir: Path, 
 
     assert main(["--config", str(config), "migrate"]) == 0  # once the other writer is gone
     assert f"is at schema {LATEST_VERSION}" in capsys.readouterr().out
+
+
+def test_a_refused_token_fails_check_and_stops_run(workdir: Path, discord_fake: FakeDiscord, capsys) -> None:
+    discord_fake.refused_tokens.add(REQUIRED_ENV["DISCORD_TOKEN"])
+    config = write_config(workdir)
+    assert main(["--config", str(config), "check"]) == 1
+    assert "FAIL     discord.token (DISCORD_TOKEN) was refused by Discord" in capsys.readouterr().out
+
+    assert main(["--config", str(config), "run"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]  # after the start-up log lines
+    assert last.startswith("The bot cannot start: discord.token (DISCORD_TOKEN) was refused by Discord")
+
+
+def test_an_interactions_endpoint_url_fails_check(workdir: Path, discord_fake: FakeDiscord, capsys) -> None:
+    discord_fake.interactions_endpoint_url = "https://elsewhere.example/interactions"
+    assert main(["--config", str(write_config(workdir)), "check"]) == 1
+    assert "FAIL     the application's Interactions Endpoint URL is set" in capsys.readouterr().out
