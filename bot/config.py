@@ -80,6 +80,16 @@ class AgoraSettings(_Section):
     greeting: str = "Hi! Good to hear from you. What's on your mind?"
     sdk_url: str = AGORA_DEFAULT_SDK_URL
 
+    @field_validator("api_base_url")
+    @classmethod
+    def _api_base_url_is_absolute(cls, value: str) -> str:
+        return _http_url(value, "the http(s):// address of Agora's ConvoAI REST API")
+
+    @field_validator("llm_url")
+    @classmethod
+    def _llm_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "the http(s):// address of your chat-completions endpoint")
+
     @field_validator("sdk_url")
     @classmethod
     def _sdk_url_is_a_script_address(cls, value: str) -> str:
@@ -100,6 +110,11 @@ class LLMSettings(_Section):
     api_key: SecretStr | None = None
     model: str = "gpt-4o-mini"
     timeout_seconds: float = Field(default=30.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "an OpenAI-compatible API address such as https://api.openai.com/v1")
 
     @property
     def enabled(self) -> bool:
