@@ -14,6 +14,7 @@ from bot.app import build_agora_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import Finding, StartupProblem, inspect_database, startup_findings
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
+from bot.messages import plural
 from bot.store.repository import SchemaTooNew
 
 
@@ -215,8 +216,8 @@ async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
         result = await services.memory.forget_everything(args.user_id)
         await services.memory.wait_scrubbed()
     _out(
-        f"Forgot user {args.user_id}: {result.calls} calls, {result.chats} chats, {result.turns} lines, "
-        f"{result.facts} facts."
+        f"Forgot user {args.user_id}: {plural(result.calls, 'call')}, {plural(result.chats, 'chat')}, "
+        f"{plural(result.turns, 'line')}, {plural(result.facts, 'fact')}."
     )
     return 0
 

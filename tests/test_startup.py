@@ -150,7 +150,7 @@ def test_an_unresolvable_host_fails_check_and_stops_run(workdir: Path, capsys) -
     [
         ("javascript: SDK URL", '\n[agora]\nsdk_url = "javascript:alert(1)"\n', "agora.sdk_url (AGORA_SDK_URL)"),
         ("huge link lifetime", "link_ttl_minutes = 100000000000000\n", "web.link_ttl_minutes (WEB_LINK_TTL_MINUTES)"),
-        ("call over 24 hours", "\n[calls]\nmax_minutes = 1500\n", "calls.max_minutes (CALLS_MAX_MINUTES)"),
+        ("call over 72 hours", "\n[calls]\nmax_minutes = 4321\n", "calls.max_minutes (CALLS_MAX_MINUTES)"),
         ("public URL without a scheme", 'public_url = "calls.example.org"\n', "web.public_url (WEB_PUBLIC_URL)"),
         ("LLM address without a scheme", '\n[llm]\nbase_url = "api.openai.com/v1"\n', "llm.base_url (LLM_BASE_URL)"),
     ],

@@ -56,7 +56,8 @@ async def test_one_call_as_the_operator_sees_it(tmp_path: Path, monkeypatch: pyt
 
                 token = await fake.slash("call", ALICE)
                 await next_of_kind(fake, token, "followup", "edit")
-                click = await fake.click(find_message_with(fake, "consent:remember"), "consent:remember", ALICE)
+                message, custom_id = find_message_with(fake, "consent:remember:call:")
+                click = await fake.click(message, custom_id, ALICE)
                 await next_of_kind(fake, click, "edit")
                 agent = emu.only_agent()
                 emu.user_joined(agent.agent_id)
