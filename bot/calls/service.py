@@ -36,8 +36,10 @@ from bot.calls.errors import (
 from bot.calls.inbox import WebhookInbox
 from bot.calls.links import LinkTokens
 from bot.config import Settings
+from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
+from bot.monitor import Counters
 from bot.store.models import CallRecord, GuildSettings, Role
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, StorageFull, Store
 
@@ -139,8 +141,10 @@ class CallService:
         clock: Callable[[], float] = time.time,
         owner: str | None = None,
         run_checkpoints: bool = True,
+        counters: Counters | None = None,
     ):
         self.store = store
+        self.counters = counters if counters is not None else Counters()
         self.memory = memory
         self.agora = agora
         self.settings = settings
@@ -283,6 +287,8 @@ class CallService:
             await self._leave_quietly(started.agent_id)
             raise VoiceUnavailable("call was ended while starting")
         self._watch(call_id)
+        self.counters.calls_started += 1
+        log.info("call started", extra={"call_id": call_id, "user_id": user_id, "guild_id": guild_id})
         return StartedCall(
             call_id=call_id,
             link_url=f"{self.settings.web.public_url.rstrip('/')}/call/{link}",
@@ -293,7 +299,7 @@ class CallService:
 
     async def _abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""
-        log.warning("call %s could not start: %s", call.call_id, why)
+        log.warning("call %s could not start: %s", call.call_id, why, extra={"call_id": call.call_id})
         await self.store.transition_call(
             call.call_id, ["starting"], "failed", ended_at=self.clock(), end_reason="start_failed", link_hash=None
         )
@@ -344,7 +350,8 @@ class CallService:
     def _watch(self, call_id: str) -> None:
         if not self.run_checkpoints or self._closing or call_id in self._tasks:
             return
-        task = asyncio.get_running_loop().create_task(self._checkpoint_loop(call_id), name=f"call-{call_id}")
+        with bind(call_id=call_id):  # every line the loop logs carries the call's id
+            task = asyncio.get_running_loop().create_task(self._checkpoint_loop(call_id), name=f"call-{call_id}")
         self._tasks[call_id] = task
 
         def forget(_task: asyncio.Task[None]) -> None:
@@ -480,7 +487,8 @@ class CallService:
         winner's result; a trigger that loses to another process gets None."""
         task = self._finalizing.get(call_id)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason))
+            with bind(call_id=call_id):
+                task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason))
             self._finalizing[call_id] = task
             task.add_done_callback(lambda _done: self._finalizing.pop(call_id, None))
         return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
@@ -564,6 +572,9 @@ class CallService:
             turns_stored=turns,
             private=call.private,
         )
+        self.counters.call_ended(ended.reason, ended.turns_stored)
+        ids = {"call_id": ended.call_id, "user_id": ended.user_id, "guild_id": ended.guild_id}
+        log.info("call ended (%s), %d lines stored", ended.reason, ended.turns_stored, extra=ids)
         await self._notify(ended)
         return ended
 

@@ -911,6 +911,13 @@ class SqliteStore:
                     (error[:500], retry_at, at, job_id),
                 )
 
+    async def job_queue(self) -> tuple[int, float | None]:
+        """Jobs waiting or running, and the creation time of the oldest of them (None when there are none)."""
+        row = await self._one("SELECT COUNT(*), MIN(created_at) FROM jobs WHERE state IN ('pending', 'running')")
+        if row is None:
+            return 0, None
+        return int(row[0]), None if row[1] is None else float(row[1])
+
     async def job_state(self, kind: str, ref_id: str) -> str | None:
         state = await self._scalar("SELECT state FROM jobs WHERE kind = ? AND ref_id = ?", (kind, ref_id))
         return None if state is None else str(state)

@@ -92,3 +92,37 @@ class CallPageBackend(Protocol):
     async def health(self) -> dict[str, object]:
         """A JSON-serialisable report, e.g. {"database": "ok", "active_calls": 3}. Raise when unhealthy."""
         ...
+
+
+class OperatorView(Protocol):
+    """The process's health and figures for `/healthz` and `/metrics` (bot.monitor.Monitor)."""
+
+    async def report(self) -> dict[str, object]:
+        """The /healthz document; ``status`` "unavailable" answers 503."""
+        ...
+
+    async def prometheus(self) -> bytes:
+        """The /metrics body in Prometheus' text format."""
+        ...
+
+
+class NoCalls:
+    """The backend when Agora is not configured: no call links exist, webhooks are refused; /healthz still
+    answers (from the OperatorView)."""
+
+    async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
+        return None
+
+    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+        return None
+
+    async def hang_up(
+        self, link_token: str, *, via: str, page_id: str | None = None, browser: str | None = None
+    ) -> CallStatus | None:
+        return None
+
+    async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
+        return False
+
+    async def health(self) -> dict[str, object]:
+        return {"calls": "not configured (agora.* settings)"}

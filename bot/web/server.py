@@ -37,6 +37,7 @@ from bot.web.backend import (
     CallPageBackend,
     CallStatus,
     OpenElsewhere,
+    OperatorView,
     PageSession,
     WebhookRetryLater,
 )
@@ -49,6 +50,7 @@ MAX_HANGUP_BODY_BYTES = 4096
 MAX_TOKEN_LENGTH = 128
 WEBHOOK_TIMEOUT_SECONDS = 8.0  # Agora NCS wants an answer within 10 s
 HEALTH_TIMEOUT_SECONDS = 5.0
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_STATUS_POLL_INTERVAL = 4.0
 
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
@@ -122,6 +124,7 @@ class _PageSettings:
 
 
 BACKEND_KEY = web.AppKey("call_page_backend", CallPageBackend)
+MONITOR_KEY = web.AppKey("operator_view", OperatorView)
 SETTINGS_KEY = web.AppKey("call_page_settings", _PageSettings)
 
 _PREVIEW_HTML = """<!doctype html>
@@ -197,6 +200,7 @@ def create_app(
     sdk_url: str,
     public_url: str,
     status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
+    monitor: OperatorView | None = None,
 ) -> web.Application:
     """Build the aiohttp application. ``sdk_url`` is the Agora Web SDK (UMD build exposing global AgoraRTC);
     ``public_url`` is the externally visible base URL (https in production), used to check the Origin of
@@ -222,6 +226,9 @@ def create_app(
     app.router.add_post("/api/calls/{link_token}/hangup", _api_hangup, name="api_hangup")
     app.router.add_post("/agora/webhook", _agora_webhook, name="agora_webhook")
     app.router.add_get("/healthz", _healthz, name="healthz")
+    if monitor is not None:
+        app[MONITOR_KEY] = monitor
+        app.router.add_get("/metrics", _metrics, name="metrics")
     app.router.add_static("/static/", STATIC_DIR, name="static", show_index=False, follow_symlinks=False)
     return app
 
@@ -446,13 +453,25 @@ async def _agora_webhook(request: web.Request) -> web.Response:
 
 
 async def _healthz(request: web.Request) -> web.Response:
+    monitor = request.app.get(MONITOR_KEY)
     try:
         async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
-            report = await request.app[BACKEND_KEY].health()
+            report = await (monitor.report() if monitor is not None else request.app[BACKEND_KEY].health())
     except Exception as exc:  # includes TimeoutError
         log.warning("health check failed: %s", type(exc).__name__)
         return web.json_response({"status": "unavailable"}, status=503)
-    return web.json_response(report, dumps=lambda obj: json.dumps(obj, default=str))
+    status = 503 if report.get("status") == "unavailable" else 200
+    return web.json_response(report, status=status, dumps=lambda obj: json.dumps(obj, default=str))
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
+            body = await request.app[MONITOR_KEY].prometheus()
+    except Exception as exc:  # includes TimeoutError
+        log.warning("metrics failed: %s", type(exc).__name__)
+        return web.Response(text="# metrics unavailable\n", status=503)
+    return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -473,11 +492,12 @@ class WebServer:
         public_url: str,
         status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
         shutdown_timeout: float = 5.0,
+        monitor: OperatorView | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.app = create_app(
-            backend, sdk_url=sdk_url, public_url=public_url, status_poll_interval=status_poll_interval
+            backend, sdk_url=sdk_url, public_url=public_url, status_poll_interval=status_poll_interval, monitor=monitor
         )
         self.public_url = public_url.rstrip("/")
         self._shutdown_timeout = shutdown_timeout
