@@ -13,18 +13,33 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 DEFAULT_CONFIG_PATH = Path("config.toml")
 AGORA_DEFAULT_PRESET = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
 AGORA_DEFAULT_SDK_URL = "https://download.agora.io/sdk/release/AgoraRTC_N-4.24.8.js"
+AGORA_DEFAULT_TTS_VOICE = "English_captivating_female1"
+"""A MiniMax English voice, the one Agora's SDK documents for ``voice_setting.voice_id``."""
+MAX_CALL_MINUTES = 4320
+"""Agora stops every agent after 72 hours (its task lifetime cap); tokens are renewed well before expiry."""
 DEFAULT_PERSONA = (
     "You are a warm, concise voice assistant talking with a member of a Discord server. "
     "Keep replies to one or two sentences. If you know something about the person from earlier "
     "conversations, use it naturally; never read your notes back verbatim."
 )
+
+
+MAX_LINK_TTL_MINUTES = 1440
+
+
+def _http_url(value: str, expected: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be {expected}; got {value!r}")
+    return value
 
 
 class ConfigError(Exception):
@@ -58,6 +73,9 @@ class AgoraSettings(_Section):
     llm_model: str | None = None
     tts_vendor: str | None = None
     tts_params: dict[str, Any] = Field(default_factory=dict)
+    tts_voice: str = Field(default=AGORA_DEFAULT_TTS_VOICE, min_length=1)
+    llm_params: dict[str, Any] | None = None
+    token_format: Literal["007", "006"] = "007"
     asr_language: str = "en-US"
     idle_timeout_seconds: int = Field(default=30, ge=0, le=259200)
     max_history: int = Field(default=32, ge=1, le=1024)
@@ -66,6 +84,23 @@ class AgoraSettings(_Section):
     request_timeout_seconds: float = Field(default=10.0, gt=0)
     greeting: str = "Hi! Good to hear from you. What's on your mind?"
     sdk_url: str = AGORA_DEFAULT_SDK_URL
+
+    @field_validator("api_base_url")
+    @classmethod
+    def _api_base_url_is_absolute(cls, value: str) -> str:
+        return _http_url(value, "the http(s):// address of Agora's ConvoAI REST API")
+
+    @field_validator("llm_url")
+    @classmethod
+    def _llm_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "the http(s):// address of your chat-completions endpoint")
+
+    @field_validator("sdk_url")
+    @classmethod
+    def _sdk_url_is_a_script_address(cls, value: str) -> str:
+        if value.startswith("/") and not value.startswith("//"):
+            return value  # served by the bot itself, e.g. /static/vendor/AgoraRTC.js
+        return _http_url(value, "an http(s):// address of the Agora Web SDK script, or a path such as /static/x.js")
 
     @field_validator("app_id")
     @classmethod
@@ -81,6 +116,11 @@ class LLMSettings(_Section):
     model: str = "gpt-4o-mini"
     timeout_seconds: float = Field(default=30.0, gt=0)
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "an OpenAI-compatible API address such as https://api.openai.com/v1")
+
     @property
     def enabled(self) -> bool:
         return bool(self.base_url)
@@ -90,8 +130,13 @@ class WebSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     public_url: str = "http://localhost:8080"
-    link_ttl_minutes: int = Field(default=60, ge=1)
+    link_ttl_minutes: int = Field(default=60, ge=1, le=MAX_LINK_TTL_MINUTES)
     link_signing_key: SecretStr | None = None
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_absolute(cls, value: str) -> str:
+        return _http_url(value, "the address members' browsers use, with its scheme, e.g. https://calls.example.org")
 
 
 class MemorySettings(_Section):
@@ -99,13 +144,39 @@ class MemorySettings(_Section):
     context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)
+    lock_timeout_seconds: float = Field(default=5.0, gt=0, le=600)
 
 
 class CallSettings(_Section):
-    max_minutes: int = Field(default=30, ge=1, le=4320)
+    max_minutes: int = 30
     calls_per_member_per_day: int = Field(default=20, ge=1)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     page_close_grace_seconds: float = Field(default=8.0, ge=0, le=60)
+
+    @field_validator("max_minutes")
+    @classmethod
+    def _within_agoras_lifetime(cls, value: int) -> int:
+        if not 1 <= value <= MAX_CALL_MINUTES:
+            raise ValueError(
+                f"must be from 1 to {MAX_CALL_MINUTES} minutes: Agora stops every agent after 72 hours, got {value}"
+            )
+        return value
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class LogSettings(_Section):
+    level: str = "INFO"
+    format: Literal["text", "json"] = "text"
+    third_party_level: str = "WARNING"
+
+    @field_validator("level", "third_party_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return value.upper()
 
 
 class Settings(_Section):
@@ -115,6 +186,16 @@ class Settings(_Section):
     web: WebSettings = WebSettings()
     memory: MemorySettings = MemorySettings()
     calls: CallSettings = CallSettings()
+    log: LogSettings = LogSettings()
+
+    def secret_values(self) -> list[str]:
+        """Every secret that is set, as plain text: the log formatter blanks them out of every line."""
+        values = []
+        for section, key in SECRET_SETTINGS:
+            secret = getattr(getattr(self, section), key)
+            if secret is not None:
+                values.append(secret.get_secret_value())
+        return values
 
     @property
     def agora_configured(self) -> bool:
@@ -219,10 +300,11 @@ def load_settings(
 
 
 def _parse_env_json(merged: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Dict settings (e.g. agora.tts_params) may be given as JSON text in the environment."""
-    params = merged.get("agora", {}).get("tts_params")
-    if isinstance(params, str) and params.lstrip().startswith("{"):
-        # Malformed JSON stays text, so validation reports "agora.tts_params: Input should be a valid dictionary".
-        with contextlib.suppress(json.JSONDecodeError):
-            merged["agora"]["tts_params"] = json.loads(params)
+    """Dict settings (agora.tts_params, agora.llm_params) may be given as JSON text in the environment."""
+    for key in ("tts_params", "llm_params"):
+        params = merged.get("agora", {}).get(key)
+        if isinstance(params, str) and params.lstrip().startswith("{"):
+            # Malformed JSON stays text, so validation reports "agora.<key>: Input should be a valid dictionary".
+            with contextlib.suppress(json.JSONDecodeError):
+                merged["agora"][key] = json.loads(params)
     return merged

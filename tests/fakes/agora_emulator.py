@@ -5,13 +5,17 @@ It implements the contract of ``/work/shared/specs/agora-convoai.md`` (§4, §5,
 UNVERIFIED, the choice made here is written down next to the code that makes it. Summary of those choices:
 
 * Auth: only HTTP Basic with the configured customer ID/secret (scheme case-insensitive). ``agora token=``
-  headers get 401: this project authenticates with Basic, and 007 verification is not implemented.
+  headers get 401: this project authenticates its REST calls with Basic, so token auth is not modelled.
 * An ``{appid}`` in the path other than the emulator's app ID gets 401 ``InvalidPermission`` (the credentials
   are not valid for that project). 401 rather than 404 so a misconfigured app ID can never pass for
   "agent already gone" on ``leave``.
-* ``properties.token`` must be a valid ``006`` token for (channel, agent_rtc_uid) signed with the emulator's
-  app certificate and not expired, else 400 ``InvalidFieldValue``. A ``006`` RTC token carries no RTM
-  privilege, so ``advanced_features.enable_rtm: true`` is rejected as well (spec §7.4).
+* ``properties.token`` must be a valid ``007`` AccessToken2 or ``006`` token for (channel, agent_rtc_uid) signed
+  with the emulator's app certificate and not expired (the token's expiry and its join privilege's), else 400
+  ``InvalidFieldValue`` (spec §7.4). With ``advanced_features.enable_rtm: true`` the token must also carry the
+  RTM login privilege for the agent's uid, which only ``007`` tokens can.
+* A MiniMax TTS preset needs ``tts.params.voice_setting.voice_id`` (every documented preset example sends one):
+  without it the join is 400 ``MissingRequiredField``. The ``openai_gpt_5_*`` LLM presets reject
+  ``llm.params.max_tokens`` and ``llm.params.temperature`` (those models take neither) with 400.
 * The (*) rule for ``llm``/``tts``: an LLM preset, a non-null ``pipeline_id`` or ``mllm.enable: true`` makes
   ``llm`` optional, otherwise ``llm.url`` is required; a TTS preset, ``pipeline_id`` or ``mllm.enable:
   true`` makes ``tts`` optional, otherwise ``tts.vendor`` (one of the documented vendors) is required.
@@ -25,7 +29,10 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   example); ``speak`` and ``interrupt`` are only recorded.
 * History items carry extra ``turn_id`` and ``timestamp`` fields (allowed by the spec) so clients are tested
   to ignore unknown fields. History of an agent that is not STARTING/RUNNING is 404 ``TaskNotFound``.
-* ``query`` of a running agent reports ``stop_ts: 0`` and ``message: ""``; stopped agents stay queryable.
+* ``query`` of a running agent reports ``stop_ts: 0`` and ``message: ""``; stopped agents stay queryable and
+  report ``message: "agent exits with reason: <the 102 message>"`` (the docs' query example wraps the reason).
+* History is served only while the agent is RUNNING ("Only supports querying the running agent"): a STARTING
+  agent gets 404 ``TaskNotFound`` like a stopped one.
 * ``start_status="STARTING"``: the agent reports STARTING until the user joins or one emulator-clock second
   has passed (checked on each request or :meth:`AgoraEmulator.advance`).
 * Time is ``clock() + offset``; :meth:`AgoraEmulator.advance` moves the offset and fires due timers (idle
@@ -55,10 +62,9 @@ import aiohttp
 from aiohttp import web
 
 from bot.agora.tokens import (
-    PRIVILEGE_JOIN_CHANNEL,
     build_rtc_token,
-    parse_rtc_token_006,
-    verify_rtc_token_006,
+    token_expires_at,
+    verify_rtc_token,
 )
 from bot.agora.webhooks import sign_body
 
@@ -69,6 +75,8 @@ TEST_APP_CERTIFICATE = "5CFd2fd1755d40ecb72977518be15d3b"
 TEST_CUSTOMER_ID = "3f0c9a1e5b7d4c2a8e6f1b3d5a7c9e0f"
 TEST_CUSTOMER_SECRET = "9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
 TEST_WEBHOOK_SECRET = "emulator-webhook-secret"
+DEFAULT_WEBHOOK_RETRY_DELAYS = (0.0, 0.1, 0.3)
+"""Waits before NCS retries 1, 2 and 3: at once, then increasing (see ``AgoraEmulator._deliver``)."""
 
 API_PREFIX = "/api/conversational-ai-agent"
 STATUS_CODES = {
@@ -94,6 +102,8 @@ LIST_DEFAULT_WINDOW_SECONDS = 2 * 3600
 ASR_PRESETS = frozenset({"deepgram_nova_2", "deepgram_nova_3"})
 LLM_PRESETS = frozenset({"openai_gpt_4o_mini", "openai_gpt_4_1_mini", "openai_gpt_5_nano", "openai_gpt_5_mini"})
 TTS_PRESETS = frozenset({"minimax_speech_2_6_turbo", "minimax_speech_2_8_turbo", "openai_tts_1"})
+MINIMAX_PRESETS = frozenset({"minimax_speech_2_6_turbo", "minimax_speech_2_8_turbo"})
+PARAMLESS_LLM_PRESETS = frozenset({"openai_gpt_5_nano", "openai_gpt_5_mini"})
 TTS_VENDORS = frozenset(
     {
         "microsoft",
@@ -157,6 +167,7 @@ class WebhookAttempt(NamedTuple):
     event_type: int
     status: int | None
     error: str | None
+    sent_at: float = 0.0  # time.monotonic() when the attempt was made
 
 
 @dataclass
@@ -274,6 +285,17 @@ class _FailureRule:
         )
 
 
+@dataclass
+class ResponseGate:
+    """See ``AgoraEmulator.hold_responses``: ``reached`` is set when a held answer is ready."""
+
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        self.opened.set()
+
+
 @dataclass(frozen=True)
 class _Notification:
     envelope: dict[str, Any]
@@ -307,6 +329,7 @@ class AgoraEmulator:
         webhook_mode: WebhookMode = "normal",
         webhook_timeout: float = 5.0,
         webhook_max_retries: int = 3,
+        webhook_retry_delays: Sequence[float] = DEFAULT_WEBHOOK_RETRY_DELAYS,
     ) -> None:
         self.app_id = app_id
         self.app_certificate = app_certificate
@@ -318,6 +341,7 @@ class AgoraEmulator:
         self.webhook_mode: WebhookMode = webhook_mode
         self.webhook_timeout = webhook_timeout
         self.webhook_max_retries = webhook_max_retries
+        self.webhook_retry_delays = tuple(webhook_retry_delays)
         self.start_status = start_status
         self.auto_user_join = auto_user_join
         self.latency = 0.0
@@ -338,6 +362,7 @@ class AgoraEmulator:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._agent_sequence = 0
+        self._gates: dict[str, ResponseGate] = {}
 
     async def start(self) -> Self:
         app = web.Application(middlewares=[self._pipeline])
@@ -497,6 +522,13 @@ class AgoraEmulator:
         is the error ``status``: a response lost after the service acted."""
         self._add_failure(n, status, operation, reason, detail, None, False, after_processing=True)
 
+    def hold_responses(self, operation: str) -> ResponseGate:
+        """Requests for ``operation`` are processed but their answers wait until the gate is released: a
+        request in flight, for races ("forget while the hang-up's history read is on its way")."""
+        gate = ResponseGate()
+        self._gates[operation] = gate
+        return gate
+
     def clear_failures(self) -> None:
         self._failure_rules.clear()
 
@@ -602,10 +634,7 @@ class AgoraEmulator:
     def _warn_if_token_expiring(self, agent: EmulatedAgent, now: float) -> None:
         if agent.token_warning_sent_for == agent.token:
             return
-        try:
-            expiry = parse_rtc_token_006(agent.token).privileges.get(PRIVILEGE_JOIN_CHANNEL, 0)
-        except ValueError:
-            return
+        expiry = token_expires_at(agent.token)
         if expiry and now >= expiry - TOKEN_EXPIRY_WARNING_SECONDS:
             agent.token_warning_sent_for = agent.token
             self._emit(104, {**self._payload_base(agent), "message": "Task exceeded maximum lifetime"})
@@ -677,15 +706,21 @@ class AgoraEmulator:
                 self._outbox.task_done()
 
     async def _deliver(self, notification: _Notification) -> None:
-        """POST with both signatures; retried (immediately) up to ``webhook_max_retries`` times unless the
-        receiver answers 200 with a JSON body."""
+        """POST with both signatures; retried up to ``webhook_max_retries`` times unless the receiver answers
+        200 with a JSON body: the first retry at once, the next ones after increasing waits
+        (``webhook_retry_delays``), as NCS documents (spec §6: "resends immediately, then at increasing
+        intervals, and gives up after 3 retries"). The real intervals are not published; the defaults here
+        are short so tests stay fast, and a test that needs a longer window sets its own."""
         assert self._webhook_session is not None
         url = self.webhook_url
         if not url:
             return
         headers = {"Content-Type": "application/json", **sign_body(self.webhook_secret, notification.body)}
         timeout = aiohttp.ClientTimeout(total=self.webhook_timeout)
-        for _ in range(1 + self.webhook_max_retries):
+        for attempt in range(1 + self.webhook_max_retries):
+            if attempt > 0 and self.webhook_retry_delays:
+                await asyncio.sleep(self.webhook_retry_delays[min(attempt - 1, len(self.webhook_retry_delays) - 1)])
+            sent_at = time.monotonic()
             status: int | None = None
             error: str | None = None
             try:
@@ -697,7 +732,9 @@ class AgoraEmulator:
                 json.loads(text)
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
-            self.webhook_attempts.append(WebhookAttempt(notification.notice_id, notification.event_type, status, error))
+            self.webhook_attempts.append(
+                WebhookAttempt(notification.notice_id, notification.event_type, status, error, sent_at)
+            )
             if status == 200 and error is None:
                 self.delivered.append(notification.envelope)
                 return
@@ -721,6 +758,10 @@ class AgoraEmulator:
     async def _pipeline(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
         operation = request.match_info.route.name or "unknown"
         response = await self._respond(request, handler, operation)
+        gate = self._gates.get(operation)
+        if gate is not None:
+            gate.reached.set()
+            await gate.opened.wait()
         if self.latency:
             await asyncio.sleep(self.latency)
         self.requests.append(RequestRecord(request.method, request.path, response.status))
@@ -814,7 +855,7 @@ class AgoraEmulator:
         return _json_response(
             200,
             {
-                "message": agent.message,
+                "message": f"agent exits with reason: {agent.message}" if agent.message else "",
                 "start_ts": agent.start_ts,
                 "stop_ts": agent.stop_ts or 0,
                 "status": agent.status,
@@ -880,7 +921,8 @@ class AgoraEmulator:
             raise ApiError(400, "InvalidFieldValue", "properties must be an object")
         token = properties.get("token")
         if token is not None:
-            self._check_agent_token(token, agent.channel, agent.agent_rtc_uid, enable_rtm=False)
+            enable_rtm = bool((agent.properties.get("advanced_features") or {}).get("enable_rtm"))
+            self._check_agent_token(token, agent.channel, agent.agent_rtc_uid, enable_rtm=enable_rtm)
         for section in ("llm", "mllm"):
             if properties.get(section) is not None:
                 _check_object(properties[section], f"properties.{section}")
@@ -903,6 +945,8 @@ class AgoraEmulator:
 
     async def _history(self, request: web.Request) -> web.Response:
         agent = self._agent_or_404(request, running=True)
+        if agent.status != "RUNNING":
+            raise ApiError(404, "TaskNotFound", "history is only available while the agent is running")
         return _json_response(
             200,
             {
@@ -957,17 +1001,11 @@ class AgoraEmulator:
     def _check_agent_token(self, token: Any, channel: str, uid: str, *, enable_rtm: bool) -> None:
         if not isinstance(token, str) or not token:
             raise ApiError(400, "InvalidFieldValue", "properties.token must be a non-empty string")
-        if not token.startswith("006"):
-            raise ApiError(400, "InvalidFieldValue", "properties.token: the emulator verifies 006 RTC tokens only")
-        problem = verify_rtc_token_006(token, self.app_id, self.app_certificate, channel, uid, self.now())
+        problem = verify_rtc_token(
+            token, self.app_id, self.app_certificate, channel, uid, self.now(), need_rtm=enable_rtm
+        )
         if problem is not None:
             raise ApiError(400, "InvalidFieldValue", f"properties.token is invalid: {problem}")
-        if enable_rtm:
-            raise ApiError(
-                400,
-                "InvalidFieldValue",
-                "properties.token: advanced_features.enable_rtm needs RTM privileges, which 006 tokens lack",
-            )
 
 
 class _JoinValidator:
@@ -1003,6 +1041,7 @@ class _JoinValidator:
         has_pipeline = bool(pipeline_id)
         self._llm(properties.get("llm"), required=not (presets & LLM_PRESETS or has_pipeline or uses_mllm))
         self._tts(properties.get("tts"), required=not (presets & TTS_PRESETS or has_pipeline or uses_mllm))
+        self._preset_needs(presets, properties)
         if properties.get("asr") is not None:
             _check_object(properties["asr"], "properties.asr")
         self._emulator._check_agent_token(properties["token"], channel, agent_uid, enable_rtm=enable_rtm)
@@ -1096,6 +1135,28 @@ class _JoinValidator:
         for key in ("greeting_message", "failure_message", "api_key"):
             if raw.get(key) is not None and not isinstance(raw[key], str):
                 raise ApiError(400, "InvalidFieldValue", f"properties.llm.{key} must be a string")
+
+    @staticmethod
+    def _preset_needs(presets: set[str], properties: dict[str, Any]) -> None:
+        """What a preset needs from the request and what it refuses (see the module docstring)."""
+        if presets & MINIMAX_PRESETS:
+            tts = properties.get("tts") or {}
+            voice = ((tts.get("params") or {}).get("voice_setting") or {}).get("voice_id")
+            if not isinstance(voice, str) or not voice.strip():
+                raise ApiError(
+                    400,
+                    "MissingRequiredField",
+                    "properties.tts.params.voice_setting.voice_id is required with a MiniMax TTS preset",
+                )
+            if tts.get("vendor") not in (None, "minimax"):
+                raise ApiError(400, "InvalidFieldValue", "properties.tts.vendor must be minimax with a MiniMax preset")
+        if presets & PARAMLESS_LLM_PRESETS:
+            params = (properties.get("llm") or {}).get("params") or {}
+            refused = sorted(set(params) & {"max_tokens", "temperature"})
+            if refused:
+                raise ApiError(
+                    400, "InvalidFieldValue", f"properties.llm.params: {refused} are not supported by this model"
+                )
 
     @staticmethod
     def _tts(raw: Any, *, required: bool) -> None:
