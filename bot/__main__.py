@@ -1,21 +1,24 @@
-"""Command line: `python -m bot run | check | migrate | sync | export-user | forget-user | import-history | context |
-keygen | rotate-master-key`."""
+"""Command line: `python -m bot run | check | migrate | sync | export-user | forget-user | import-history | context
+| backup | restore | keygen | rotate-master-key` (and `--version`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
+from bot import __version__
 from bot.config import ConfigError, load_settings
-from bot.keys import KeyStoreLocked
+from bot.doctor import StartupProblem
+from bot.keys import KeyStoreLocked, check_unlockable
+from bot.logs import setup_logging
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bot", description="A Discord bot whose voice agent remembers you.")
     parser.add_argument("--config", type=Path, help="path to config.toml (default: ./config.toml or $BOT_CONFIG)")
+    parser.add_argument("--version", action="version", version=f"memory-call-bot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run the bot")
     sub.add_parser("check", help="check configuration, database and services, then exit")
@@ -29,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import-history", help="store finished conversations for a user as calls")
     imp.add_argument("user_id", type=int)
     imp.add_argument("file", type=Path)
+    backup = sub.add_parser("backup", help="write a consistent copy of the live database to FILE")
+    backup.add_argument("file", type=Path)
+    restore = sub.add_parser("restore", help="replace the database by a backup (stop the bot first)")
+    restore.add_argument("file", type=Path)
     ctx = sub.add_parser("context", help="print the system messages the agent would get for this user")
     ctx.add_argument("user_id", type=int)
     ctx.add_argument("--query", help="a message, to print the context selected for it (as text chat does)")
@@ -43,7 +50,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "keygen":  # needs no settings: it is how the first setting of a new install is made
         from bot.keys import MASTER_KEY_ENV, generate_master_key_text
 
@@ -55,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    setup_logging(
+        level=settings.log.level,
+        fmt=settings.log.format,
+        third_party_level=settings.log.third_party_level,
+        secrets=settings.secret_values(),
+    )
     from bot import cli
 
     handlers = {
@@ -66,14 +78,22 @@ def main(argv: list[str] | None = None) -> int:
         "forget-user": cli.forget_user,
         "import-history": cli.import_history,
         "context": cli.context,
+        "backup": cli.backup,
+        "restore": cli.restore,
         "rotate-master-key": cli.rotate_master_key,
     }
     try:
+        if args.command != "check":  # check reports it among everything else
+            # Before anything opens the database (even to inspect it): member keys need their master key.
+            asyncio.run(check_unlockable(settings.memory.key_store_path, settings.memory.master_key_bytes()))
         return asyncio.run(handlers[args.command](settings, args))
     except KeyboardInterrupt:
         return 130
     except cli.CommandFailed as exc:
         print(exc, file=sys.stderr)
+        return 1
+    except StartupProblem as exc:
+        print(f"The bot cannot start: {exc}", file=sys.stderr)
         return 1
     except KeyStoreLocked as exc:
         print(exc, file=sys.stderr)

@@ -7,6 +7,8 @@ Every setting has one environment name, `SECTION_KEY` in upper case (for example
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -14,6 +16,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
@@ -29,6 +32,29 @@ DEFAULT_PERSONA = (
     "Keep replies to one or two sentences. If you know something about the person from earlier "
     "conversations, use it naturally; never read your notes back verbatim."
 )
+
+
+MAX_LINK_TTL_MINUTES = 1440
+
+
+def _http_url(value: str, expected: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be {expected}; got {value!r}")
+    return value
+
+
+MASTER_KEY_BYTES = 32
+
+
+def decode_master_key(text: str) -> bytes | None:
+    """The 32 bytes of a master key written as URL-safe base64 (padding optional); None when it is not one."""
+    cleaned = text.strip()
+    try:
+        raw = base64.urlsafe_b64decode(cleaned + "=" * (-len(cleaned) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) == MASTER_KEY_BYTES else None
 
 
 class ConfigError(Exception):
@@ -74,6 +100,23 @@ class AgoraSettings(_Section):
     greeting: str = "Hi! Good to hear from you. What's on your mind?"
     sdk_url: str = AGORA_DEFAULT_SDK_URL
 
+    @field_validator("api_base_url")
+    @classmethod
+    def _api_base_url_is_absolute(cls, value: str) -> str:
+        return _http_url(value, "the http(s):// address of Agora's ConvoAI REST API")
+
+    @field_validator("llm_url")
+    @classmethod
+    def _llm_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "the http(s):// address of your chat-completions endpoint")
+
+    @field_validator("sdk_url")
+    @classmethod
+    def _sdk_url_is_a_script_address(cls, value: str) -> str:
+        if value.startswith("/") and not value.startswith("//"):
+            return value  # served by the bot itself, e.g. /static/vendor/AgoraRTC.js
+        return _http_url(value, "an http(s):// address of the Agora Web SDK script, or a path such as /static/x.js")
+
     @field_validator("app_id")
     @classmethod
     def _app_id_is_hex(cls, value: str | None) -> str | None:
@@ -88,6 +131,11 @@ class LLMSettings(_Section):
     model: str = "gpt-4o-mini"
     timeout_seconds: float = Field(default=30.0, gt=0)
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "an OpenAI-compatible API address such as https://api.openai.com/v1")
+
     @property
     def enabled(self) -> bool:
         return bool(self.base_url)
@@ -97,8 +145,13 @@ class WebSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     public_url: str = "http://localhost:8080"
-    link_ttl_minutes: int = Field(default=60, ge=1)
+    link_ttl_minutes: int = Field(default=60, ge=1, le=MAX_LINK_TTL_MINUTES)
     link_signing_key: SecretStr | None = None
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_absolute(cls, value: str) -> str:
+        return _http_url(value, "the address members' browsers use, with its scheme, e.g. https://calls.example.org")
 
 
 class MemorySettings(_Section):
@@ -109,19 +162,13 @@ class MemorySettings(_Section):
     context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)
+    lock_timeout_seconds: float = Field(default=5.0, gt=0, le=600)
 
     @field_validator("master_key", "new_master_key")
     @classmethod
     def _is_a_master_key(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            from bot.keys.crypto import InvalidMasterKey, parse_master_key
-
-            try:
-                parse_master_key(value.get_secret_value())
-            except InvalidMasterKey:
-                raise ValueError(
-                    "must be 32 bytes in URL-safe base64: create one with `python -m bot keygen`"
-                ) from None
+        if value is not None and decode_master_key(value.get_secret_value()) is None:
+            raise ValueError("must be 32 bytes in URL-safe base64: create one with `python -m bot keygen`")
         return value
 
     @property
@@ -132,9 +179,8 @@ class MemorySettings(_Section):
         return self.database_path.with_name(self.database_path.stem + ".keys.db")
 
     def master_key_bytes(self) -> bytes | None:
-        from bot.keys.crypto import parse_master_key
-
-        return parse_master_key(self.master_key.get_secret_value()) if self.master_key is not None else None
+        """The master key's 32 bytes (validated when the settings were loaded), or None when it is not set."""
+        return decode_master_key(self.master_key.get_secret_value()) if self.master_key is not None else None
 
 
 class CallSettings(_Section):
@@ -153,6 +199,22 @@ class CallSettings(_Section):
         return value
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class LogSettings(_Section):
+    level: str = "INFO"
+    format: Literal["text", "json"] = "text"
+    third_party_level: str = "WARNING"
+
+    @field_validator("level", "third_party_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return value.upper()
+
+
 class Settings(_Section):
     discord: DiscordSettings = DiscordSettings()
     agora: AgoraSettings = AgoraSettings()
@@ -160,6 +222,16 @@ class Settings(_Section):
     web: WebSettings = WebSettings()
     memory: MemorySettings = MemorySettings()
     calls: CallSettings = CallSettings()
+    log: LogSettings = LogSettings()
+
+    def secret_values(self) -> list[str]:
+        """Every secret that is set, as plain text: the log formatter blanks them out of every line."""
+        values = []
+        for section, key in SECRET_SETTINGS:
+            secret = getattr(getattr(self, section), key)
+            if secret is not None:
+                values.append(secret.get_secret_value())
+        return values
 
     @property
     def agora_configured(self) -> bool:

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import os
@@ -22,6 +21,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from bot.config import decode_master_key
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -59,16 +60,10 @@ def generate_master_key_text() -> str:
 
 def parse_master_key(text: str) -> bytes:
     """The 32 bytes of a master key given as text; ``InvalidMasterKey`` says what is wrong, never the key."""
-    cleaned = text.strip()
-    try:
-        raw = base64.urlsafe_b64decode(cleaned + "=" * (-len(cleaned) % 4))
-    except (binascii.Error, ValueError):
+    raw = decode_master_key(text)
+    if raw is None:
         raise InvalidMasterKey(
-            f"{MASTER_KEY_ENV} is not URL-safe base64: create one with `python -m bot keygen`"
-        ) from None
-    if len(raw) != KEY_BYTES:
-        raise InvalidMasterKey(
-            f"{MASTER_KEY_ENV} must encode {KEY_BYTES} bytes, not {len(raw)}: create one with `python -m bot keygen`"
+            f"{MASTER_KEY_ENV} must be {KEY_BYTES} bytes in URL-safe base64: create one with `python -m bot keygen`"
         )
     return raw
 

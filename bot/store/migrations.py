@@ -173,6 +173,88 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         END;
         """,
     ),
+    (
+        2,
+        "forget fences, durable scrubs, agents still to stop",
+        """
+        -- A member's memory generation: every forget and every pause bumps it in the same transaction, and
+        -- every write of that member's memory checks, inside its own transaction, that the generation it read
+        -- before it started is still current. Rows outlive the member's other rows on purpose.
+        CREATE TABLE memory_fences (
+            user_id    INTEGER PRIMARY KEY,
+            generation INTEGER NOT NULL DEFAULT 0
+        );
+
+        -- Deleted text still to be scrubbed from indexes, free pages and the write-ahead log. Written in the
+        -- deleting transaction, removed only once a scrub completed, so a crash or a busy reader cannot lose it.
+        CREATE TABLE pending_scrubs (
+            scrub_id   INTEGER PRIMARY KEY,
+            created_at REAL NOT NULL
+        );
+
+        -- A call that ended while Agora would not stop its agent: the leave is retried until it succeeds.
+        ALTER TABLE calls ADD COLUMN agent_stop_pending INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX calls_agent_stop_pending ON calls (agent_stop_pending) WHERE agent_stop_pending = 1;
+
+        -- When retention purged the call's transcript: history arriving later (a replayed webhook) is ignored.
+        ALTER TABLE calls ADD COLUMN transcript_purged_at REAL;
+
+        -- The keyed hash of the browser that opened the call link first (a cookie): only it may use the link.
+        ALTER TABLE calls ADD COLUMN browser_hash TEXT;
+        """,
+    ),
+    (
+        3,
+        "full-text indexes with the porter stemmer (a search for 'renew' finds 'renewed', 'renewal')",
+        """
+        DROP TRIGGER turns_fts_insert;
+        DROP TRIGGER turns_fts_delete;
+        DROP TRIGGER turns_fts_update;
+        DROP TABLE turns_fts;
+        DROP TRIGGER facts_fts_insert;
+        DROP TRIGGER facts_fts_delete;
+        DROP TRIGGER facts_fts_update;
+        DROP TABLE facts_fts;
+
+        CREATE VIRTUAL TABLE turns_fts USING fts5 (
+            content, owner_key, content='turns', content_rowid='turn_id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
+            INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
+        END;
+        CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
+            INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+            VALUES ('delete', old.turn_id, old.content, old.owner_key);
+        END;
+        CREATE TRIGGER turns_fts_update AFTER UPDATE OF content ON turns BEGIN
+            INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+            VALUES ('delete', old.turn_id, old.content, old.owner_key);
+            INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
+        END;
+        INSERT INTO turns_fts (turns_fts) VALUES ('rebuild');
+
+        -- Facts get the member scope inside the index too, so a fact search costs that member's facts only.
+        ALTER TABLE facts ADD COLUMN owner_key TEXT GENERATED ALWAYS AS ('u' || user_id) VIRTUAL;
+        CREATE VIRTUAL TABLE facts_fts USING fts5 (
+            text, owner_key, content='facts', content_rowid='fact_id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
+            INSERT INTO facts_fts (rowid, text, owner_key) VALUES (new.fact_id, new.text, new.owner_key);
+        END;
+        CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text, owner_key)
+            VALUES ('delete', old.fact_id, old.text, old.owner_key);
+        END;
+        CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text, owner_key)
+            VALUES ('delete', old.fact_id, old.text, old.owner_key);
+            INSERT INTO facts_fts (rowid, text, owner_key) VALUES (new.fact_id, new.text, new.owner_key);
+        END;
+        INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

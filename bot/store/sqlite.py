@@ -8,12 +8,14 @@ across processes sharing the file too.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
+import math
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +38,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.repository import OpenCallExists, SchemaTooNew
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -48,21 +50,52 @@ _FACT_COLUMNS = (
 _GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
 _UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
+BM25_K1 = 1.2
+BM25_B = 0.75
+RERANK_DEPTH = 2
+SCRUB_BUSY_TIMEOUT_MS = 200
+"""How long a scrub waits for another connection's read transaction before it reports "not yet"."""
 
 
 def _iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
-def fts_query(text: str, max_terms: int = 12) -> str | None:
-    """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
-    terms = []
+def fts_terms(text: str, max_terms: int = 12) -> list[str]:
+    """The distinct words of free text that can be searched for (FTS5 phrases are quoted, so no user text
+    reaches FTS syntax; words are \\w+ runs, which hold no quote)."""
+    terms: list[str] = []
     for word in _FTS_WORD.findall(text.lower()):
         if len(word) > 2 and word not in terms:
             terms.append(word)
-    if not terms:
-        return None
-    return " OR ".join(f'"{t}"' for t in terms[:max_terms])
+    return terms[:max_terms]
+
+
+def fts_query(text: str, max_terms: int = 12) -> str | None:
+    """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
+    terms = fts_terms(text, max_terms)
+    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+
+
+def _second(pair: tuple[int, float]) -> float:
+    return pair[1]
+
+
+def _idf(total: int, frequency: int) -> float:
+    """BM25's inverse document frequency (the variant that stays positive)."""
+    return math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
+
+
+def _varint(blob: bytes) -> int:
+    """The first SQLite varint of ``blob`` (an FTS5 docsize record starts with the first column's size)."""
+    value = 0
+    for i, byte in enumerate(blob[:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return value
 
 
 class SqliteStore:
@@ -101,6 +134,10 @@ class SqliteStore:
             async with self._lock:
                 await self._db.close()
                 self._db = None
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -141,14 +178,16 @@ class SqliteStore:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        await self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            await self.db.execute("ROLLBACK")
-            raise
-        else:
-            await self.db.execute("COMMIT")
+        with _storage_errors():
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if self.db.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+                    await self.db.execute("ROLLBACK")
+                raise
+            else:
+                await self.db.execute("COMMIT")
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -162,8 +201,9 @@ class SqliteStore:
 
     async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
         """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed."""
-        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
-            return max(cur.rowcount, 0)
+        with _storage_errors():
+            async with self._lock, self.db.execute(sql, tuple(params)) as cur:
+                return max(cur.rowcount, 0)
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)
@@ -188,6 +228,8 @@ class SqliteStore:
                 "memory_enabled = excluded.memory_enabled",
                 (user_id, int(remember), consent, at, at),
             )
+            if not remember:
+                await _stop_remembering(db, user_id)
         user = await self.get_user(user_id)
         assert user is not None
         return user
@@ -199,6 +241,8 @@ class SqliteStore:
                 "ON CONFLICT (user_id) DO UPDATE SET memory_enabled = excluded.memory_enabled",
                 (user_id, int(enabled), at),
             )
+            if not enabled:
+                await _stop_remembering(db, user_id)
         user = await self.get_user(user_id)
         assert user is not None
         return user
@@ -289,6 +333,10 @@ class SqliteStore:
         )
         return [_call(r) for r in rows]
 
+    async def calls_with_agent_to_stop(self) -> list[CallRecord]:
+        rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending = 1 ORDER BY started_at")
+        return [_call(r) for r in rows]
+
     async def count_open_calls(self) -> int:
         return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
 
@@ -320,6 +368,13 @@ class SqliteStore:
             (to_state, *(_to_db(v) for v in fields_.values()), call_id, *from_states),
         )
         return changed == 1
+
+    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
+        await self._write(
+            "UPDATE calls SET browser_hash = ? WHERE call_id = ? AND browser_hash IS NULL", (browser_hash, call_id)
+        )
+        bound = await self._scalar("SELECT browser_hash FROM calls WHERE call_id = ?", (call_id,))
+        return bool(bound == browser_hash)
 
     async def update_call(self, call_id: str, **fields_: Any) -> None:
         _check_call_fields(fields_)
@@ -383,8 +438,11 @@ class SqliteStore:
         *,
         anchored: bool,
         checkpoint_at: float,
-    ) -> None:
+        generation: int | None = None,
+    ) -> bool:
         async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id):
+                return False
             if updates:
                 await db.executemany(
                     "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
@@ -415,9 +473,14 @@ class SqliteStore:
                 "WHERE call_id = ?",
                 (int(anchored), checkpoint_at, call_id),
             )
+            return True
 
-    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
+    async def append_chat_turn(
+        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+    ) -> int | None:
         async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, chat_id=chat_id):
+                return None
             cur = await db.execute(
                 "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
                 "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text')",
@@ -441,20 +504,120 @@ class SqliteStore:
         )
         return [_turn(r) for r in rows]
 
-    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
-        match = fts_query(query)
-        if match is None:
-            return []
-        rows = await self._all(
-            f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))} FROM turns_fts "
-            "JOIN turns t ON t.turn_id = turns_fts.rowid "
-            "WHERE turns_fts MATCH ? ORDER BY bm25(turns_fts, 1.0, 0.0) LIMIT ?",
-            (f"owner_key:u{int(user_id)} AND content:({match})", limit),
+    async def search_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        return [turn for turn, _ in await self.rank_turns(user_id, query, limit, exclude_call_id=exclude_call_id)]
+
+    async def rank_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[tuple[TurnRecord, float]]:
+        """The member's lines matching any word of ``query`` (porter-stemmed), best BM25 first, with the score
+        (higher is better); lines of ``exclude_call_id`` left out. See ``_bm25`` for how it is scored."""
+        columns = ", ".join("t." + c.strip() for c in _TURN_COLUMNS.split(","))
+        ranked = await self._bm25(
+            "turns_fts",
+            "content",
+            user_id,
+            query,
+            limit,
+            records=f"SELECT {columns}, d.sz FROM turns t JOIN turns_fts_docsize d ON d.id = t.turn_id "
+            "WHERE t.turn_id IN (SELECT value FROM json_each(?))",
+            excluded=None if exclude_call_id is None else ("turns WHERE call_id = ?", exclude_call_id),
         )
+        return [(_turn(row), score) for row, score in ranked]
+
+    async def _bm25(
+        self,
+        table: str,
+        column: str,
+        user_id: int,
+        query: str,
+        limit: int,
+        *,
+        records: str,
+        excluded: tuple[str, Any] | None = None,
+    ) -> list[tuple[aiosqlite.Row, float]]:
+        """Okapi BM25 of ``query`` over one member's rows of an FTS5 table, best ``limit`` first, in two round
+        trips to SQLite.
+
+        FTS5's own bm25() counts each term's documents over the whole table (every member's lines) on every
+        query, which costs tens of milliseconds on a large database; here the counts come from the member's own
+        rows: one indexed lookup per query term (stemmed by the table's tokenizer) gives the rows holding it,
+        as one comma-separated list per term (far cheaper than a result row per posting); ``excluded`` ("table
+        WHERE ...", parameter) names rowids to leave out. Term frequency is taken as 1 (lines are short). Rows
+        are first ordered by the sum of their terms' IDF; the best ``RERANK_DEPTH * limit`` are then read with
+        ``records`` (a SELECT over json_each(?) of rowids whose last column is the FTS docsize record), scored
+        with the length normalisation, and the best ``limit`` returned with their score."""
+        terms = fts_terms(query)
+        if not terms:
+            return []
+        owner = f"owner_key:u{int(user_id)}"
+        selects = [f"SELECT -1, COUNT(*) FROM {table} WHERE {table} MATCH ?"]
+        selects += [f"SELECT {i}, group_concat(rowid) FROM {table} WHERE {table} MATCH ?" for i in range(len(terms))]
+        params: list[Any] = [owner, *(f'{owner} AND {column}:"{term}"' for term in terms)]
+        if excluded is not None:
+            selects.append(f"SELECT -2, group_concat(rowid) FROM {excluded[0]}")
+            params.append(excluded[1])
+        rows = await self._all(" UNION ALL ".join(selects), params)
+        total = next(int(r[1]) for r in rows if r[0] == -1)
+        postings = [[int(rowid) for rowid in r[1].split(",")] for r in rows if r[0] >= 0 and r[1]]
+        score: dict[int, float] = {}
+        get = score.get
+        for rowids in postings:
+            weight = _idf(total, len(rowids))
+            for rowid in rowids:
+                score[rowid] = get(rowid, 0.0) + weight
+        for r in rows:
+            if r[0] == -2 and r[1]:
+                for rowid in r[1].split(","):
+                    score.pop(int(rowid), None)
+        first = dict(heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second))
+        if not first:
+            return []
+        found = await self._all(records, (json.dumps(list(first)),))
+        length = {r[0]: _varint(r[-1]) for r in found}
+        average = sum(length.values()) / len(length) if length else 1.0
+        scored = []
+        for row in found:
+            norm = 1 - BM25_B + BM25_B * length[row[0]] / (average or 1.0)
+            scored.append((first[row[0]] * (BM25_K1 + 1) / (1 + BM25_K1 * norm), row))
+        scored.sort(key=lambda s: (-s[0], -s[1][0]))
+        return [(row, value) for value, row in scored[:limit]]
+
+    async def recent_turns_of(
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        """Like ``recent_turns``, leaving out the lines of ``exclude_call_id``."""
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND (call_id IS NULL OR call_id IS NOT ?) "
+            "ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            (user_id, exclude_call_id, limit),
+        )
+        return [_turn(r) for r in reversed(rows)]
+
+    async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
+        """The lines at (conversation id, seq) positions, where the id is a call's or a chat's; missing ones are
+        skipped. One indexed lookup per position."""
+        if not positions:
+            return []
+        lookups = " UNION ALL ".join(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? AND seq = ? UNION ALL "
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? AND seq = ?"
+            for _ in positions
+        )
+        rows = await self._all(lookups, [v for ref, seq in positions for v in (ref, seq, ref, seq)])
         return [_turn(r) for r in rows]
 
-    async def count_turns(self, user_id: int) -> int:
-        return int(await self._scalar("SELECT COUNT(*) FROM turns WHERE user_id = ?", (user_id,)))
+    async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int:
+        """The member's lines, not counting those of ``outside_call_id``."""
+        return int(
+            await self._scalar(
+                "SELECT (SELECT COUNT(*) FROM turns WHERE user_id = ?) "
+                "- (SELECT COUNT(*) FROM turns WHERE call_id = ?)",
+                (user_id, outside_call_id),
+            )
+        )
 
     # ---- facts and summaries ---------------------------------------------------------------------------
 
@@ -530,16 +693,22 @@ class SqliteStore:
         return int(await self._scalar(f"SELECT COUNT(*) FROM facts WHERE user_id = ? {where}", (user_id,)))
 
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
-        match = fts_query(query)
-        if match is None:
-            return []
-        rows = await self._all(
-            f"SELECT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM facts_fts "
-            "JOIN facts f ON f.fact_id = facts_fts.rowid WHERE facts_fts MATCH ? AND f.user_id = ? "
-            "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL ORDER BY bm25(facts_fts) LIMIT ?",
-            (match, user_id, limit),
+        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
+
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        """The member's current facts matching any word of ``query`` (porter-stemmed), best BM25 first."""
+        columns = ", ".join("f." + c.strip() for c in _FACT_COLUMNS.split(","))
+        ranked = await self._bm25(
+            "facts_fts",
+            "text",
+            user_id,
+            query,
+            limit,
+            records=f"SELECT {columns}, d.sz FROM facts f JOIN facts_fts_docsize d ON d.id = f.fact_id "
+            "WHERE f.fact_id IN (SELECT value FROM json_each(?)) "
+            "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL",
         )
-        return [_fact(r) for r in rows]
+        return [(FactRecord(*tuple(row)[:-1]), score) for row, score in ranked]
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
@@ -649,6 +818,7 @@ class SqliteStore:
             return None
         async with self._tx() as db:
             await db.execute("DELETE FROM facts WHERE fact_id = ? AND user_id = ?", (fact_id, user_id))
+            await _forgotten(db, user_id, self._now())
             await db.executemany(
                 "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
             )
@@ -664,6 +834,7 @@ class SqliteStore:
         if call is None or call.user_id != user_id:
             return None
         async with self._tx() as db:
+            await _forgotten(db, user_id, self._now())
             return await _delete_conversation(db, call_id=call_id)
 
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
@@ -671,6 +842,7 @@ class SqliteStore:
         if chat is None or chat.user_id != user_id:
             return None
         async with self._tx() as db:
+            await _forgotten(db, user_id, self._now())
             return await _delete_conversation(db, chat_id=chat_id)
 
     async def forget_user(self, user_id: int) -> ForgetResult:
@@ -684,22 +856,57 @@ class SqliteStore:
             await db.execute("UPDATE calls SET summary = NULL, private = 1 WHERE user_id = ?", (user_id,))
             chats = await _changes(db, "DELETE FROM chats WHERE user_id = ?", (user_id,))
             await db.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
+            await _forgotten(db, user_id, self._now())
         return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
 
-    async def scrub(self) -> None:
+    async def scrub(self) -> bool:
+        """Optimize the full-text indexes and truncate the write-ahead log. False when another connection's
+        read transaction keeps old pages alive (the log cannot be truncated yet): the pending scrub stays
+        recorded and the caller tries again later. The scrub record is removed only after a complete scrub."""
         async with self._lock:
+            pending = await self._locked_scalar("SELECT MAX(scrub_id) FROM pending_scrubs")
             for statement in (
                 "INSERT INTO turns_fts (turns_fts) VALUES ('optimize')",
                 "INSERT INTO facts_fts (facts_fts) VALUES ('optimize')",
-                "PRAGMA wal_checkpoint(TRUNCATE)",  # returns a row: its cursor must be closed, or COMMITs fail
             ):
                 async with self.db.execute(statement):
                     pass
+            if not await self._truncate_wal():
+                return False
+            if pending is not None:
+                async with self.db.execute("DELETE FROM pending_scrubs WHERE scrub_id <= ?", (pending,)):
+                    pass
+                await self._truncate_wal()  # the log now holds only that deletion
+            return True
+
+    async def _truncate_wal(self) -> bool:
+        """Checkpoint and truncate the log, waiting only briefly for readers (the whole store waits meanwhile)."""
+        async with self.db.execute(f"PRAGMA busy_timeout = {SCRUB_BUSY_TIMEOUT_MS}"):
+            pass
+        try:
+            # returns a row: its cursor must be closed, or COMMITs fail
+            async with self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
+                row = await cur.fetchone()
+        finally:
+            async with self.db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}"):
+                pass
+        return row is not None and int(row[0]) == 0
+
+    async def _locked_scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        rows = list(await self.db.execute_fetchall(sql, tuple(params)))
+        return rows[0][0] if rows else None
+
+    async def pending_scrub(self) -> bool:
+        return await self._one("SELECT 1 FROM pending_scrubs LIMIT 1") is not None
+
+    async def memory_generation(self, user_id: int) -> int:
+        value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
+        return int(value or 0)
 
     async def reseal_texts(self, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
         """Rewrites every member text (turns, facts, call and chat summaries) through ``reseal(user_id, column,
         value)``, in one transaction; None leaves a value as it is. Returns how many values changed. This is how
-        an existing database is encrypted in place (``bot.store.encrypted``); the full-text triggers reindex
+        an existing database is encrypted in place (``bot.keys.encrypted``); the full-text triggers reindex
         each changed row."""
         sources = (
             ("turns", "turn_id", "content", "turns.content"),
@@ -799,12 +1006,19 @@ class SqliteStore:
                 "AND started_at < ? AND state IN ('ended', 'failed'))",
                 (guild_id, older_than),
             )
+            await db.execute(
+                "UPDATE calls SET transcript_purged_at = ? WHERE guild_id IS ? AND started_at < ? "
+                "AND state IN ('ended', 'failed') AND transcript_purged_at IS NULL",
+                (self._now(), guild_id, older_than),
+            )
             chats = await _changes(
                 db,
                 "DELETE FROM turns WHERE chat_id IN (SELECT chat_id FROM chats WHERE guild_id IS ? "
                 "AND started_at < ? AND ended_at IS NOT NULL)",
                 (guild_id, older_than),
             )
+            if calls + chats:
+                await db.execute("INSERT INTO pending_scrubs (created_at) VALUES (?)", (self._now(),))
         return calls + chats
 
     # ---- jobs ------------------------------------------------------------------------------------------
@@ -860,6 +1074,13 @@ class SqliteStore:
                     (error[:500], retry_at, at, job_id),
                 )
 
+    async def job_queue(self) -> tuple[int, float | None]:
+        """Jobs waiting or running, and the creation time of the oldest of them (None when there are none)."""
+        row = await self._one("SELECT COUNT(*), MIN(created_at) FROM jobs WHERE state IN ('pending', 'running')")
+        if row is None:
+            return 0, None
+        return int(row[0]), None if row[1] is None else float(row[1])
+
     async def job_state(self, kind: str, ref_id: str) -> str | None:
         state = await self._scalar("SELECT state FROM jobs WHERE kind = ? AND ref_id = ?", (kind, ref_id))
         return None if state is None else str(state)
@@ -875,7 +1096,7 @@ class SqliteStore:
                 "INSERT INTO notices (notice_id, received_at) VALUES (?, ?) ON CONFLICT (notice_id) DO NOTHING",
                 (notice_id, at),
             )
-            await db.execute("DELETE FROM notices WHERE received_at < ?", (at - 7 * 86400,))
+            await db.execute("DELETE FROM notices WHERE received_at < ?", (at - NOTICE_KEEP_SECONDS,))
             return cur.rowcount == 1
 
     async def get_meta(self, key: str) -> str | None:
@@ -902,6 +1123,7 @@ class SqliteStore:
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
+        generation: int | None = None,
     ) -> int | None:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
         table = "calls" if call_id else "chats"
@@ -914,13 +1136,8 @@ class SqliteStore:
             )
             if cur.rowcount != 1:
                 return None
-            async with db.execute(
-                f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0 "
-                "AND NOT EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0)",
-                (ref, user_id, user_id),
-            ) as cur:
-                if await cur.fetchone() is None:
-                    return 0
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id, chat_id=chat_id):
+                return 0
             for fact_id in dict.fromkeys(confirmed):
                 cur = await db.execute(
                     "UPDATE facts SET mentions = mentions + 1, confirmed_at = MAX(confirmed_at, ?), updated_at = ? "
@@ -957,6 +1174,73 @@ class SqliteStore:
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A full disk (SQLITE_FULL) crosses the store boundary as StorageFull, which callers can act on."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+            raise StorageFull(str(exc)) from exc
+        raise
+
+
+async def memory_write_allowed(
+    db: aiosqlite.Connection,
+    user_id: int,
+    generation: int | None,
+    *,
+    call_id: str | None = None,
+    chat_id: str | None = None,
+) -> bool:
+    """The fence every write of a member's memory passes, inside the write's own transaction.
+
+    False when the member forgot something or paused memory since the writer read `generation` (from
+    `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
+    chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
+    generation check."""
+    if generation is not None:
+        async with db.execute("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,)) as cur:
+            row = await cur.fetchone()
+        if (int(row[0]) if row else 0) != generation:
+            return False
+    async with db.execute("SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0", (user_id,)) as cur:
+        if await cur.fetchone() is not None:
+            return False
+    if call_id is not None or chat_id is not None:
+        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        table = "calls" if call_id else "chats"
+        purged = " AND transcript_purged_at IS NULL" if call_id else ""
+        async with db.execute(
+            f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0{purged}", (ref, user_id)
+        ) as cur:
+            if await cur.fetchone() is None:
+                return False
+    return True
+
+
+async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:
+    await db.execute(
+        "INSERT INTO memory_fences (user_id, generation) VALUES (?, 1) "
+        "ON CONFLICT (user_id) DO UPDATE SET generation = generation + 1",
+        (user_id,),
+    )
+
+
+async def _forgotten(db: aiosqlite.Connection, user_id: int, at: float) -> None:
+    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs."""
+    await _bump_generation(db, user_id)
+    await db.execute("INSERT INTO pending_scrubs (created_at) VALUES (?)", (at,))
+
+
+async def _stop_remembering(db: aiosqlite.Connection, user_id: int) -> None:
+    """Memory paused (or "without memory" chosen): a running call stops being recorded at once."""
+    await _bump_generation(db, user_id)
+    await db.execute(
+        "UPDATE calls SET private = 1 WHERE user_id = ? AND state IN ('starting', 'active', 'ending')", (user_id,)
+    )
 
 
 def _split_sql(script: str) -> list[str]:
@@ -1038,6 +1322,7 @@ def _call(row: aiosqlite.Row) -> CallRecord:
     data = {name: row[name] for name in _CALL_COLUMNS}
     data["private"] = bool(data["private"])
     data["history_anchored"] = bool(data["history_anchored"])
+    data["agent_stop_pending"] = bool(data["agent_stop_pending"])
     return CallRecord(**data)
 
 

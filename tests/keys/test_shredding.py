@@ -14,9 +14,9 @@ from bot.__main__ import main
 from bot.app import open_services
 from bot.config import Settings
 from bot.keys import DecryptionFailed, SqliteKeyStore, generate_master_key_text, parse_master_key
+from bot.keys.encrypted import EncryptedStore
 from bot.keys.terms import index_terms
 from bot.memory.service import MemoryService
-from bot.store.encrypted import EncryptedStore
 from bot.store.models import ChatRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call

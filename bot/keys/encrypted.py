@@ -74,6 +74,10 @@ PASS_THROUGH = frozenset(
         "remember_notice",
         "get_meta",
         "set_meta",
+        "bind_call_browser",
+        "memory_generation",
+        "pending_scrub",
+        "job_queue",
     }
 )
 
@@ -192,6 +196,10 @@ class EncryptedStore:
     async def open_calls(self) -> list[CallRecord]:
         return [c for c in [await self._call(c) for c in await self.backend.open_calls()] if c is not None]
 
+    async def calls_with_agent_to_stop(self) -> list[CallRecord]:
+        calls = [await self._call(c) for c in await self.backend.calls_with_agent_to_stop()]
+        return [c for c in calls if c is not None]
+
     async def _sealed_fields(self, call_id: str, fields: dict[str, Any]) -> dict[str, Any]:
         if fields.get("summary") is None:
             return fields
@@ -239,21 +247,25 @@ class EncryptedStore:
         *,
         anchored: bool,
         checkpoint_at: float,
-    ) -> None:
+        generation: int | None = None,
+    ) -> bool:
         cipher = await self._writer(user_id)
-        await self.backend.apply_call_turns(
+        return await self.backend.apply_call_turns(
             call_id,
             user_id,
             [dataclasses.replace(t, content=seal(cipher, TURN, t.content, indexed=True)) for t in inserts],
             [dataclasses.replace(u, content=seal(cipher, TURN, u.content, indexed=True)) for u in updates],
             anchored=anchored,
             checkpoint_at=checkpoint_at,
+            generation=generation,
         )
 
-    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
+    async def append_chat_turn(
+        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+    ) -> int | None:
         cipher = await self._writer(user_id)
         return await self.backend.append_chat_turn(
-            chat_id, user_id, role, seal(cipher, TURN, content, indexed=True), at
+            chat_id, user_id, role, seal(cipher, TURN, content, indexed=True), at, generation=generation
         )
 
     async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
@@ -262,11 +274,33 @@ class EncryptedStore:
     async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
         return await self._turns(await self.backend.turns_around(turn, before=before, after=after))
 
-    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
+    async def search_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
         hashed = await self._hashed_query(user_id, query)
         if hashed is None:
             return []
-        return await self._turns(await self.backend.search_turns(user_id, hashed, limit))
+        return await self._turns(
+            await self.backend.search_turns(user_id, hashed, limit, exclude_call_id=exclude_call_id)
+        )
+
+    async def rank_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[tuple[TurnRecord, float]]:
+        hashed = await self._hashed_query(user_id, query)
+        if hashed is None:
+            return []
+        ranked = await self.backend.rank_turns(user_id, hashed, limit, exclude_call_id=exclude_call_id)
+        turns = await self._turns([turn for turn, _ in ranked])
+        return [(turn, score) for turn, (_, score) in zip(turns, ranked, strict=True)]
+
+    async def recent_turns_of(
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        return await self._turns(await self.backend.recent_turns_of(user_id, limit, exclude_call_id=exclude_call_id))
+
+    async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
+        return await self._turns(await self.backend.turns_at(positions))
 
     # ---- facts and summaries ---------------------------------------------------------------------------
 
@@ -300,6 +334,14 @@ class EncryptedStore:
                 limit=limit,
             )
         )
+
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        hashed = await self._hashed_query(user_id, query)
+        if hashed is None:
+            return []
+        ranked = await self.backend.rank_facts(user_id, hashed, limit)
+        facts = await self._facts([fact for fact, _ in ranked])
+        return [(fact, score) for fact, (_, score) in zip(facts, ranked, strict=True)]
 
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
         hashed = await self._hashed_query(user_id, query)
@@ -356,6 +398,7 @@ class EncryptedStore:
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
+        generation: int | None = None,
     ) -> int | None:
         cipher = await self._writer(user_id)
         column = CALL_SUMMARY if call_id is not None else CHAT_SUMMARY
@@ -369,6 +412,7 @@ class EncryptedStore:
             new_facts=[(seal(cipher, FACT, text, indexed=True), ids) for text, ids in new_facts],
             confirmed=confirmed,
             summary=None if summary is None else seal(cipher, column, summary, indexed=False),
+            generation=generation,
         )
 
     # ---- forgetting and export -------------------------------------------------------------------------
