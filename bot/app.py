@@ -16,6 +16,7 @@ from bot.calls.service import CallService
 from bot.config import Settings
 from bot.llm import LLMClient
 from bot.memory.chat import ChatService
+from bot.memory.live import LiveRecall
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
@@ -39,6 +40,7 @@ class Services:
     postcall: PostCallProcessor | None = None
     chat: ChatService | None = None
     web: WebServer | None = None
+    live: LiveRecall | None = None
     processed_listeners: list[Callable[[str, str, int], Awaitable[None]]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
@@ -94,6 +96,8 @@ class Services:
         await asyncio.gather(*self._workers, return_exceptions=True)
         if self.web is not None:
             await self.web.stop()
+        if self.live is not None:
+            await self.live.wait_idle()
 
 
 def build_store(settings: Settings) -> Store:
@@ -137,12 +141,21 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
                     timeout=settings.agora.request_timeout_seconds,
                 )
                 services.calls = CallService(store, memory, services.agora, settings)
+                if settings.live_recall_enabled and services.llm is not None:
+                    services.live = LiveRecall(
+                        memory,
+                        services.llm,
+                        authorize=services.calls.call_for_llm_key,
+                        max_history=settings.agora.max_history,
+                        timeout_seconds=settings.llm.timeout_seconds,
+                    )
                 services.web = WebServer(
                     CallPageAdapter(services.calls),
                     host=settings.web.host,
                     port=settings.web.port,
                     sdk_url=settings.agora.sdk_url,
                     public_url=settings.web.public_url,
+                    live_recall=services.live,
                 )
         yield services
     finally:

@@ -99,6 +99,9 @@ class MemorySettings(_Section):
     context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)
+    live_recall: bool | None = None
+    """The bot is the voice agent's LLM (memory per utterance, every turn stored at once). None: on when
+    llm.base_url is set."""
 
 
 class CallSettings(_Section):
@@ -115,6 +118,27 @@ class Settings(_Section):
     web: WebSettings = WebSettings()
     memory: MemorySettings = MemorySettings()
     calls: CallSettings = CallSettings()
+
+    @property
+    def live_recall_enabled(self) -> bool:
+        """Whether the voice agent's LLM requests go through the bot (it needs an upstream LLM)."""
+        wanted = self.memory.live_recall
+        return self.llm.enabled and (wanted is None or wanted)
+
+    def live_recall_reason(self) -> str:
+        """Why live recall is on or off, for `check`."""
+        wanted = self.memory.live_recall
+        if wanted is False:
+            return "off: memory.live_recall is false, so the agent hears only the call-start memory"
+        if not self.llm.enabled:
+            if wanted:
+                return "off: memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set"
+            return "off: llm.base_url is not set, so the agent hears only the call-start memory"
+        why = "memory.live_recall is true" if wanted else "llm.base_url is set (memory.live_recall default)"
+        return (
+            f"on: {why}; the agent's LLM requests go to {self.web.public_url.rstrip('/')}/llm/v1/chat/completions "
+            f"and on to {self.llm.base_url} (model {self.llm.model})"
+        )
 
     @property
     def agora_configured(self) -> bool:

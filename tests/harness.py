@@ -17,6 +17,8 @@ from bot.agora import ConvoAIClient
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallEnded, CallService
 from bot.config import Settings
+from bot.llm import LLMClient
+from bot.memory.live import LiveRecall
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
 from bot.web.server import WebServer
@@ -104,6 +106,7 @@ class CallWorld:
     clock: FakeClock
     log: EndedLog
     adapter: CallPageAdapter
+    live: LiveRecall | None = None
 
     async def restart(self) -> CallService:
         """A new call service over the same database, as after a bot restart (the old one is shut down)."""
@@ -114,6 +117,8 @@ class CallWorld:
         )
         self.calls.add_listener(self.log)
         self.adapter.calls = self.calls
+        if self.live is not None:
+            self.live._authorize = self.calls.call_for_llm_key
         return self.calls
 
 
@@ -125,15 +130,22 @@ async def call_world(
     checkpoints: bool = False,
     start_web: bool = True,
     sdk_url: str = "http://127.0.0.1:9/sdk.js",
+    llm_base_url: str | None = None,
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
 
     With `start_web=False` the caller starts `world.web` (the bot does, in its setup hook, so that the web
-    server's request handlers run as the bot's own work); its port is reserved here so URLs are known."""
+    server's request handlers run as the bot's own work); its port is reserved here so URLs are known.
+    With `llm_base_url` (a fake LLM), live recall is on: the web server serves the agent's LLM route at its real
+    address, which is `web.public_url`."""
     clock = FakeClock()
     emu = AgoraEmulator(clock=clock)
     await emu.start()
+    port = 0 if start_web and llm_base_url is None else free_port()
+    if llm_base_url is not None:
+        sections = {**sections, "llm": {"base_url": llm_base_url, "model": "fake-model", **sections.get("llm", {})}}
+        sections["web"] = {"public_url": f"http://127.0.0.1:{port}", **sections.get("web", {})}
     settings = make_settings(tmp_path, **sections)
     settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
     store = SqliteStore(settings.memory.database_path)
@@ -152,24 +164,42 @@ async def call_world(
     log = EndedLog()
     calls.add_listener(log)
     adapter = CallPageAdapter(calls)
+    llm: LLMClient | None = None
+    live: LiveRecall | None = None
+    if settings.live_recall_enabled:
+        llm = LLMClient(
+            base_url=settings.llm.base_url or "", model=settings.llm.model, timeout=settings.llm.timeout_seconds
+        )
+        live = LiveRecall(
+            memory,
+            llm,
+            authorize=calls.call_for_llm_key,
+            max_history=settings.agora.max_history,
+            timeout_seconds=settings.llm.timeout_seconds,
+        )
     web = WebServer(
         adapter,
         host="127.0.0.1",
-        port=0 if start_web else free_port(),
+        port=port,
         sdk_url=sdk_url,
         public_url=settings.web.public_url,
+        live_recall=live,
     )
     if start_web:
         await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"
-    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter)
+    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, live)
     try:
         yield world
     finally:
         await world.calls.shutdown(grace_seconds=1)
         await memory.wait_scrubbed()
         await web.stop()
+        if live is not None:
+            await live.wait_idle()
+        if llm is not None:
+            await llm.aclose()
         await agora.aclose()
         await emu.stop()
         await store.close()

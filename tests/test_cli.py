@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.__main__ import main
+from bot.store.migrations import LATEST_VERSION
+from tests.harness import free_port
 
 
 @pytest.fixture
@@ -131,7 +133,7 @@ async def test_check_reaches_agora_and_the_llm_and_reports_ready(tmp_path: Path,
 
 def test_migrate_creates_the_schema(config: Path, capsys) -> None:
     assert main(["--config", str(config), "migrate"]) == 0
-    assert "is at schema 1" in capsys.readouterr().out
+    assert f"is at schema {LATEST_VERSION}" in capsys.readouterr().out
 
 
 def test_sync_without_a_token_names_the_setting(config: Path, capsys) -> None:
@@ -143,3 +145,24 @@ def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, m
     monkeypatch.setenv("WEB_PUBLIC_URL", "http://calls.example.org")
     main(["--config", str(config), "check"])
     assert "web.public_url (WEB_PUBLIC_URL) is http://calls.example.org" in capsys.readouterr().out
+
+
+def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, capsys) -> None:
+    main(["--config", str(config), "check"])
+    assert "off      off: llm.base_url is not set" in capsys.readouterr().out
+
+    monkeypatch.setenv("LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "on       on: llm.base_url is set (memory.live_recall default)" in out
+    assert "/llm/v1/chat/completions" in out
+    assert "Agora's servers must reach the bot's LLM route" in out, "web.public_url is not HTTPS"
+
+    monkeypatch.setenv("WEB_PUBLIC_URL", "https://calls.example.org")
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "https://calls.example.org/llm/v1/chat/completions" in out and "must reach the bot's LLM" not in out
+
+    monkeypatch.setenv("MEMORY_LIVE_RECALL", "false")
+    main(["--config", str(config), "check"])
+    assert "off: memory.live_recall is false" in capsys.readouterr().out

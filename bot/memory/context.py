@@ -192,16 +192,22 @@ class ContextBuilder:
         budget_tokens: int | None = None,
         query: str | None = None,
         include_memory: bool = True,
+        exclude_call_id: str | None = None,
     ) -> list[dict[str, str]]:
         messages = [{"role": "system", "content": persona or self.persona}]
         if not include_memory:
             return messages
-        block = await self.memory_block(user_id, budget_tokens or self.budget_tokens, query=query)
+        block = await self.memory_block(
+            user_id, budget_tokens or self.budget_tokens, query=query, exclude_call_id=exclude_call_id
+        )
         if block is not None:
             messages.append({"role": "system", "content": block})
         return messages
 
-    async def memory_block(self, user_id: int, budget: int, *, query: str | None = None) -> str | None:
+    async def memory_block(
+        self, user_id: int, budget: int, *, query: str | None = None, exclude_call_id: str | None = None
+    ) -> str | None:
+        """`exclude_call_id` leaves out the lines of that call (a running call's agent already has them)."""
         block = _BudgetedBlock(budget)
         terms = query_terms(query) if query else ""
 
@@ -217,6 +223,8 @@ class ContextBuilder:
 
         if terms:
             for turn in await self._related_turns(user_id, terms):
+                if exclude_call_id is not None and turn.call_id == exclude_call_id:
+                    continue
                 line = f"- {turn.role}: {_quote(turn.content)}"
                 if not block.try_add(f"Related lines ({_day(turn.spoken_at)}):", line, f"turn:{turn.turn_id}"):
                     break
@@ -231,6 +239,8 @@ class ContextBuilder:
         fitted: list[TurnRecord] = []
         probe = block.copy()
         for turn in reversed(recent):
+            if exclude_call_id is not None and turn.call_id == exclude_call_id:
+                continue
             line = f"- {turn.role}: {_quote(turn.content)}"
             if not probe.try_add(f"Recent lines ({_day(turn.spoken_at)}):", line, f"turn:{turn.turn_id}"):
                 break

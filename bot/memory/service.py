@@ -115,6 +115,29 @@ class MemoryService:
                 )
             return result
 
+    async def record_live_turn(
+        self,
+        call: CallRecord,
+        window: Sequence[tuple[str, str]],
+        *,
+        max_history: int,
+        turn_key: str | None,
+        at: float | None = None,
+    ) -> bool:
+        """Store one line of a running call the moment the bot's LLM route sees it (live recall).
+
+        `window` is the conversation as the agent holds it, ending with the new line: the agent's short-term
+        history (at most `max_history` messages) is a tail window like a checkpoint's, so it merges with
+        checkpoints and webhook 103 in any order without duplicates. `turn_key` (Agora's turn_id and the role)
+        makes a retried request a no-op. Returns False when the line was already stored."""
+        if turn_key is not None and await self.store.live_turn_seen(call.call_id, turn_key):
+            return False
+        at = time.time() if at is None else at
+        await self.record_snapshot(call, window[-max_history:], max_history=max_history, at=at)
+        if turn_key is not None:
+            await self.store.remember_live_turn(call.call_id, turn_key)
+        return True
+
     async def _apply_append(self, call: CallRecord, tail: list[TurnRecord], appended: Append, at: float) -> None:
         last = tail[-1]
         updates = []
@@ -160,11 +183,19 @@ class MemoryService:
         persona: str | None = None,
         budget_tokens: int | None = None,
         query: str | None = None,
+        exclude_call_id: str | None = None,
     ) -> list[dict[str, str]]:
+        """The context for this utterance (or a call's start): persona, then the memory block when memory is on.
+        `exclude_call_id` leaves out the lines of that call (the agent of a running call already has them)."""
         user = await self.store.get_user(user_id)
         include = user is None or user.memory_enabled
         return await self.context.build(
-            user_id, persona=persona, budget_tokens=budget_tokens, query=query, include_memory=include
+            user_id,
+            persona=persona,
+            budget_tokens=budget_tokens,
+            query=query,
+            include_memory=include,
+            exclude_call_id=exclude_call_id,
         )
 
     async def export(self, user_id: int) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Routes
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
 ``GET  /healthz``                           backend.health() as JSON, 503 when it raises
 ``GET  /static/...``                        call.js, call.css, invalid.html
+``POST /llm/v1/chat/completions``           the voice agent's LLM with live recall (``bot.web.llm_route``)
 
 Link tokens are secrets (they are the only credential of a call page): they are validated before they reach
 the backend, never logged (see ``RedactingAccessLogger``) and kept out of Referer headers.
@@ -30,7 +31,9 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from bot.memory.live import LiveRecall
 from bot.web.backend import PAGE_STATES, CallPageBackend, CallStatus, PageSession
+from bot.web.llm_route import add_llm_route
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +167,7 @@ def create_app(
     sdk_url: str,
     public_url: str,
     status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
+    live_recall: LiveRecall | None = None,
 ) -> web.Application:
     """Build the aiohttp application. ``sdk_url`` is the Agora Web SDK (UMD build exposing global AgoraRTC);
     ``public_url`` is the externally visible base URL (https in production), used to check the Origin of
@@ -189,6 +193,8 @@ def create_app(
     app.router.add_post("/api/calls/{link_token}/hangup", _api_hangup, name="api_hangup")
     app.router.add_post("/agora/webhook", _agora_webhook, name="agora_webhook")
     app.router.add_get("/healthz", _healthz, name="healthz")
+    if live_recall is not None:
+        add_llm_route(app, live_recall)
     app.router.add_static("/static/", STATIC_DIR, name="static", show_index=False, follow_symlinks=False)
     return app
 
@@ -210,7 +216,7 @@ def _apply_security_headers(request: web.Request, headers: dict[str, str] | obje
 
 
 def _wants_json(request: web.Request) -> bool:
-    return request.path.startswith(("/api/", "/agora/", "/healthz"))
+    return request.path.startswith(("/api/", "/agora/", "/healthz", "/llm/"))
 
 
 @web.middleware
@@ -416,11 +422,16 @@ class WebServer:
         public_url: str,
         status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
         shutdown_timeout: float = 5.0,
+        live_recall: LiveRecall | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.app = create_app(
-            backend, sdk_url=sdk_url, public_url=public_url, status_poll_interval=status_poll_interval
+            backend,
+            sdk_url=sdk_url,
+            public_url=public_url,
+            status_poll_interval=status_poll_interval,
+            live_recall=live_recall,
         )
         self.public_url = public_url.rstrip("/")
         self._shutdown_timeout = shutdown_timeout
