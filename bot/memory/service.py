@@ -123,6 +123,7 @@ class MemoryService:
         max_history: int,
         turn_key: str | None,
         at: float | None = None,
+        captured: int | None = None,
     ) -> bool:
         """Store one line of a running call the moment the bot's LLM route sees it (live recall).
 
@@ -133,7 +134,7 @@ class MemoryService:
         if turn_key is not None and await self.store.live_turn_seen(call.call_id, turn_key):
             return False
         at = time.time() if at is None else at
-        await self.record_snapshot(call, window[-max_history:], max_history=max_history, at=at)
+        await self.record_snapshot(call, window[-max_history:], max_history=max_history, at=at, captured=captured)
         if turn_key is not None:
             await self.store.remember_live_turn(call.call_id, turn_key)
         return True
