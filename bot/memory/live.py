@@ -222,11 +222,19 @@ class LiveRecall:
         user = await self.memory.store.get_user(call.user_id)
         remember = not call.private and (user is None or user.memory_enabled)
         turn_id = request.get("turn_id")
+        write: asyncio.Future[None] | None = None
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
-            await self.store_line(call, conversation, turn_id, "user")
-        outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
-        outgoing["messages"] = await self._with_memory(call, messages, utterance, remember)
-        response, chunks, first = await self._open(call, outgoing)
+            # Started at once; it overlaps the memory build and the upstream's thinking, and is finished before
+            # the agent gets a byte (so the reply is always stored after the line it answers).
+            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user"))
+            self.track(write)
+        try:
+            outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
+            outgoing["messages"] = await self._with_memory(call, messages, utterance, remember)
+            response, chunks, first = await self._open(call, outgoing)
+        finally:
+            if write is not None:
+                await asyncio.shield(write)
         return LiveTurn(self, call, conversation, turn_id, remember, response, chunks, first)
 
     async def store_line(self, call: CallRecord, window: list[tuple[str, str]], turn_id: object, role: str) -> None:
