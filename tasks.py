@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 CHROMIUM = Path("/usr/bin/chromium")
+SOURCES = ["bot", "cogs", "tests", "bench", "tasks.py"]
 
 
 def say(message: str) -> None:
@@ -69,10 +70,16 @@ def run_tests(args: list[str]) -> int:
     ensure_venv("test")
     ensure_chromium()
     os.chdir(ROOT)
-    lint = subprocess.run([str(PYTHON), "-m", "ruff", "check", "bot", "cogs", "tests", "bench", "tasks.py"])
-    if lint.returncode != 0:
-        say("ruff found problems (above)")
-        return lint.returncode
+    checks = [
+        (["ruff", "check", *SOURCES], "ruff found problems (above)"),
+        (["ruff", "format", "--check", *SOURCES], "some files are not formatted: run .venv/bin/ruff format"),
+        (["mypy"], "mypy found type errors (above); the settings are under [tool.mypy] in pyproject.toml"),
+    ]
+    for command, failure in checks:
+        result = subprocess.run([str(PYTHON), "-m", *command])
+        if result.returncode != 0:
+            say(failure)
+            return result.returncode
     return subprocess.run([str(PYTHON), "-m", "pytest", *args]).returncode
 
 

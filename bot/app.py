@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from pydantic import SecretStr
+
 from bot.agora import ConvoAIClient
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
@@ -104,8 +106,8 @@ def build_store(settings: Settings) -> Store:
     return SqliteStore(settings.memory.database_path)
 
 
-def _secret(value: object) -> str:
-    return value.get_secret_value() if value is not None else ""  # type: ignore[attr-defined]
+def _secret(value: SecretStr | None) -> str:
+    return value.get_secret_value() if value is not None else ""
 
 
 @asynccontextmanager

@@ -8,6 +8,8 @@ import hashlib
 import json
 import logging
 import signal
+from collections.abc import Mapping
+from typing import Any
 
 import discord
 from discord import app_commands
@@ -68,7 +70,7 @@ def _command_name(interaction: discord.Interaction) -> str:
     command = interaction.command
     if command is not None:
         return command.qualified_name
-    data = interaction.data or {}
+    data: Mapping[str, Any] = interaction.data or {}
     return str(data.get("custom_id") or data.get("name") or "?")
 
 
@@ -80,7 +82,7 @@ class ErrorFunnelTree(app_commands.CommandTree):
 class FunnelledView(discord.ui.View):
     """Views whose errors go through the same funnel as commands."""
 
-    async def on_error(self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item) -> None:
+    async def on_error(self, interaction: discord.Interaction, error: Exception, item: discord.ui.Item[Any]) -> None:
         await report_error(interaction, error)
 
 
@@ -90,9 +92,7 @@ def commands_hash(tree: app_commands.CommandTree) -> str:
 
 
 class MemoryBot(commands.Bot):
-    def __init__(
-        self, services: Services, *, sync_on_start: bool = True, start_services: bool = True, **options: object
-    ):
+    def __init__(self, services: Services, *, sync_on_start: bool = True, start_services: bool = True, **options: Any):
         options.setdefault("intents", discord.Intents(guilds=True, dm_messages=True))
         super().__init__(
             command_prefix=commands.when_mentioned,
@@ -100,7 +100,7 @@ class MemoryBot(commands.Bot):
             chunk_guilds_at_startup=False,
             member_cache_flags=discord.MemberCacheFlags.none(),
             help_command=None,
-            **options,  # type: ignore[arg-type]
+            **options,
         )
         self.services = services
         self.settings: Settings = services.settings

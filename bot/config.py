@@ -146,10 +146,21 @@ class Settings(_Section):
         return bool(a.app_id and a.app_certificate and a.customer_id and a.customer_secret)
 
 
+def section_models() -> dict[str, type[BaseModel]]:
+    """Each [section] of Settings and the model that validates it."""
+    models: dict[str, type[BaseModel]] = {}
+    for section, field in Settings.model_fields.items():
+        model = field.annotation
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"Settings.{section} must be a pydantic model, not {model!r}")
+        models[section] = model
+    return models
+
+
 SECRET_SETTINGS: frozenset[tuple[str, str]] = frozenset(
     (section, key)
-    for section, model in Settings.model_fields.items()
-    for key, field in model.annotation.model_fields.items()  # type: ignore[union-attr]
+    for section, model in section_models().items()
+    for key, field in model.model_fields.items()
     if "SecretStr" in str(field.annotation)
 )
 
@@ -161,9 +172,8 @@ def env_name(section: str, key: str) -> str:
 def all_settings() -> list[tuple[str, str, Any, bool]]:
     """(section, key, default, secret) for every setting, in declaration order: drives docs and `check`."""
     rows = []
-    for section, field in Settings.model_fields.items():
-        model = field.annotation
-        for key, sub in model.model_fields.items():  # type: ignore[union-attr]
+    for section, model in section_models().items():
+        for key, sub in model.model_fields.items():
             default = sub.get_default(call_default_factory=True)
             rows.append((section, key, default, (section, key) in SECRET_SETTINGS))
     return rows
@@ -194,13 +204,13 @@ def load_settings(
         raise ConfigError([f"{path} does not exist (copy config.example.toml to {path})"])
 
     merged: dict[str, dict[str, Any]] = {}
-    for section, field in Settings.model_fields.items():
+    for section, model in section_models().items():
         file_section = raw.pop(section, {})
         if not isinstance(file_section, dict):
             problems.append(f"[{section}] in {path} must be a table")
             file_section = {}
         values: dict[str, Any] = {}
-        for key in field.annotation.model_fields:  # type: ignore[union-attr]
+        for key in model.model_fields:
             secret = (section, key) in SECRET_SETTINGS
             if key in file_section:
                 value = file_section.pop(key)

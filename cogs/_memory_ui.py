@@ -366,7 +366,8 @@ class ForgetPickerView(OwnedView):
         self.after = after
         options = picker_options(page)
         if options:
-            self.choose.options = options
+            choose: discord.ui.Select[ForgetPickerView] = self.choose
+            choose.options = options
         else:
             self.remove_item(self.choose)
 

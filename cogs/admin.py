@@ -82,7 +82,7 @@ class Admin(commands.Cog):
         services = self.bot.services
         return GuildSettingsService(services.store, services.settings, services.calls)
 
-    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:  # type: ignore[override]
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         """The run-time half of the permission rule: `default_permissions` only hides the commands."""
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()

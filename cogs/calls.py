@@ -31,8 +31,8 @@ CARD_VIEW_SECONDS = 14 * 60
 """Ephemeral messages can be edited only while the interaction token lives (15 minutes)."""
 
 
-def _cooldown(interaction: discord.Interaction) -> app_commands.Cooldown | None:
-    seconds = interaction.client.settings.discord.call_cooldown_seconds  # type: ignore[attr-defined]
+def _cooldown(interaction: discord.Interaction[MemoryBot]) -> app_commands.Cooldown | None:
+    seconds = interaction.client.settings.discord.call_cooldown_seconds
     return app_commands.Cooldown(1, seconds) if seconds > 0 else None
 
 
@@ -88,7 +88,10 @@ class Calls(commands.Cog):
     @property
     def calls(self) -> CallService:
         """The call service; commands check `services.calls` for None (Agora not configured) first."""
-        return self.bot.services.calls  # type: ignore[return-value]
+        calls = self.bot.services.calls
+        if calls is None:
+            raise RuntimeError("the call service is not running: agora.* settings are not configured")
+        return calls
 
     @property
     def learning(self) -> bool:

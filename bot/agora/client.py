@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 from urllib.parse import quote
 
 import httpx
@@ -76,7 +76,7 @@ class AgentInfo:
 
 @dataclass(frozen=True)
 class HistoryItem:
-    role: str
+    role: Literal["user", "assistant"]
     content: str
 
 
@@ -89,14 +89,18 @@ class History:
 
 
 def parse_history_items(raw_contents: Any) -> tuple[HistoryItem, ...]:
-    """Keep only role and content of each item; unknown fields are ignored and nulls become ""."""
+    """Keep only role and content of each user or assistant item; unknown fields are ignored, nulls become ""."""
     if not isinstance(raw_contents, list):
         return ()
     items = []
     for raw in raw_contents:
         if not isinstance(raw, Mapping):
             continue
-        items.append(HistoryItem(role=_text(raw.get("role")), content=_text(raw.get("content"))))
+        role = raw.get("role")
+        if role not in ("user", "assistant"):
+            # Only user and assistant lines can be stored (the turns table refuses any other role).
+            continue
+        items.append(HistoryItem(role=role, content=_text(raw.get("content"))))
     return tuple(items)
 
 
@@ -247,10 +251,16 @@ class ConvoAIClient:
             params["cursor"] = cursor
         outcome = await self._send(operation, "GET", "/agents", params=params)
         data = self._json_object(operation, outcome.response)
-        page = data.get("data") if isinstance(data.get("data"), Mapping) else {}
-        raw_list = page.get("list") if isinstance(page.get("list"), list) else []
+        page = data.get("data")
+        if not isinstance(page, Mapping):
+            page = {}
+        raw_list = page.get("list")
+        if not isinstance(raw_list, list):
+            raw_list = []
         agents = [_agent_info(item) for item in raw_list if isinstance(item, Mapping) and item.get("agent_id")]
-        meta = data.get("meta") if isinstance(data.get("meta"), Mapping) else {}
+        meta = data.get("meta")
+        if not isinstance(meta, Mapping):
+            meta = {}
         return agents, _text(meta.get("cursor")) or None
 
     async def _claim_own_agent(self, name: str, properties: Mapping[str, Any], conflict: AgoraError) -> AgentStarted:
@@ -332,7 +342,7 @@ class ConvoAIClient:
     def _backoff_delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self._backoff_max)
-        ceiling = min(self._backoff_max, self._backoff_base * (2**attempt))
+        ceiling = min(self._backoff_max, self._backoff_base * (2.0**attempt))
         return self._jitter() * ceiling
 
     def _json_object(self, operation: str, response: httpx.Response, *, allow_empty: bool = False) -> dict[str, Any]:

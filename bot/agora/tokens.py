@@ -73,9 +73,10 @@ def build_rtc_token(
     if not 1 <= expires_in <= MAX_TOKEN_LIFETIME_SECONDS:
         raise ValueError(f"expires_in must be between 1 and {MAX_TOKEN_LIFETIME_SECONDS} seconds, got {expires_in}")
     issued_at = int(time.time()) if now is None else now
-    return RtcTokenBuilder.buildTokenWithUid(
+    token = RtcTokenBuilder.buildTokenWithUid(
         app_id, app_certificate, channel, uid, Role_Publisher, issued_at + expires_in
     )
+    return str(token)
 
 
 def validate_app_id(app_id: str) -> None:

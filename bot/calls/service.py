@@ -12,7 +12,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -292,7 +292,11 @@ class CallService:
             return
         task = asyncio.get_running_loop().create_task(self._checkpoint_loop(call_id), name=f"call-{call_id}")
         self._tasks[call_id] = task
-        task.add_done_callback(lambda _t, cid=call_id: self._tasks.pop(cid, None))
+
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._tasks.pop(call_id, None)
+
+        task.add_done_callback(forget)
 
     async def _checkpoint_loop(self, call_id: str) -> None:
         interval = self.settings.agora.checkpoint_seconds
@@ -402,13 +406,13 @@ class CallService:
 
     # ---- webhooks --------------------------------------------------------------------------------------
 
-    async def receive_webhook(self, raw_body: bytes, headers: object) -> bool:
+    async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
         """Verify a Notification Center delivery and process it in the background; False on a bad signature."""
         secret = self.settings.agora.webhook_secret
         if secret is None:
             log.warning("an Agora webhook arrived but agora.webhook_secret (AGORA_WEBHOOK_SECRET) is not set")
             return False
-        if not verify_signature(secret.get_secret_value(), raw_body, headers):  # type: ignore[arg-type]
+        if not verify_signature(secret.get_secret_value(), raw_body, headers):
             log.warning("refused an Agora webhook with a bad signature")
             return False
         try:

@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -139,7 +139,7 @@ class LLMClient:
         *,
         temperature: float = 0.7,
         max_tokens: int | None = None,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """Yield the reply's content deltas as the server streams them (SSE).
 
         A consumer that stops early should close the generator (``contextlib.aclosing``) so the connection is
@@ -256,7 +256,7 @@ class LLMClient:
             await self._sleep(delay)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        delay = self._backoff_base * 2 ** (attempt - 1)
+        delay = self._backoff_base * 2.0 ** (attempt - 1)
         delay += random.uniform(0, delay)
         if retry_after is not None:
             delay = max(delay, min(retry_after, MAX_RETRY_AFTER))

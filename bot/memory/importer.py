@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord
+from bot.store.models import CallRecord, Role
 from bot.store.repository import Store
 
 POST_CALL_JOB = "post_call"
@@ -21,7 +21,7 @@ class ImportFormatError(ValueError):
 @dataclass(frozen=True)
 class Conversation:
     started_at: float
-    messages: list[tuple[str, str]]
+    messages: list[tuple[Role, str]]
 
 
 def parse_conversations(data: Any) -> list[Conversation]:

@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from bot.store.models import Role
+
 
 @dataclass(frozen=True)
 class Utterance:
     """A stored or incoming message. `turn_id` is None for messages not stored yet."""
 
-    role: str
+    role: Role
     content: str
     turn_id: int | None = None
     segment: int = 0
@@ -50,7 +52,7 @@ def count_gaps(segments: int, anchored: bool) -> int:
     return segments - 1 + (0 if anchored else 1)
 
 
-def _compatible(stored: Utterance, role: str, content: str, incoming_is_last: bool) -> str | None:
+def _compatible(stored: Utterance, role: Role, content: str, incoming_is_last: bool) -> str | None:
     """'eq', 'grow' (one is a prefix of the other: a reply captured mid-sentence), or None."""
     if stored.role != role:
         return None
@@ -62,7 +64,7 @@ def _compatible(stored: Utterance, role: str, content: str, incoming_is_last: bo
     return None
 
 
-def _best_offset(segment: Sequence[Utterance], window: Sequence[tuple[str, str]]) -> tuple[int, int] | None:
+def _best_offset(segment: Sequence[Utterance], window: Sequence[tuple[Role, str]]) -> tuple[int, int] | None:
     """The offset of window[0] in `segment` with the largest all-matching overlap (rightmost on ties)."""
     n, m = len(segment), len(window)
     best: tuple[int, int] | None = None
@@ -84,7 +86,7 @@ def _best_offset(segment: Sequence[Utterance], window: Sequence[tuple[str, str]]
 
 def merge_snapshot(
     stored: Sequence[Utterance],
-    window: Sequence[tuple[str, str]],
+    window: Sequence[tuple[Role, str]],
     *,
     captured: int,
     complete: bool,
@@ -198,7 +200,7 @@ class Append:
 
 
 def try_append(
-    tail: Sequence[Utterance], window: Sequence[tuple[str, str]], *, captured: int, final: bool = False
+    tail: Sequence[Utterance], window: Sequence[tuple[Role, str]], *, captured: int, final: bool = False
 ) -> Append | None:
     """Cheap path for a snapshot whose start overlaps the end of the stored call.
 

@@ -17,6 +17,7 @@ from bot.store.models import (
     FactRecord,
     ForgetResult,
     NewTurn,
+    Role,
     TurnRecord,
     TurnUpdate,
 )
@@ -55,7 +56,7 @@ class MemoryService:
     async def record_snapshot(
         self,
         call: CallRecord,
-        window: Sequence[tuple[str, str]],
+        window: Sequence[tuple[Role, str]],
         *,
         max_history: int | None,
         captured: int | None = None,
@@ -94,9 +95,7 @@ class MemoryService:
             updates: list[TurnUpdate] = []
             for seq, turn in enumerate(result.turns):
                 if turn.turn_id is None:
-                    inserts.append(
-                        NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured)  # type: ignore[arg-type]
-                    )
+                    inserts.append(NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured))
                     continue
                 was = old[turn.turn_id]
                 if (was.seq, was.content, was.segment, was.partial, was.captured) != (
@@ -146,7 +145,7 @@ class MemoryService:
             r = appended.replaced_last
             updates.append(TurnUpdate(last.turn_id, last.seq, r.content, r.segment, r.partial, r.captured))
         inserts = [
-            NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured)  # type: ignore[arg-type]
+            NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured)
             for i, u in enumerate(appended.new)
         ]
         if inserts or updates:

@@ -812,7 +812,8 @@ class SqliteStore:
                 )
 
     async def job_state(self, kind: str, ref_id: str) -> str | None:
-        return await self._scalar("SELECT state FROM jobs WHERE kind = ? AND ref_id = ?", (kind, ref_id))
+        state = await self._scalar("SELECT state FROM jobs WHERE kind = ? AND ref_id = ?", (kind, ref_id))
+        return None if state is None else str(state)
 
     # ---- notices and meta ------------------------------------------------------------------------------
 
@@ -837,7 +838,8 @@ class SqliteStore:
             return cur.rowcount == 1
 
     async def get_meta(self, key: str) -> str | None:
-        return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
+        value = await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if value is None else str(value)
 
     async def set_meta(self, key: str, value: str) -> None:
         await self._write(

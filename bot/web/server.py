@@ -22,7 +22,7 @@ import json
 import logging
 import re
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -202,17 +202,16 @@ def create_app(
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def _apply_security_headers(request: web.Request, headers: dict[str, str] | object) -> None:
+def _apply_security_headers(request: web.Request, h: MutableMapping[str, str]) -> None:
     settings = request.app[SETTINGS_KEY]
-    h = headers  # CIMultiDict
-    h["X-Content-Type-Options"] = "nosniff"  # type: ignore[index]
-    h["Referrer-Policy"] = "no-referrer"  # type: ignore[index]
-    h["Content-Security-Policy"] = settings.csp  # type: ignore[index]
-    h["X-Frame-Options"] = "DENY"  # type: ignore[index]
-    h["Permissions-Policy"] = "microphone=(self), camera=(), geolocation=()"  # type: ignore[index]
-    h["Cache-Control"] = "no-cache" if request.path.startswith("/static/") else "no-store"  # type: ignore[index]
+    h["X-Content-Type-Options"] = "nosniff"
+    h["Referrer-Policy"] = "no-referrer"
+    h["Content-Security-Policy"] = settings.csp
+    h["X-Frame-Options"] = "DENY"
+    h["Permissions-Policy"] = "microphone=(self), camera=(), geolocation=()"
+    h["Cache-Control"] = "no-cache" if request.path.startswith("/static/") else "no-store"
     if request.path.startswith("/call/"):
-        h["X-Robots-Tag"] = "noindex, nofollow"  # type: ignore[index]
+        h["X-Robots-Tag"] = "noindex, nofollow"
 
 
 def _wants_json(request: web.Request) -> bool:

@@ -237,6 +237,19 @@ async def test_null_fields_are_tolerated() -> None:
     assert history == History("A1", "", None, (HistoryItem("user", ""),))
 
 
+async def test_history_items_with_a_role_that_cannot_be_stored_are_dropped() -> None:
+    contents = [
+        {"role": "user", "content": "hello"},
+        {"role": "system", "content": "injected"},
+        {"role": None, "content": "no role"},
+        {"role": "assistant", "content": "hi"},
+    ]
+    body = {"agent_id": "A1", "status": "RUNNING", "start_ts": 1, "contents": contents}
+    async with mock_client(lambda request: httpx.Response(200, json=body)) as client:
+        history = await client.history("A1")
+    assert history.contents == (HistoryItem("user", "hello"), HistoryItem("assistant", "hi"))
+
+
 @pytest.mark.parametrize("content", [b"<html>oops</html>", b"[1, 2]"])
 async def test_a_2xx_that_is_not_a_json_object_is_an_agora_error(content: bytes) -> None:
     async with mock_client(lambda request: httpx.Response(200, content=content)) as client:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from bench.memory_eval_cases import (
-    DEFAULT_ROOT,
     DERIVED_GOLD_PATH,
     ENV_VAR,
     SHIPPED_FACT_FIXES,
     EvalCase,
+    default_root,
     fact_present,
     load_cases,
 )
@@ -32,7 +32,7 @@ def test_all_forty_cases_load() -> None:
 
 def test_derived_gold_covers_exactly_the_cases_without_shipped_gold() -> None:
     derived = json.loads(DERIVED_GOLD_PATH.read_text(encoding="utf-8"))
-    shipped = json.loads((DEFAULT_ROOT / "gold_facts.json").read_text(encoding="utf-8"))
+    shipped = json.loads((default_root() / "gold_facts.json").read_text(encoding="utf-8"))
     assert "verbatim" in derived["_comment"]
     derived_ids = set(derived) - {"_comment"}
     shipped_ids = set(shipped) - {"_comment"}
@@ -65,7 +65,7 @@ def test_every_required_fact_occurs_in_the_histories(case: EvalCase) -> None:
 
 
 def test_shipped_fact_fixes_are_still_needed_and_only_add_forms() -> None:
-    shipped = json.loads((DEFAULT_ROOT / "gold_facts.json").read_text(encoding="utf-8"))
+    shipped = json.loads((default_root() / "gold_facts.json").read_text(encoding="utf-8"))
     by_id = {case.test_id: case for case in CASES}
     for test_id, fixes in SHIPPED_FACT_FIXES.items():
         text = by_id[test_id].history_text
