@@ -22,7 +22,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,7 @@ from bot.llm.client import LLMClient
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord
+from bot.store.models import CallRecord, Role
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class LiveTurn:
         self,
         recall: LiveRecall,
         call: CallRecord,
-        conversation: list[tuple[str, str]],
+        conversation: list[tuple[Role, str]],
         turn_id: object,
         remember: bool,
         response: httpx.Response,
@@ -114,7 +114,7 @@ class LiveTurn:
         self.content_type = response.headers.get("content-type", "text/event-stream")
         self.is_sse = self.content_type.startswith("text/event-stream")
 
-    async def events(self) -> AsyncIterator[bytes]:
+    async def events(self) -> AsyncGenerator[bytes]:
         """The upstream's bytes, one SSE event at a time, unchanged. A delta counts as sent once the consumer asks
         for the next event (its write succeeded); closing this generator early stores the reply as sent so far."""
         buffer = self._first
@@ -168,7 +168,7 @@ class LiveTurn:
         text = self._reply.text
         if not self._remember or not text.strip():
             return
-        window = [*self._conversation, ("assistant", text)]
+        window: list[tuple[Role, str]] = [*self._conversation, ("assistant", text)]
         await self._recall.store_line(self._call, window, self._turn_id, "assistant")
 
 
@@ -213,8 +213,8 @@ class LiveRecall:
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise bad_request("'messages' must be a non-empty array of message objects.")
-        conversation = [
-            (m["role"], m["content"])
+        conversation: list[tuple[Role, str]] = [
+            ("user" if m["role"] == "user" else "assistant", m["content"])
             for m in messages
             if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
         ]
@@ -237,7 +237,7 @@ class LiveRecall:
                 await asyncio.shield(write)
         return LiveTurn(self, call, conversation, turn_id, remember, response, chunks, first)
 
-    async def store_line(self, call: CallRecord, window: list[tuple[str, str]], turn_id: object, role: str) -> None:
+    async def store_line(self, call: CallRecord, window: list[tuple[Role, str]], turn_id: object, role: Role) -> None:
         key = f"{turn_id}:{role}" if isinstance(turn_id, int | str) and not isinstance(turn_id, bool) else None
         try:
             await self.memory.record_live_turn(

@@ -117,7 +117,7 @@ class MemoryService:
     async def record_live_turn(
         self,
         call: CallRecord,
-        window: Sequence[tuple[str, str]],
+        window: Sequence[tuple[Role, str]],
         *,
         max_history: int,
         turn_key: str | None,
