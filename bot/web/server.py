@@ -215,7 +215,7 @@ def _apply_security_headers(request: web.Request, h: MutableMapping[str, str]) -
 
 
 def _wants_json(request: web.Request) -> bool:
-    return request.path.startswith(("/api/", "/agora/", "/healthz", "/llm/"))
+    return request.path.startswith(("/api/", "/agora/", "/healthz"))
 
 
 @web.middleware
@@ -234,7 +234,10 @@ async def _security_middleware(request: web.Request, handler: Handler) -> web.St
             text = text.replace(token, "<redacted>")
         route = request.match_info.route.name or "?"
         log.error("unhandled error in %s %s route %s\n%s", request.method, redact_path(request.path), route, text)
-        if _wants_json(request):
+        if request.path.startswith("/llm/"):  # the voice agent's LLM route answers in OpenAI's error shape
+            error = {"message": "internal error", "type": "server_error", "param": None, "code": "internal_error"}
+            response = web.json_response({"error": error}, status=500)
+        elif _wants_json(request):
             response = web.json_response({"error": "internal error"}, status=500)
         else:
             response = web.Response(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -343,3 +344,39 @@ async def test_concurrent_turns_of_two_calls_stay_apart(world: CallWorld, llm: F
     assert ("user", "bravo one") in await lines(world, b_call) and not any(
         "alpha" in c for _, c in await lines(world, b_call)
     )
+
+
+async def test_no_request_or_reply_text_is_logged(
+    world: CallWorld, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)  # the bot's level (bot.client.run_bot); aiosqlite's DEBUG lines carry SQL values
+    caplog.set_level(logging.DEBUG, logger="bot")
+    _call_id, agent_id = await start(world)
+    llm.queue_reply("Reply marker zebra-quartz-77.")
+    await world.emu.user_says(agent_id, "Utterance marker plum-orbit-42.")
+    llm.fail_next(2, 503)
+    await world.emu.user_says(agent_id, "Failing marker kiwi-delta-19.")
+    llm.break_stream_after = 1
+    llm.queue_reply("Broken marker lemon-sigma-55 and more text to stream.")
+    await world.emu.user_says(agent_id, "Another marker fig-gamma-31.")
+    await world.live.wait_idle()  # type: ignore[union-attr]
+    assert caplog.records, "the route does log (status, call id), just never the words"
+    for marker in ("zebra-quartz", "plum-orbit", "kiwi-delta", "lemon-sigma", "fig-gamma"):
+        assert marker not in caplog.text
+
+
+async def test_an_unexpected_failure_is_an_openai_shaped_500_and_the_bot_stays_up(
+    world: CallWorld, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _call_id, agent_id = await start(world)
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(world.live, "start_turn", broken)
+    turn = await world.emu.user_says(agent_id, "Hello?")
+    assert turn.outcome == "failed" and turn.status == 500
+    assert json.loads((turn.error or "").split(": ", 1)[1])["error"]["type"] == "server_error"
+    monkeypatch.undo()
+    llm.queue_reply("Fine again.")
+    assert (await world.emu.user_says(agent_id, "Hello again?")).outcome == "ok"
