@@ -8,9 +8,12 @@ reply. Each request is sent the way ConvoAI sends it (persona, the call-start me
 messages, the new user line, ``turn_id``, ``timestamp``), so every proxied turn also stores the user line, builds
 that utterance's memory and stores the reply, as in a real call.
 
-For 1, 20 and 100 concurrent streams (each stream a different member's call), it prints side by side the time to
-first byte (TTFB) and to last byte (TTLB), p50 and p99, through the proxy and straight to the same upstream
-with the same body, and the p99 TTFB the proxy adds (target: <= 10 ms at 20 streams). Then the per-turn memory
+For 1, 20 and 100 concurrent streams (each stream a different member's call in conversation: a turn through the
+proxy, the same body straight to the upstream, a short pause, again; the upstream takes ``--stream-seconds`` to
+stream a reply, like a real model, so that many streams are open at once; ``--burst`` starts every stream of a
+level at the same instant instead), it prints side by side the time to first byte (TTFB) and to last byte (TTLB),
+p50 and p99, through the proxy and straight to the same upstream with the same body, and the p99 TTFB the proxy
+adds (target: <= 10 ms at 20 streams). Then the per-turn memory
 build alone (``MemoryService.build_context`` with the utterance as query, leaving out the running call), p50/p99
 (target: <= 5 ms p99).
 
@@ -50,6 +53,7 @@ from bot.web.server import WebServer
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import make_settings
 
+Results = dict[str, list[tuple[float, float]]]
 TURNS_PER_MEMBER = 5000
 FACTS_PER_MEMBER = 500
 MAX_HISTORY = 32
@@ -100,9 +104,10 @@ def fill(path: Path, members: int, rng: random.Random) -> None:
 class Upstream:
     """The fake LLM on its own event loop in a thread, so its work does not queue behind the proxy's."""
 
-    def __init__(self, reply_chars: int) -> None:
+    def __init__(self, reply_chars: int, stream_seconds: float) -> None:
         self.llm = FakeLLM(stream_chunk_size=12)
         self.reply = ("Sure, I remember that. " * 40)[:reply_chars]
+        self.llm.stream_delay = stream_seconds / max(1, -(-reply_chars // 12))
         self.llm.set_responder(lambda body: self.reply)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -143,7 +148,9 @@ class Member:
         }
 
 
-async def timed_stream(http: httpx.AsyncClient, url: str, body: dict[str, Any], key: str | None) -> tuple[float, float]:
+async def timed_stream(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], key: str | None = None
+) -> tuple[float, float]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     start = time.perf_counter()
     first = 0.0
@@ -169,7 +176,7 @@ async def run(args: argparse.Namespace) -> int:
             f"filled {args.members} members x {TURNS_PER_MEMBER:,} turns, {FACTS_PER_MEMBER} facts "
             f"in {time.perf_counter() - began:.1f} s"
         )
-        upstream = Upstream(args.reply_chars)
+        upstream = Upstream(args.reply_chars, args.stream_seconds)
         upstream.start()
         store = SqliteStore(path)
         await store.open()
@@ -209,23 +216,25 @@ async def run(args: argparse.Namespace) -> int:
         async with httpx.AsyncClient(limits=limits, timeout=60) as http:
             for level in args.levels:
                 rounds = args.rounds or max(3, 300 // level)
-                results: dict[str, list[tuple[float, float]]] = {"proxy": [], "direct": []}
-                for _ in range(rounds):
-                    batch = members[:level]
-                    bodies = [m.request(rng) for m in batch]
-                    proxied = await asyncio.gather(
-                        *(timed_stream(http, proxy_url, b, m.key) for m, b in zip(batch, bodies, strict=True))
-                    )
-                    results["proxy"].extend(proxied)
-                    for m in batch:
-                        m.history.append({"role": "assistant", "content": upstream.reply})
-                    direct_bodies = [
-                        {k: v for k, v in b.items() if k not in ("turn_id", "timestamp")} | {"model": "fake-model"}
-                        for b in bodies
-                    ]
-                    results["direct"].extend(
-                        await asyncio.gather(*(timed_stream(http, direct_url, b, None) for b in direct_bodies))
-                    )
+                results: Results = {"proxy": [], "direct": []}
+
+                async def member_turns(member: Member, rounds: int = rounds, results: Results = results) -> None:
+                    """One call in conversation: a turn through the proxy, the same body straight to the upstream,
+                    a short pause, again; started at a random moment so arrivals spread like real calls."""
+                    await asyncio.sleep(rng.uniform(0, args.stream_seconds))
+                    for _ in range(rounds):
+                        body = member.request(rng)
+                        results["proxy"].append(await timed_stream(http, proxy_url, body, member.key))
+                        member.history.append({"role": "assistant", "content": upstream.reply})
+                        direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
+                        results["direct"].append(await timed_stream(http, direct_url, direct | {"model": "fake-model"}))
+                        await asyncio.sleep(rng.uniform(0, 0.05))
+
+                if args.burst:
+                    for _ in range(rounds):
+                        await asyncio.gather(*(member_turns(m, 1) for m in members[:level]))
+                else:
+                    await asyncio.gather(*(member_turns(m) for m in members[:level]))
                 for path_name in ("direct", "proxy"):
                     samples = results[path_name]
                     ttfb = [s[0] for s in samples]
@@ -271,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--members", type=int, default=100, help="members (one per concurrent stream)")
     parser.add_argument("--rounds", type=int, default=0, help="rounds per level (default: about 300 streams)")
     parser.add_argument("--reply-chars", type=int, default=240)
+    parser.add_argument(
+        "--stream-seconds", type=float, default=0.4, help="how long the upstream takes to stream one reply"
+    )
+    parser.add_argument("--burst", action="store_true", help="all streams of a level start at the same instant")
     parser.add_argument("--builds", type=int, default=300, help="runs of the per-turn memory build")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrent streams, comma-separated")
