@@ -215,7 +215,7 @@ async def run(args: argparse.Namespace) -> int:
         verdict = 0
         async with httpx.AsyncClient(limits=limits, timeout=60) as http:
             for level in args.levels:
-                rounds = args.rounds or max(3, 300 // level)
+                rounds = args.rounds or max(3, 80 // level)
                 results: Results = {"proxy": [], "direct": []}
 
                 async def member_turns(member: Member, rounds: int = rounds, results: Results = results) -> None:
@@ -278,7 +278,7 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=100, help="members (one per concurrent stream)")
-    parser.add_argument("--rounds", type=int, default=0, help="rounds per level (default: about 300 streams)")
+    parser.add_argument("--rounds", type=int, default=0, help="rounds per level (default: about 80 streams per path)")
     parser.add_argument("--reply-chars", type=int, default=240)
     parser.add_argument(
         "--stream-seconds", type=float, default=0.4, help="how long the upstream takes to stream one reply"

@@ -129,14 +129,14 @@ class Settings(_Section):
         """Why live recall is on or off, for `check`."""
         wanted = self.memory.live_recall
         if wanted is False:
-            return "off: memory.live_recall is false, so the agent hears only the call-start memory"
+            return "memory.live_recall is false, so the agent hears only the call-start memory"
         if not self.llm.enabled:
             if wanted:
-                return "off: memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set"
-            return "off: llm.base_url is not set, so the agent hears only the call-start memory"
+                return "memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set"
+            return "llm.base_url is not set, so the agent hears only the call-start memory"
         why = "memory.live_recall is true" if wanted else "llm.base_url is set (memory.live_recall default)"
         return (
-            f"on: {why}; the agent's LLM requests go to {self.web.public_url.rstrip('/')}/llm/v1/chat/completions "
+            f"{why}: the agent's LLM requests go to {self.web.public_url.rstrip('/')}/llm/v1/chat/completions "
             f"and on to {self.llm.base_url} (model {self.llm.model})"
         )
 

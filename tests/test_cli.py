@@ -149,12 +149,12 @@ def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, m
 
 def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, capsys) -> None:
     main(["--config", str(config), "check"])
-    assert "off      off: llm.base_url is not set" in capsys.readouterr().out
+    assert "off      llm.base_url is not set, so the agent hears only the call-start memory" in capsys.readouterr().out
 
     monkeypatch.setenv("LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     main(["--config", str(config), "check"])
     out = capsys.readouterr().out
-    assert "on       on: llm.base_url is set (memory.live_recall default)" in out
+    assert "on       llm.base_url is set (memory.live_recall default): the agent's LLM requests go to" in out
     assert "/llm/v1/chat/completions" in out
     assert "Agora's servers must reach the bot's LLM route" in out, "web.public_url is not HTTPS"
 
@@ -165,4 +165,4 @@ def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, 
 
     monkeypatch.setenv("MEMORY_LIVE_RECALL", "false")
     main(["--config", str(config), "check"])
-    assert "off: memory.live_recall is false" in capsys.readouterr().out
+    assert "off      memory.live_recall is false" in capsys.readouterr().out

@@ -111,6 +111,7 @@ class LiveTurn:
         self._chunks = chunks
         self._first = first
         self._reply = _Reply()
+        self._finished = False
         self.content_type = response.headers.get("content-type", "text/event-stream")
         self.is_sse = self.content_type.startswith("text/event-stream")
 
@@ -151,7 +152,15 @@ class LiveTurn:
         finally:
             await self._finish()
 
+    async def close(self) -> None:
+        """Release the upstream response and store the reply as sent; for a turn whose ``events()`` never ran
+        (closing an async generator that never started runs none of its code). Idempotent."""
+        await self._finish()
+
     async def _finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
         # Shielded: a cancelled request handler (the agent hung up) must still store what was sent.
         task = asyncio.ensure_future(self._close_and_store())
         self._recall.track(task)

@@ -86,6 +86,7 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         log.info("call %s: the agent closed the stream mid-reply (interrupted)", call.call_id)
     finally:
         await events.aclose()
+        await turn.close()
     return response
 
 

@@ -10,7 +10,22 @@ from bench.live_recall import main
 
 
 def test_quick_run_prints_both_paths_and_stores_each_turn(capsys: pytest.CaptureFixture[str]) -> None:
-    main(["--members", "2", "--levels", "1,2", "--rounds", "2", "--builds", "5", "--reply-chars", "40", "--stream-seconds", "0.05"])
+    main(
+        [
+            "--members",
+            "2",
+            "--levels",
+            "1,2",
+            "--rounds",
+            "2",
+            "--builds",
+            "5",
+            "--reply-chars",
+            "40",
+            "--stream-seconds",
+            "0.05",
+        ]
+    )
     out = capsys.readouterr().out
     for level, n in ((1, 2), (2, 4)):
         for path in ("direct", "proxy"):

@@ -380,3 +380,24 @@ async def test_an_unexpected_failure_is_an_openai_shaped_500_and_the_bot_stays_u
     monkeypatch.undo()
     llm.queue_reply("Fine again.")
     assert (await world.emu.user_says(agent_id, "Hello again?")).outcome == "ok"
+
+
+async def test_live_writes_a_checkpoint_and_webhook_103_store_each_line_once_in_order(
+    world: CallWorld, llm: FakeLLM
+) -> None:
+    call_id, agent_id = await start(world)
+    for n in range(4):
+        llm.queue_reply(f"Answer number {n}.")
+        assert (await world.emu.user_says(agent_id, f"Question number {n}?")).outcome == "ok"
+        if n == 1:
+            assert await world.calls.checkpoint(call_id)
+    world.emu.say(agent_id, "user", "Okay, bye now.")  # said as the call ended: only the history carries it
+    await world.calls.hang_up(ALICE)
+    await world.emu.wait_webhooks_idle()
+    await world.calls.wait_background()
+    assert any(n["eventType"] == 103 for n in world.emu.delivered), "webhook 103 was delivered and merged"
+    greeting = world.emu.agent(agent_id).conversation[0].content
+    expected = [("assistant", greeting)]
+    for n in range(4):
+        expected += [("user", f"Question number {n}?"), ("assistant", f"Answer number {n}.")]
+    assert await lines(world, call_id) == [*expected, ("user", "Okay, bye now.")]
