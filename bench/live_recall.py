@@ -163,6 +163,48 @@ async def timed_stream(
     return first, time.perf_counter() - start
 
 
+async def measure_level(
+    http: httpx.AsyncClient,
+    level: int,
+    members: list[Member],
+    args: argparse.Namespace,
+    rng: random.Random,
+    upstream: Upstream,
+    proxy_url: str,
+    direct_url: str,
+) -> float:
+    """Run one level, print its rows, return what the proxy adds to p99 TTFB (ms)."""
+    rounds = args.rounds or max(3, 80 // level)
+    results: Results = {"proxy": [], "direct": []}
+
+    async def member_turns(member: Member, rounds: int = rounds) -> None:
+        """One call in conversation: a turn through the proxy, the same body straight to the upstream, a short
+        pause, again; started at a random moment so arrivals spread like real calls."""
+        await asyncio.sleep(rng.uniform(0, args.stream_seconds))
+        for _ in range(rounds):
+            body = member.request(rng)
+            results["proxy"].append(await timed_stream(http, proxy_url, body, member.key))
+            member.history.append({"role": "assistant", "content": upstream.reply})
+            direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
+            results["direct"].append(await timed_stream(http, direct_url, direct | {"model": "fake-model"}))
+            await asyncio.sleep(rng.uniform(0, 0.05))
+
+    if args.burst:
+        for _ in range(rounds):
+            await asyncio.gather(*(member_turns(m, 1) for m in members[:level]))
+    else:
+        await asyncio.gather(*(member_turns(m) for m in members[:level]))
+    for path_name in ("direct", "proxy"):
+        samples = results[path_name]
+        ttfb = [s[0] for s in samples]
+        ttlb = [s[1] for s in samples]
+        print(
+            f"{level:>7} {path_name:<7} {len(samples):>5} {pct(ttfb, 50) * 1000:>9.2f} "
+            f"{pct(ttfb, 99) * 1000:>9.2f} {pct(ttlb, 50) * 1000:>9.2f} {pct(ttlb, 99) * 1000:>9.2f}"
+        )
+    return (pct([s[0] for s in results["proxy"]], 99) - pct([s[0] for s in results["direct"]], 99)) * 1000
+
+
 async def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -215,39 +257,22 @@ async def run(args: argparse.Namespace) -> int:
         verdict = 0
         async with httpx.AsyncClient(limits=limits, timeout=60) as http:
             for level in args.levels:
-                rounds = args.rounds or max(3, 80 // level)
-                results: Results = {"proxy": [], "direct": []}
-
-                async def member_turns(member: Member, rounds: int = rounds, results: Results = results) -> None:
-                    """One call in conversation: a turn through the proxy, the same body straight to the upstream,
-                    a short pause, again; started at a random moment so arrivals spread like real calls."""
-                    await asyncio.sleep(rng.uniform(0, args.stream_seconds))
-                    for _ in range(rounds):
-                        body = member.request(rng)
-                        results["proxy"].append(await timed_stream(http, proxy_url, body, member.key))
-                        member.history.append({"role": "assistant", "content": upstream.reply})
-                        direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
-                        results["direct"].append(await timed_stream(http, direct_url, direct | {"model": "fake-model"}))
-                        await asyncio.sleep(rng.uniform(0, 0.05))
-
-                if args.burst:
-                    for _ in range(rounds):
-                        await asyncio.gather(*(member_turns(m, 1) for m in members[:level]))
-                else:
-                    await asyncio.gather(*(member_turns(m) for m in members[:level]))
-                for path_name in ("direct", "proxy"):
-                    samples = results[path_name]
-                    ttfb = [s[0] for s in samples]
-                    ttlb = [s[1] for s in samples]
-                    print(
-                        f"{level:>7} {path_name:<7} {len(samples):>5} {pct(ttfb, 50) * 1000:>9.2f} "
-                        f"{pct(ttfb, 99) * 1000:>9.2f} {pct(ttlb, 50) * 1000:>9.2f} {pct(ttlb, 99) * 1000:>9.2f}"
-                    )
-                added = (pct([s[0] for s in results["proxy"]], 99) - pct([s[0] for s in results["direct"]], 99)) * 1000
-                target = "  target <= 10 ms: " + ("ok" if added <= 10 else "OVER TARGET") if level == 20 else ""
-                if level == 20 and added > 10:
-                    verdict = 1
-                print(f"{level:>7} proxy adds {added:.2f} ms to p99 TTFB{target}")
+                for relay_only in (False, True) if level == args.relay_only_level else (False,):
+                    if relay_only:
+                        # The same level with the members' memory paused: the route then only relays (no line
+                        # stored, no memory built), which separates the relay's cost from the memory work's.
+                        for m in members[:level]:
+                            await store.set_memory_enabled(m.user_id, False, time.time())
+                    added = await measure_level(http, level, members, args, rng, upstream, proxy_url, direct_url)
+                    if relay_only:
+                        for m in members[:level]:
+                            await store.set_memory_enabled(m.user_id, True, time.time())
+                        print(f"{level:>7} of which relaying alone (memory paused): {added:.2f} ms")
+                        continue
+                    target = "  target <= 10 ms: " + ("ok" if added <= 10 else "OVER TARGET") if level == 20 else ""
+                    if level == 20 and added > 10:
+                        verdict = 1
+                    print(f"{level:>7} proxy adds {added:.2f} ms to p99 TTFB{target}")
         await web.stop()
         await live.wait_idle()
 
@@ -282,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply-chars", type=int, default=240)
     parser.add_argument(
         "--stream-seconds", type=float, default=0.4, help="how long the upstream takes to stream one reply"
+    )
+    parser.add_argument(
+        "--relay-only-level", type=int, default=20, help="also run this level with memory paused (relay cost alone)"
     )
     parser.add_argument("--burst", action="store_true", help="all streams of a level start at the same instant")
     parser.add_argument("--builds", type=int, default=300, help="runs of the per-turn memory build")
