@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.memory.merge import Utterance, merge_snapshot
 from bot.memory.service import MemoryService
+from bot.store.models import CallRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
 
@@ -170,24 +173,34 @@ async def test_final_history_after_stop_adds_only_what_was_missed(store, memory:
 async def test_the_service_path_with_its_fast_append_gives_the_same_result(case) -> None:
     """The service tries a cheap append on the call's tail first and merges in full otherwise."""
     conversation, max_history, snapshots, order = case
-    store = SqliteStore(":memory:")
-    await store.open()
-    try:
-        memory = MemoryService(store, budget_tokens=1500, persona="p")
-        call = make_call()
-        await store.create_call(call)
+    async with fresh_call() as (store, memory, call):
         for index in order:
             capture, _start, _end, window = snapshots[index]
             await memory.record_snapshot(call, window, max_history=max_history, captured=capture)
-        intervals, _ = expected_segments(conversation, snapshots, max_history)
-        contents = longest_seen(conversation, snapshots)
-        expected = [(conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)]
-        turns = await store.call_turns(call.call_id)
-        assert [(t.role, t.content) for t in turns] == expected
-        assert [t.seq for t in turns] == sorted(t.seq for t in turns)
-        assert len({t.seq for t in turns}) == len(turns)
+        await assert_stored_once_in_order(store, call, conversation, snapshots, max_history)
+
+
+@asynccontextmanager
+async def fresh_call() -> AsyncIterator[tuple[SqliteStore, MemoryService, CallRecord]]:
+    store = SqliteStore(":memory:")
+    await store.open()
+    try:
+        call = make_call()
+        await store.create_call(call)
+        yield store, MemoryService(store, budget_tokens=1500, persona="p"), call
     finally:
         await store.close()
+
+
+async def assert_stored_once_in_order(store, call, conversation, covered, max_history) -> None:
+    """Each covered line once, in order, with the longest text seen, and seq strictly increasing."""
+    intervals, _ = expected_segments(conversation, covered, max_history)
+    contents = longest_seen(conversation, covered)
+    expected = [(conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)]
+    turns = await store.call_turns(call.call_id)
+    assert [(t.role, t.content) for t in turns] == expected
+    assert [t.seq for t in turns] == sorted(t.seq for t in turns)
+    assert len({t.seq for t in turns}) == len(turns)
 
 
 @st.composite
@@ -228,12 +241,7 @@ def live_deliveries(draw: st.DrawFn):
 @given(live_deliveries())
 async def test_per_turn_writes_checkpoints_and_webhook_103_in_any_order_store_each_line_once_in_order(case) -> None:
     conversation, max_history, writes, order = case
-    store = SqliteStore(":memory:")
-    await store.open()
-    try:
-        memory = MemoryService(store, budget_tokens=1500, persona="p")
-        call = make_call()
-        await store.create_call(call)
+    async with fresh_call() as (store, memory, call):
         for index in order:
             kind, key, capture, _start, _end, window = writes[index]
             if kind == "live":
@@ -243,14 +251,7 @@ async def test_per_turn_writes_checkpoints_and_webhook_103_in_any_order_store_ea
                     call, window, max_history=max_history, captured=capture, final=kind == "final"
                 )
         covered = [(capture, start, end, window) for _k, _key, capture, start, end, window in writes]
-        intervals, _ = expected_segments(conversation, covered, max_history)
-        contents = longest_seen(conversation, covered)
-        expected = [(conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)]
-        turns = await store.call_turns(call.call_id)
-        assert [(t.role, t.content) for t in turns] == expected
-        assert [t.seq for t in turns] == sorted(t.seq for t in turns) and len({t.seq for t in turns}) == len(turns)
-    finally:
-        await store.close()
+        await assert_stored_once_in_order(store, call, conversation, covered, max_history)
 
 
 async def test_live_writes_in_speaking_order_keep_repeated_short_answers(store, memory: MemoryService) -> None:
