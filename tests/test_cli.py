@@ -150,6 +150,10 @@ def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, m
 def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, capsys) -> None:
     main(["--config", str(config), "check"])
     assert "off      llm.base_url is not set, so the agent hears only the call-start memory" in capsys.readouterr().out
+    monkeypatch.setenv("MEMORY_LIVE_RECALL", "true")
+    main(["--config", str(config), "check"])
+    assert "off      memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set" in capsys.readouterr().out
+    monkeypatch.delenv("MEMORY_LIVE_RECALL")
 
     monkeypatch.setenv("LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     main(["--config", str(config), "check"])
