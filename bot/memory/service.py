@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.memory.context import ContextBuilder
+from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
 from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
 from bot.store.models import (
     CallRecord,
@@ -26,6 +27,8 @@ from bot.store.repository import Store
 log = logging.getLogger(__name__)
 
 FINAL_CAPTURE = 2**53
+TRACE_SCAN_LINES = 2000
+TRACE_SCAN_SUMMARIES = 1000
 """Capture order of the history delivered after the agent stopped: nothing can come later."""
 
 
@@ -203,11 +206,30 @@ class MemoryService:
 
     # ---- forgetting ------------------------------------------------------------------------------------
 
-    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
-        fact = await self.store.forget_fact(user_id, fact_id)
-        if fact is not None:
-            self._schedule_scrub()
-        return fact
+    async def fact_traces(self, user_id: int, fact_id: int) -> FactTraces | None:
+        """The member's fact with the lines it was drawn from and the summaries that repeat it (see
+        ``bot.memory.forgetting``); None when it is not theirs."""
+        fact = await self.store.get_fact(fact_id)
+        if fact is None or fact.user_id != user_id:
+            return None
+        lines = await self.store.search_turns(user_id, search_text(fact_terms(fact.text)), TRACE_SCAN_LINES)
+        summaries = await self.store.latest_summaries(user_id, TRACE_SCAN_SUMMARIES)
+        return traces_of(
+            fact,
+            [(t.turn_id, t.content) for t in lines],
+            [(c.kind, c.ref_id, c.summary or "") for c in summaries],
+        )
+
+    async def forget_fact(self, user_id: int, fact_id: int) -> FactTraces | None:
+        """Forget the fact and its traces, so no later context quotes it in any form."""
+        traces = await self.fact_traces(user_id, fact_id)
+        if traces is None:
+            return None
+        fact = await self.store.forget_fact(user_id, fact_id, turn_ids=traces.turn_ids, summaries=traces.summaries)
+        if fact is None:
+            return None
+        self._schedule_scrub()
+        return traces
 
     async def forget_conversation(self, user_id: int, kind: str, ref_id: str) -> ForgetResult | None:
         if kind == "call":
