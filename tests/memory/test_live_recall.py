@@ -401,3 +401,18 @@ async def test_live_writes_a_checkpoint_and_webhook_103_store_each_line_once_in_
     for n in range(4):
         expected += [("user", f"Question number {n}?"), ("assistant", f"Answer number {n}.")]
     assert await lines(world, call_id) == [*expected, ("user", "Okay, bye now.")]
+
+
+async def test_live_join_keeps_the_asr_and_tts_presets_and_the_admins_params_but_not_their_model(
+    tmp_path: Path, llm: FakeLLM
+) -> None:
+    agora = {
+        "preset": "deepgram_nova_3,openai_gpt_5_mini,minimax_speech_2_6_turbo",
+        "llm_params": {"model": "gpt-5-mini", "temperature": 1},
+    }
+    async with call_world(tmp_path, llm_base_url=llm.base_url, agora=agora) as world:
+        _call_id, agent_id = await start(world)
+        request = world.emu.agent(agent_id).request
+    assert request["preset"] == "deepgram_nova_3,minimax_speech_2_6_turbo"
+    assert request["properties"]["llm"]["params"] == {"temperature": 1}, "the bot's route picks the model"
+    assert request["properties"]["tts"]["vendor"] == "minimax"
