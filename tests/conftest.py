@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
 from bot.config import DEFAULT_PERSONA
 from bot.llm import LLMClient
+from bot.logs import HANDLER_NAME, THIRD_PARTY_LOGGERS
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
 from tests.fakes.llm_server import FakeLLM, running_fake_llm
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`python -m bot` installs its log handler and levels; undo that after each test that runs it."""
+    root = logging.getLogger()
+    level = root.level
+    levels = {name: logging.getLogger(name).level for name in THIRD_PARTY_LOGGERS}
+    yield
+    for handler in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+    for name, old in levels.items():
+        logging.getLogger(name).setLevel(old)
 
 
 @pytest_asyncio.fixture

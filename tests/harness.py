@@ -6,20 +6,29 @@ from __future__ import annotations
 import asyncio
 import inspect
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.agora import ConvoAIClient
+from bot.app import (
+    build_agora_client,
+    build_calls,
+    build_live_recall,
+    build_llm_client,
+    build_monitor,
+    build_web_server,
+)
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallEnded, CallService
 from bot.config import Settings
-from bot.llm import LLMClient
 from bot.memory.live import LiveRecall
 from bot.memory.service import MemoryService
+from bot.monitor import Counters, Monitor
 from bot.store.sqlite import SqliteStore
 from bot.web.server import WebServer
 from tests.fakes.agora_emulator import (
@@ -30,6 +39,7 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     AgoraEmulator,
 )
+from tests.fakes.discord_gateway import FakeDiscord
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool] | bool], *, within: float = 10.0) -> None:
@@ -106,6 +116,7 @@ class CallWorld:
     clock: FakeClock
     log: EndedLog
     adapter: CallPageAdapter
+    monitor: Monitor
     live: LiveRecall | None = None
 
     async def restart(self) -> CallService:
@@ -113,7 +124,13 @@ class CallWorld:
         if not self.calls.closed:
             await self.calls.shutdown(grace_seconds=1)
         self.calls = CallService(
-            self.store, self.memory, self.agora, self.settings, clock=self.clock, run_checkpoints=False
+            self.store,
+            self.memory,
+            self.agora,
+            self.settings,
+            clock=self.clock,
+            run_checkpoints=False,
+            counters=self.monitor.counters,
         )
         self.calls.add_listener(self.log)
         self.adapter.calls = self.calls
@@ -131,6 +148,7 @@ async def call_world(
     start_web: bool = True,
     sdk_url: str = "http://127.0.0.1:9/sdk.js",
     llm_base_url: str | None = None,
+    busy_timeout_ms: int = 5000,
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
@@ -148,48 +166,24 @@ async def call_world(
         sections["web"] = {"public_url": f"http://127.0.0.1:{port}", **sections.get("web", {})}
     settings = make_settings(tmp_path, **sections)
     settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
-    store = SqliteStore(settings.memory.database_path)
+    store = SqliteStore(settings.memory.database_path, busy_timeout_ms=busy_timeout_ms)
     await store.open()
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
-    agora = ConvoAIClient(
-        base_url=emu.base_url,
-        app_id=TEST_APP_ID,
-        customer_id=TEST_CUSTOMER_ID,
-        customer_secret=TEST_CUSTOMER_SECRET,
-        timeout=5,
-        backoff_base=0.001,
-        backoff_max=0.01,
-    )
-    calls = CallService(store, memory, agora, settings, clock=clock, run_checkpoints=checkpoints)
+    # The bot's own builders (bot.app), so the tests wire the services as the bot does.
+    agora = build_agora_client(settings, timeout=5, backoff_base=0.001, backoff_max=0.01)
+    counters = Counters()
+    calls, adapter = build_calls(settings, store, memory, agora, counters, clock=clock, run_checkpoints=checkpoints)
     log = EndedLog()
     calls.add_listener(log)
-    adapter = CallPageAdapter(calls)
-    llm: LLMClient | None = None
-    live: LiveRecall | None = None
-    if settings.live_recall_enabled:
-        llm = LLMClient(
-            base_url=settings.llm.base_url or "", model=settings.llm.model, timeout=settings.llm.timeout_seconds
-        )
-        live = LiveRecall(
-            memory,
-            llm,
-            authorize=calls.call_for_llm_key,
-            max_history=settings.agora.max_history,
-            timeout_seconds=settings.llm.timeout_seconds,
-        )
-    web = WebServer(
-        adapter,
-        host="127.0.0.1",
-        port=port,
-        sdk_url=sdk_url,
-        public_url=settings.web.public_url,
-        live_recall=live,
-    )
+    llm = build_llm_client(settings) if settings.live_recall_enabled else None
+    live = build_live_recall(settings, memory, llm, calls)
+    monitor = build_monitor(store, counters, agora, adapter, clock=clock)
+    web = build_web_server(settings, adapter, monitor, host="127.0.0.1", port=port, sdk_url=sdk_url, live_recall=live)
     if start_web:
         await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"
-    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, live)
+    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor, live)
     try:
         yield world
     finally:
@@ -200,6 +194,26 @@ async def call_world(
             await live.wait_idle()
         if llm is not None:
             await llm.aclose()
+        await monitor.close()
         await agora.aclose()
         await emu.stop()
         await store.close()
+
+
+@contextmanager
+def fake_discord_in_thread(monkeypatch: Any) -> Iterator[FakeDiscord]:
+    """The fake Discord on its own event loop in a thread, for tests that call `python -m bot`'s `main()`
+    (which runs its own loop with asyncio.run). discord.py is pointed at it for the test."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-discord", daemon=True)
+    thread.start()
+    fake = FakeDiscord()
+    try:
+        asyncio.run_coroutine_threadsafe(fake.start(), loop).result(timeout=10)
+        fake.patch(monkeypatch)
+        yield fake
+    finally:
+        asyncio.run_coroutine_threadsafe(fake.stop(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

@@ -33,6 +33,7 @@ from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, Role
+from bot.web.llm_backend import LLMRouteError, bad_request, unauthorized
 
 log = logging.getLogger(__name__)
 
@@ -41,33 +42,6 @@ ATTEMPTS = 2
 AGENT_ONLY_FIELDS = ("turn_id", "timestamp")
 """What ConvoAI adds to a request for a custom LLM; OpenAI-compatible servers reject unknown fields."""
 DONE_EVENT = "[DONE]"
-
-
-class LiveError(Exception):
-    """A request answered with an OpenAI-shaped error instead of a stream."""
-
-    def __init__(self, status: int, message: str, *, error_type: str, code: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.error_type = error_type
-        self.code = code
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.error_type, "param": None, "code": self.code}}
-
-
-def unauthorized() -> LiveError:
-    return LiveError(
-        401,
-        "Incorrect API key provided: this key is not valid for a call in progress.",
-        error_type="invalid_request_error",
-        code="invalid_api_key",
-    )
-
-
-def bad_request(message: str) -> LiveError:
-    return LiveError(400, message, error_type="invalid_request_error", code="invalid_request")
 
 
 def error_event(message: str, code: str) -> bytes:
@@ -98,6 +72,7 @@ class LiveTurn:
         conversation: list[tuple[Role, str]],
         turn_id: object,
         remember: bool,
+        generation: int,
         response: httpx.Response,
         chunks: AsyncIterator[bytes],
         first: bytes,
@@ -107,6 +82,7 @@ class LiveTurn:
         self._conversation = conversation
         self._turn_id = turn_id
         self._remember = remember
+        self._generation = generation
         self._response = response
         self._chunks = chunks
         self._first = first
@@ -178,7 +154,18 @@ class LiveTurn:
         if not self._remember or not text.strip():
             return
         window: list[tuple[Role, str]] = [*self._conversation, ("assistant", text)]
-        await self._recall.store_line(self._call, window, self._turn_id, "assistant")
+        await self._recall.store_line(self._call, window, self._turn_id, "assistant", self._generation)
+
+
+class CallSession:
+    """A request with a valid key: the call it belongs to."""
+
+    def __init__(self, recall: LiveRecall, call: CallRecord) -> None:
+        self.recall = recall
+        self.call = call
+
+    async def start_turn(self, request: object) -> LiveTurn:
+        return await self.recall.start_turn(self.call, request)
 
 
 class LiveRecall:
@@ -209,13 +196,13 @@ class LiveRecall:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def authorize(self, api_key: str | None) -> CallRecord:
+    async def authorize(self, api_key: str | None) -> CallSession:
         call = await self._authorize(api_key) if api_key else None
         if call is None:
             raise unauthorized()
-        return call
+        return CallSession(self, call)
 
-    async def start_turn(self, call: CallRecord, request: Any) -> LiveTurn:
+    async def start_turn(self, call: CallRecord, request: object) -> LiveTurn:
         """Store the new user line, put this utterance's memory in, and open the upstream stream."""
         if not isinstance(request, dict):
             raise bad_request("The request body must be a JSON object.")
@@ -228,6 +215,8 @@ class LiveRecall:
             if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
         ]
         utterance = next((content for role, content in reversed(conversation) if role == "user"), "")
+        # Read before anything else: a forget or a pause from now on fences out this turn's writes (forget wins).
+        generation = await self.memory.store.memory_generation(call.user_id)
         user = await self.memory.store.get_user(call.user_id)
         remember = not call.private and (user is None or user.memory_enabled)
         turn_id = request.get("turn_id")
@@ -235,7 +224,7 @@ class LiveRecall:
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
             # Started at once; it overlaps the memory build and the upstream's thinking, and is finished before
             # the agent gets a byte (so the reply is always stored after the line it answers).
-            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user"))
+            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
             self.track(write)
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
@@ -244,13 +233,15 @@ class LiveRecall:
         finally:
             if write is not None:
                 await asyncio.shield(write)
-        return LiveTurn(self, call, conversation, turn_id, remember, response, chunks, first)
+        return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first)
 
-    async def store_line(self, call: CallRecord, window: list[tuple[Role, str]], turn_id: object, role: Role) -> None:
+    async def store_line(
+        self, call: CallRecord, window: list[tuple[Role, str]], turn_id: object, role: Role, generation: int
+    ) -> None:
         key = f"{turn_id}:{role}" if isinstance(turn_id, int | str) and not isinstance(turn_id, bool) else None
         try:
             await self.memory.record_live_turn(
-                call, window, max_history=self.max_history, turn_key=key, at=self.clock()
+                call, window, max_history=self.max_history, turn_key=key, at=self.clock(), generation=generation
             )
         except Exception:
             # The checkpoints and webhook 103 still carry the line; the member's turn must not fail for it.
@@ -307,13 +298,15 @@ class LiveRecall:
             failure = "upstream_timeout"
             log.warning("call %s: upstream LLM gave no first byte within %g s", call.call_id, self.timeout_seconds)
         if failure == "upstream_timeout":
-            raise LiveError(
+            raise LLMRouteError(
                 504,
                 f"The language model did not answer within {self.timeout_seconds:g} s.",
                 error_type="server_error",
                 code=failure,
             )
-        raise LiveError(502, "The language model is not available right now.", error_type="server_error", code=failure)
+        raise LLMRouteError(
+            502, "The language model is not available right now.", error_type="server_error", code=failure
+        )
 
 
 def _is_memory_message(message: dict[str, Any]) -> bool:

@@ -56,6 +56,9 @@ class CallRecord:
     owner: str | None = None
     notify_token: str | None = None
     summary: str | None = None
+    agent_stop_pending: bool = False
+    transcript_purged_at: float | None = None
+    browser_hash: str | None = None
     llm_key_hash: str | None = None
     """SHA-256 of the call's key for the bot's LLM route (live recall); the key itself is never stored."""
 

@@ -1,7 +1,8 @@
 """``POST /llm/v1/chat/completions``: the voice agent's LLM endpoint (live recall), an OpenAI-compatible route.
 
 The route only speaks HTTP: the key check, the body limits and the streaming response. What a turn does (store
-the line, build the memory, call the upstream, store the reply) is ``bot.memory.live.LiveRecall``.
+the line, build the memory, call the upstream, store the reply) is behind an ``LLMBackend``
+(``bot.web.llm_backend``), which ``bot.memory.live.LiveRecall`` implements.
 
 * 401 in the OpenAI error shape for a missing, forged, other-call or ended-call key, before the body is read.
 * 413 for a body over 1 MiB, 400 for one that is not a JSON object.
@@ -17,21 +18,21 @@ import logging
 from aiohttp import web
 from aiohttp.client_exceptions import ClientConnectionResetError
 
-from bot.memory.live import LiveError, LiveRecall, bad_request
+from bot.web.llm_backend import LLMBackend, LLMRouteError, bad_request
 
 log = logging.getLogger(__name__)
 
 LLM_ROUTE = "/llm/v1/chat/completions"
 MAX_LLM_BODY_BYTES = 1024 * 1024
-LIVE_RECALL_KEY = web.AppKey("live_recall", LiveRecall)
+LIVE_RECALL_KEY = web.AppKey("live_recall", LLMBackend)
 
 
-def add_llm_route(app: web.Application, live: LiveRecall) -> None:
+def add_llm_route(app: web.Application, live: LLMBackend) -> None:
     app[LIVE_RECALL_KEY] = live
     app.router.add_post(LLM_ROUTE, _chat_completions, name="llm_chat_completions")
 
 
-def _error(exc: LiveError) -> web.Response:
+def _error(exc: LLMRouteError) -> web.Response:
     return web.json_response(exc.body(), status=exc.status)
 
 
@@ -57,13 +58,13 @@ async def _read_body(request: web.Request) -> bytes | None:
 async def _chat_completions(request: web.Request) -> web.StreamResponse:
     live = request.app[LIVE_RECALL_KEY]
     try:
-        call = await live.authorize(_bearer(request))
-    except LiveError as exc:
+        session = await live.authorize(_bearer(request))
+    except LLMRouteError as exc:
         return _error(exc)
     raw = await _read_body(request)
     if raw is None:
         return _error(
-            LiveError(
+            LLMRouteError(
                 413, "The request body is larger than 1 MiB.", error_type="invalid_request_error", code="too_large"
             )
         )
@@ -72,8 +73,8 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
     except ValueError:
         return _error(bad_request("We could not parse the JSON body of your request."))
     try:
-        turn = await live.start_turn(call, body)
-    except LiveError as exc:
+        turn = await session.start_turn(body)
+    except LLMRouteError as exc:
         return _error(exc)
     response = web.StreamResponse(status=200, headers={"Content-Type": turn.content_type, "Cache-Control": "no-cache"})
     events = turn.events()
@@ -83,7 +84,7 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
             await response.write(event)
         await response.write_eof()
     except (ConnectionResetError, ClientConnectionResetError):
-        log.info("call %s: the agent closed the stream mid-reply (interrupted)", call.call_id)
+        log.info("the agent closed the stream mid-reply (interrupted)")
     finally:
         await events.aclose()
         await turn.close()

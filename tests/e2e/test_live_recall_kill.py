@@ -104,13 +104,14 @@ async def test_sigkill_mid_call_loses_no_line_that_reached_the_bot(tmp_path: Pat
             bot.send_signal(signal.SIGKILL)
             await bot.wait()
             assert (await third).outcome == "failed"
+            assert emu.count_calls("history") == 0 and emu.delivered == [], "nothing came from the history API"
+            after_kill = await stored_lines(db, ALICE)
 
             bot = await spawn_bot(fake, env, log)  # the restart
             await eventually(lambda: len(fake.identify_payloads) >= 2, within=30)
             llm.stream_delay = 0.0
             llm.queue_reply("Welcome back.")
             assert (await emu.user_says(agent.agent_id, "Are you still there?")).outcome == "ok", "the call goes on"
-            assert emu.count_calls("history") == 0 and emu.delivered == [], "nothing came from the history API"
             lines = await stored_lines(db, ALICE)
         finally:
             if bot is not None and bot.returncode is None:
@@ -118,7 +119,7 @@ async def test_sigkill_mid_call_loses_no_line_that_reached_the_bot(tmp_path: Pat
                 await asyncio.wait_for(bot.wait(), timeout=20)
             await fake.stop()
     greeting = agent.conversation[0].content
-    assert lines[:6] == [
+    assert after_kill == [
         ("assistant", greeting),
         ("user", "I'm Noor and I teach chemistry."),
         ("assistant", "Nice to meet you, Noor."),
@@ -126,4 +127,5 @@ async def test_sigkill_mid_call_loses_no_line_that_reached_the_bot(tmp_path: Pat
         ("assistant", "Good luck with the exam week!"),
         ("user", "Remind me what I said about labs."),
     ], (log.read_text())[-3000:]
+    assert lines[:6] == after_kill, "the restarted bot keeps them"
     assert ("user", "Are you still there?") in lines and ("assistant", "Welcome back.") in lines
