@@ -416,3 +416,34 @@ async def test_live_join_keeps_the_asr_and_tts_presets_and_the_admins_params_but
     assert request["preset"] == "deepgram_nova_3,minimax_speech_2_6_turbo"
     assert request["properties"]["llm"]["params"] == {"temperature": 1}, "the bot's route picks the model"
     assert request["properties"]["tts"]["vendor"] == "minimax"
+
+
+async def test_forgetting_everything_mid_reply_wins_over_the_turns_in_flight(world: CallWorld, llm: FakeLLM) -> None:
+    call_id, agent_id = await start(world)
+    llm.queue_reply("First answer.")
+    await world.emu.user_says(agent_id, "My passport number is X1234567.")
+    llm.stream_chunk_size = 4
+    llm.stream_delay = 0.05
+    llm.queue_reply("I will remember that your flight leaves on Friday morning from gate twelve.")
+    turn = asyncio.create_task(world.emu.user_says(agent_id, "My flight leaves on Friday."))
+    await eventually(lambda: llm.streams_started >= 2, within=5)
+    await world.memory.forget_everything(ALICE)
+    assert (await turn).outcome == "ok", "the agent still gets its answer"
+    await world.live.wait_idle()  # type: ignore[union-attr]
+    assert await lines(world, call_id) == [], "neither the line nor the reply of the turn in flight came back"
+    assert await world.store.count_turns(ALICE) == 0
+
+
+async def test_pausing_memory_mid_reply_keeps_the_reply_in_flight_out(world: CallWorld, llm: FakeLLM) -> None:
+    call_id, agent_id = await start(world)
+    llm.stream_chunk_size = 4
+    llm.stream_delay = 0.05
+    llm.queue_reply("I will remember that your flight leaves on Friday morning from gate twelve.")
+    turn = asyncio.create_task(world.emu.user_says(agent_id, "My flight leaves on Friday."))
+    await eventually(lambda: llm.streams_started >= 1, within=5)
+    stored = await lines(world, call_id)
+    assert stored[-1] == ("user", "My flight leaves on Friday."), "the line was stored when it arrived"
+    await world.store.set_memory_enabled(ALICE, False, time.time())
+    assert (await turn).outcome == "ok", "the agent still gets its answer"
+    await world.live.wait_idle()  # type: ignore[union-attr]
+    assert await lines(world, call_id) == stored, "the pause fences out the reply that was streaming"
