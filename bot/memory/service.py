@@ -214,8 +214,11 @@ class MemoryService:
         query: str | None = None,
         exclude_call_id: str | None = None,
     ) -> list[dict[str, str]]:
-        """The context for this utterance (or a call's start): persona, then the memory block when memory is on.
-        `exclude_call_id` leaves out the lines of that call (the agent of a running call already has them)."""
+        """The system messages for this member: persona, then memory within the token budget.
+
+        The one entry point for context: without ``query``, what a call starts with; with ``query`` (an
+        utterance or a chat message), memory ranked for it. ``exclude_call_id`` leaves out the lines of that
+        call, e.g. the one in progress, whose lines the agent already has."""
         user = await self.store.get_user(user_id)
         include = user is None or user.memory_enabled
         return await self.context.build(
@@ -252,6 +255,7 @@ class MemoryService:
         if traces is None:
             return None
         fact = await self.store.forget_fact(user_id, fact_id, turn_ids=traces.turn_ids, summaries=traces.summaries)
+        self.context.forget_cached(user_id)
         if fact is None:
             return None
         self._schedule_scrub()
@@ -262,18 +266,21 @@ class MemoryService:
             result = await self.store.forget_call(user_id, ref_id)
         else:
             result = await self.store.forget_chat(user_id, ref_id)
+        self.context.forget_cached(user_id)
         if result is not None:
             self._schedule_scrub()
         return result
 
     async def forget_everything(self, user_id: int) -> ForgetResult:
         result = await self.store.forget_user(user_id)
+        self.context.forget_cached(user_id)
         self._schedule_scrub()
         return result
 
     async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
         now = time.time() if now is None else now
         removed = await self.store.purge_transcripts(guild_id=guild_id, older_than=now - retention_days * 86400)
+        self.context.forget_cached()
         if removed:
             self._schedule_scrub()
         return removed
