@@ -255,6 +255,21 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
         """,
     ),
+    (
+        4,
+        "live recall: per-call LLM key hash, per-turn write markers",
+        """
+        ALTER TABLE calls ADD COLUMN llm_key_hash TEXT;
+
+        -- Which of the voice agent's turns (Agora's turn_id and the role) were already stored by the bot's LLM
+        -- route, so a retried request never stores its line twice. Ids only, no text.
+        CREATE TABLE live_turns (
+            call_id  TEXT NOT NULL REFERENCES calls (call_id) ON DELETE CASCADE,
+            turn_key TEXT NOT NULL,
+            PRIMARY KEY (call_id, turn_key)
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -59,6 +59,8 @@ class CallRecord:
     agent_stop_pending: bool = False
     transcript_purged_at: float | None = None
     browser_hash: str | None = None
+    llm_key_hash: str | None = None
+    """SHA-256 of the call's key for the bot's LLM route (live recall); the key itself is never stored."""
 
 
 @dataclass(frozen=True)
