@@ -78,6 +78,8 @@ PASS_THROUGH = frozenset(
         "memory_generation",
         "pending_scrub",
         "job_queue",
+        "live_turn_seen",  # ids only (Agora's turn id and the role), no text
+        "remember_live_turn",
     }
 )
 
