@@ -43,11 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.memory_eval_cases import EvalCase, Fact, audit, fact_present, load_cases, where
 from bot.config import DEFAULT_PERSONA
+from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
+from bot.keys.encrypted import EncryptedStore
 from bot.llm.client import LLMClient
 from bot.memory.importer import import_conversations, parse_conversations
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.memory.tokens import message_tokens
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 
 USER_ID = 1
@@ -161,12 +164,17 @@ def bm25_block(messages: Sequence[dict[str, str]], question: str, budget: int) -
 
 
 async def evaluate_case(
-    case: EvalCase, workdir: Path, *, budgets: Sequence[int], llm: LLMClient | None
+    case: EvalCase, workdir: Path, *, budgets: Sequence[int], llm: LLMClient | None, encrypted: bool = False
 ) -> list[CaseResult]:
-    store = SqliteStore(workdir / f"{case.test_id}.db")
+    store: Store = SqliteStore(workdir / f"{case.test_id}.db")
+    keys: SqliteKeyStore | None = None
+    if encrypted:  # every text sealed with the member's key, the index holding keyed term hashes
+        keys = SqliteKeyStore(workdir / f"{case.test_id}.keys.db", parse_master_key(generate_master_key_text()))
+        await keys.open()
+        store = EncryptedStore(store, keys)
     await store.open()
     try:
-        memory = MemoryService(store, budget_tokens=max(budgets), persona=DEFAULT_PERSONA)
+        memory = MemoryService(store, budget_tokens=max(budgets), persona=DEFAULT_PERSONA, keys=keys)
         conversations = parse_conversations(
             [{"started_at": s.timestamp.isoformat(), "messages": s.messages} for s in case.sessions]
         )
@@ -196,6 +204,8 @@ async def evaluate_case(
         return results
     finally:
         await store.close()
+        if keys is not None:
+            await keys.close()
 
 
 async def run(
@@ -204,6 +214,7 @@ async def run(
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     llm: LLMClient | None = None,
     concurrency: int = 1,
+    encrypted: bool = False,
 ) -> list[CaseResult]:
     """Every case at every budget: results ordered by budget, then case."""
     limit = asyncio.Semaphore(concurrency)
@@ -211,7 +222,7 @@ async def run(
 
         async def one(case: EvalCase) -> list[CaseResult]:
             async with limit:
-                return await evaluate_case(case, Path(tmp), budgets=budgets, llm=llm)
+                return await evaluate_case(case, Path(tmp), budgets=budgets, llm=llm, encrypted=encrypted)
 
         per_case = await asyncio.gather(*(one(c) for c in cases))
     return [r for budget in budgets for results in per_case for r in results if r.budget == budget]
@@ -316,7 +327,13 @@ async def _main(args: argparse.Namespace) -> int:
     llm = _llm_from_env() if args.llm else None
     started = time.perf_counter()
     try:
-        results = await run(cases, budgets=args.budgets, llm=llm, concurrency=args.concurrency if llm else 1)
+        results = await run(
+            cases,
+            budgets=args.budgets,
+            llm=llm,
+            concurrency=args.concurrency if llm else 1,
+            encrypted=args.encrypted,
+        )
     finally:
         if llm is not None:
             await llm.aclose()
@@ -340,6 +357,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--llm", action="store_true", help="extract facts with the LLM from LLM_* env first")
     parser.add_argument("--concurrency", type=int, default=4, help="cases processed at once with --llm")
     parser.add_argument("--verbose", action="store_true", help="per-case recall and the facts missed")
+    parser.add_argument(
+        "--encrypted", action="store_true", help="store every text encrypted with the member's key (MEMORY_MASTER_KEY)"
+    )
     return asyncio.run(_main(parser.parse_args(argv)))
 
 
