@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.sealed import is_sealed, seal, unseal
@@ -127,36 +127,29 @@ class EncryptedStore:
             raise_forgotten(user_id, column)
         return unseal(cipher, column, value)
 
-    async def _turns(self, turns: Sequence[TurnRecord]) -> list[TurnRecord]:
+    async def _open_all(self, records: Sequence[_Row], field: str, column: str) -> list[_Row]:
+        """Copies of ``records`` with ``field`` opened; one key lookup per member, not per row."""
         ciphers: dict[int, MemberCipher] = {}
         opened = []
-        for t in turns:
-            cipher = ciphers.get(t.user_id)
+        for record in records:
+            user_id = record.user_id
+            cipher = ciphers.get(user_id)
             if cipher is None:
-                cipher = await self._reader(t.user_id)
+                cipher = await self._reader(user_id)
                 if cipher is None:
-                    raise_forgotten(t.user_id, TURN)
-                ciphers[t.user_id] = cipher
-            opened.append(_with(t, "content", unseal(cipher, TURN, t.content)))
+                    raise_forgotten(user_id, column)
+                ciphers[user_id] = cipher
+            opened.append(_with(record, field, unseal(cipher, column, getattr(record, field))))
         return opened
+
+    async def _turns(self, turns: Sequence[TurnRecord]) -> list[TurnRecord]:
+        return await self._open_all(turns, "content", TURN)
 
     async def _fact(self, fact: FactRecord | None) -> FactRecord | None:
-        if fact is None:
-            return None
-        return dataclasses.replace(fact, text=await self._open_text(fact.user_id, FACT, fact.text))
+        return None if fact is None else (await self._facts([fact]))[0]
 
     async def _facts(self, facts: Sequence[FactRecord]) -> list[FactRecord]:
-        ciphers: dict[int, MemberCipher] = {}
-        opened = []
-        for f in facts:
-            cipher = ciphers.get(f.user_id)
-            if cipher is None:
-                cipher = await self._reader(f.user_id)
-                if cipher is None:
-                    raise_forgotten(f.user_id, FACT)
-                ciphers[f.user_id] = cipher
-            opened.append(_with(f, "text", unseal(cipher, FACT, f.text)))
-        return opened
+        return await self._open_all(facts, "text", FACT)
 
     async def _call(self, call: CallRecord | None) -> CallRecord | None:
         if call is None or call.summary is None:
@@ -452,6 +445,14 @@ class EncryptedStore:
 
 
 _Record = TypeVar("_Record")
+
+
+class _MemberRow(Protocol):
+    @property
+    def user_id(self) -> int: ...
+
+
+_Row = TypeVar("_Row", bound=_MemberRow)
 
 
 def _with(record: _Record, name: str, value: str) -> _Record:
