@@ -20,6 +20,7 @@ from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
+from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.web.server import WebServer
@@ -99,6 +100,9 @@ class Services:
 
 
 def build_store(settings: Settings) -> Store:
+    """PostgreSQL when `memory.database_url` is set, else the SQLite file at `memory.database_path`."""
+    if settings.memory.database_url is not None:
+        return PostgresStore(settings.memory.database_url.get_secret_value())
     return SqliteStore(settings.memory.database_path)
 
 

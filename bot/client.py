@@ -134,11 +134,26 @@ class MemoryBot(commands.Bot):
         await super().close()
 
 
+class ShardedMemoryBot(MemoryBot, commands.AutoShardedBot):
+    """The bot running some of the gateway shards (`discord.shard_count`, `discord.shard_ids`); Discord sends each
+    process the events and interactions of its own shards only."""
+
+
+def build_bot(services: Services, **options: Any) -> MemoryBot:
+    """One process runs all shards (as a plain Bot) unless `discord.shard_count` or `discord.shard_ids` is set."""
+    discord_settings = services.settings.discord
+    if discord_settings.shard_count is None and discord_settings.shard_ids is None:
+        return MemoryBot(services, **options)
+    return ShardedMemoryBot(
+        services, shard_count=discord_settings.shard_count, shard_ids=discord_settings.shard_ids, **options
+    )
+
+
 async def run_bot(settings: Settings) -> int:
     discord.utils.setup_logging(level=logging.INFO, root=True)
     token = settings.discord.token.get_secret_value() if settings.discord.token else ""
     async with open_services(settings, full=True) as services:
-        bot = MemoryBot(services)
+        bot = build_bot(services)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 DEFAULT_CONFIG_PATH = Path("config.toml")
 AGORA_DEFAULT_PRESET = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
@@ -43,6 +43,32 @@ class DiscordSettings(_Section):
     token: SecretStr | None = None
     dev_guild_id: int | None = None
     call_cooldown_seconds: float = Field(default=20.0, ge=0)
+    shard_count: int | None = Field(default=None, ge=1)
+    shard_ids: list[int] | None = None
+
+    @field_validator("shard_ids", mode="before")
+    @classmethod
+    def _shard_ids_from_text(cls, value: Any) -> Any:
+        """From the environment, shard ids come as text: "0,1,2"."""
+        if isinstance(value, str):
+            try:
+                return [int(part) for part in value.replace(" ", "").split(",") if part]
+            except ValueError:
+                raise ValueError("must be shard numbers separated by commas, such as 0,1") from None
+        return value
+
+    @model_validator(mode="after")
+    def _shards_fit(self) -> DiscordSettings:
+        if self.shard_ids is not None:
+            if self.shard_count is None:
+                raise ValueError("discord.shard_ids needs discord.shard_count (the total number of shards)")
+            wrong = [i for i in self.shard_ids if not 0 <= i < self.shard_count]
+            if wrong or not self.shard_ids or len(set(self.shard_ids)) != len(self.shard_ids):
+                raise ValueError(
+                    f"discord.shard_ids must be distinct numbers from 0 to {self.shard_count - 1} "
+                    "(discord.shard_count - 1)"
+                )
+        return self
 
 
 class AgoraSettings(_Section):
@@ -96,6 +122,15 @@ class WebSettings(_Section):
 
 class MemorySettings(_Section):
     database_path: Path = Path("data/bot.db")
+    database_url: SecretStr | None = None
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL (postgresql://user:password@host:5432/dbname)")
+        return value
+
     context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)

@@ -2,21 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
 from bot.config import DEFAULT_PERSONA
 from bot.llm import LLMClient
 from bot.memory.service import MemoryService
+from bot.store.postgres import PostgresStore
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
 from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from tests.postgres import PostgresCluster, running_cluster
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """The session's throwaway PostgreSQL server, started on first use; fails (never skips) if it cannot start."""
+    yield from running_cluster()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> str:
+    """A fresh, empty database on the session's cluster."""
+    return postgres_cluster.new_database()
+
+
+@pytest_asyncio.fixture(params=["sqlite", "postgresql"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Every test that takes `store` runs against both backends, so their behaviour cannot differ silently."""
+    s: Store
+    if request.param == "sqlite":
+        s = SqliteStore(tmp_path / "memory.db")
+    else:
+        s = PostgresStore(request.getfixturevalue("postgres_url"))
+    await s.open()
+    yield s
+    await s.close()
 
 
 @pytest_asyncio.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    """For the tests of SQLite's own machinery (pragmas, its file, FTS5 shadow tables)."""
     s = SqliteStore(tmp_path / "memory.db")
     await s.open()
     yield s
@@ -24,7 +54,7 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 
 @pytest_asyncio.fixture
-async def memory(store: SqliteStore) -> AsyncIterator[MemoryService]:
+async def memory(store: Store) -> AsyncIterator[MemoryService]:
     service = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA)
     yield service
     await service.wait_scrubbed()

@@ -15,12 +15,12 @@ import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
+from bot.store.export import build_export
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 from bot.store.models import (
     CallRecord,
@@ -48,10 +48,6 @@ _FACT_COLUMNS = (
 _GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
 _UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 def fts_query(text: str, max_terms: int = 12) -> str | None:
@@ -689,65 +685,7 @@ class SqliteStore:
         turns = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at, seq", (user_id,)
         )
-        by_conversation: dict[str, list[dict[str, Any]]] = {}
-        for t in turns:
-            key = t["call_id"] or t["chat_id"]
-            by_conversation.setdefault(key, []).append(
-                {
-                    "role": t["role"],
-                    "content": t["content"],
-                    "at": _iso(t["spoken_at"]),
-                    "source": t["source"],
-                }
-            )
-        return {
-            "user_id": str(user_id),
-            "exported_at": _iso(time.time()),
-            "settings": None
-            if user is None
-            else {
-                "memory_enabled": user.memory_enabled,
-                "consent": user.consent,
-                "consent_at": _iso(user.consent_at),
-            },
-            "facts": [
-                {
-                    "id": f["fact_id"],
-                    "text": f["text"],
-                    "source": {"call_id": f["source_call_id"], "chat_id": f["source_chat_id"]},
-                    "created_at": _iso(f["created_at"]),
-                    "confirmed_at": _iso(f["confirmed_at"]),
-                    "mentions": f["mentions"],
-                    "superseded_by": f["superseded_by"],
-                    "invalidated_at": _iso(f["invalidated_at"]),
-                }
-                for f in facts
-            ],
-            "calls": [
-                {
-                    "id": c["call_id"],
-                    "guild_id": None if c["guild_id"] is None else str(c["guild_id"]),
-                    "started_at": _iso(c["started_at"]),
-                    "ended_at": _iso(c["ended_at"]),
-                    "end_reason": c["end_reason"],
-                    "private": bool(c["private"]),
-                    "summary": c["summary"],
-                    "turns": by_conversation.get(c["call_id"], []),
-                }
-                for c in calls
-            ],
-            "chats": [
-                {
-                    "id": h["chat_id"],
-                    "guild_id": None if h["guild_id"] is None else str(h["guild_id"]),
-                    "started_at": _iso(h["started_at"]),
-                    "ended_at": _iso(h["ended_at"]),
-                    "summary": h["summary"],
-                    "turns": by_conversation.get(h["chat_id"], []),
-                }
-                for h in chats
-            ],
-        }
+        return build_export(user_id, user, facts=facts, calls=calls, chats=chats, turns=turns)
 
     async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int:
         """Delete turns of finished conversations that started before `older_than` in one server (or DMs)."""

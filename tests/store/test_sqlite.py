@@ -15,7 +15,8 @@ from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
 
 
-async def test_fresh_database_is_migrated_with_safe_pragmas(store: SqliteStore) -> None:
+async def test_fresh_database_is_migrated_with_safe_pragmas(sqlite_store: SqliteStore) -> None:
+    store = sqlite_store
     assert await store.schema_version() == LATEST_VERSION
     async with store.db.execute("PRAGMA journal_mode") as cur:
         assert (await cur.fetchone())[0] == "wal"

@@ -1,0 +1,908 @@
+"""The PostgreSQL backend (asyncpg with a connection pool), selected by `memory.database_url = "postgresql://…"`.
+
+It implements the same `Store` protocol as the SQLite backend and is tested by the same tests (see
+tests/store). Several bot processes may share one database: call transitions are conditional UPDATEs and the job
+queue is claimed with `FOR UPDATE SKIP LOCKED`, so two processes never take the same job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import fields
+from typing import Any, TypeAlias
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from bot.store.export import build_export
+from bot.store.models import (
+    CallRecord,
+    CallState,
+    ChatRecord,
+    ConversationSummary,
+    FactRecord,
+    ForgetResult,
+    GuildSettings,
+    Job,
+    NewTurn,
+    TurnRecord,
+    TurnUpdate,
+    UserRecord,
+)
+from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
+from bot.store.repository import OpenCallExists, SchemaTooNew
+
+_CALL_COLUMNS = [f.name for f in fields(CallRecord)]
+_CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
+_TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
+_FACT_COLUMNS = (
+    "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
+    "superseded_by, invalidated_at"
+)
+_GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
+_UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
+_OPEN = "('starting', 'active', 'ending')"
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Serialises migrations when several processes start at once on an empty database.
+_MIGRATION_LOCK = 0x6D656D6F7279
+
+Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
+
+
+def _prefixed(columns: str, alias: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+def ts_query(text: str, max_terms: int = 12) -> str | None:
+    """Free text as a safe `to_tsquery('simple', …)` OR-query of quoted terms, the same terms as SQLite's FTS5 query
+    (words longer than two characters, at most 12); user text never reaches tsquery syntax unquoted."""
+    terms: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if len(word) > 2 and word not in terms:
+            terms.append(word)
+    if not terms:
+        return None
+    return " | ".join(f"'{t}'" for t in terms[:max_terms])
+
+
+def _count(status: str) -> int:
+    """Rows changed, from a command status such as 'UPDATE 3' or 'INSERT 0 1'."""
+    tail = status.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+class PostgresStore:
+    def __init__(self, url: str, *, min_connections: int = 2, max_connections: int = 10):
+        self.url = url
+        self._min = min_connections
+        self._max = max_connections
+        self._pool: asyncpg.Pool | None = None
+
+    def __repr__(self) -> str:  # never show a password from the URL
+        return f"PostgresStore({re.sub(r'//[^@/]*@', '//***@', self.url)!r})"
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        pool = await asyncpg.create_pool(self.url, min_size=self._min, max_size=self._max)
+        self._pool = pool
+        try:
+            await self._migrate()
+        except BaseException:
+            self._pool = None
+            await pool.close()
+            raise
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("store is not open")
+        return self._pool
+
+    async def _migrate(self) -> None:
+        async with self.pool.acquire() as db, db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            current = int(await db.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"))
+            if current > PG_LATEST_VERSION:
+                raise SchemaTooNew(
+                    f"the PostgreSQL database has schema version {current}, but this bot only knows up to "
+                    f"{PG_LATEST_VERSION}: upgrade the bot, or point memory.database_url at another database"
+                )
+            for version, name, sql in PG_MIGRATIONS:
+                if version <= current:
+                    continue
+                await db.execute(sql)
+                await db.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+                    version,
+                    name,
+                    time.time(),
+                )
+
+    async def schema_version(self) -> int:
+        return int(await self.pool.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"))
+
+    async def ping(self) -> None:
+        await self.pool.fetchval("SELECT 1")
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[Connection]:
+        async with self.pool.acquire() as db, db.transaction():
+            yield db
+
+    async def _all(self, sql: str, *params: Any) -> list[asyncpg.Record]:
+        return list(await self.pool.fetch(sql, *params))
+
+    async def _one(self, sql: str, *params: Any) -> asyncpg.Record | None:
+        row: asyncpg.Record | None = await self.pool.fetchrow(sql, *params)
+        return row
+
+    async def _write(self, sql: str, *params: Any) -> int:
+        return _count(await self.pool.execute(sql, *params))
+
+    # ---- users -----------------------------------------------------------------------------------------
+
+    async def get_user(self, user_id: int) -> UserRecord | None:
+        row = await self._one("SELECT * FROM users WHERE user_id = $1", user_id)
+        return None if row is None else _user(row)
+
+    async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord:
+        row = await self._one(
+            "INSERT INTO users (user_id, memory_enabled, consent, consent_at, created_at) VALUES ($1, $2, $3, $4, $4) "
+            "ON CONFLICT (user_id) DO UPDATE SET consent = excluded.consent, consent_at = excluded.consent_at, "
+            "memory_enabled = excluded.memory_enabled RETURNING *",
+            user_id,
+            remember,
+            "remember" if remember else "no_memory",
+            at,
+        )
+        assert row is not None
+        return _user(row)
+
+    async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord:
+        row = await self._one(
+            "INSERT INTO users (user_id, memory_enabled, created_at) VALUES ($1, $2, $3) "
+            "ON CONFLICT (user_id) DO UPDATE SET memory_enabled = excluded.memory_enabled RETURNING *",
+            user_id,
+            enabled,
+            at,
+        )
+        assert row is not None
+        return _user(row)
+
+    # ---- guild settings --------------------------------------------------------------------------------
+
+    async def get_guild_settings(self, guild_id: int) -> GuildSettings:
+        row = await self._one("SELECT * FROM guild_settings WHERE guild_id = $1", guild_id)
+        return GuildSettings(guild_id=guild_id) if row is None else _guild(row)
+
+    async def update_guild_settings(self, guild_id: int, at: float, **changes: Any) -> GuildSettings:
+        unknown = set(changes) - _GUILD_SETTING_NAMES
+        if unknown:
+            raise ValueError(f"unknown guild settings: {sorted(unknown)}")
+        names = list(changes)
+        columns = ", ".join(["guild_id", "updated_at", *names])
+        placeholders = ", ".join(f"${i}" for i in range(1, len(names) + 3))
+        updates = ", ".join(["updated_at = excluded.updated_at", *(f"{n} = excluded.{n}" for n in names)])
+        row = await self._one(
+            f"INSERT INTO guild_settings ({columns}) VALUES ({placeholders}) "
+            f"ON CONFLICT (guild_id) DO UPDATE SET {updates} RETURNING *",
+            guild_id,
+            at,
+            *changes.values(),
+        )
+        assert row is not None
+        return _guild(row)
+
+    async def retention_policies(self) -> list[tuple[int, int]]:
+        rows = await self._all(
+            "SELECT guild_id, retention_days FROM guild_settings WHERE retention_days IS NOT NULL "
+            "AND retention_days > 0"
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def delete_guild_settings(self, guild_id: int) -> None:
+        await self._write("DELETE FROM guild_settings WHERE guild_id = $1", guild_id)
+
+    # ---- calls -----------------------------------------------------------------------------------------
+
+    async def create_call(self, call: CallRecord) -> None:
+        values = [_to_db(getattr(call, name)) for name in _CALL_COLUMNS]
+        placeholders = ", ".join(f"${i}" for i in range(1, len(values) + 1))
+        try:
+            await self._write(f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({placeholders})", *values)
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "calls_one_open_per_user":
+                raise OpenCallExists(call.user_id) from exc
+            raise
+
+    async def get_call(self, call_id: str) -> CallRecord | None:
+        row = await self._one("SELECT * FROM calls WHERE call_id = $1", call_id)
+        return None if row is None else _call(row)
+
+    async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None:
+        row = await self._one("SELECT * FROM calls WHERE link_hash = $1", link_hash)
+        return None if row is None else _call(row)
+
+    async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None:
+        row = await self._one("SELECT * FROM calls WHERE agent_id = $1", agent_id)
+        return None if row is None else _call(row)
+
+    async def open_call_for_user(self, user_id: int) -> CallRecord | None:
+        row = await self._one(
+            f"SELECT * FROM calls WHERE user_id = $1 AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1", user_id
+        )
+        return None if row is None else _call(row)
+
+    async def open_calls(self) -> list[CallRecord]:
+        return [_call(r) for r in await self._all(f"SELECT * FROM calls WHERE state IN {_OPEN} ORDER BY started_at")]
+
+    async def count_open_calls(self) -> int:
+        return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM calls WHERE state IN {_OPEN}"))
+
+    async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int:
+        return int(
+            await self.pool.fetchval(
+                "SELECT COUNT(*) FROM calls WHERE user_id = $1 AND guild_id IS NOT DISTINCT FROM $2 "
+                "AND started_at >= $3 AND state != 'failed'",
+                user_id,
+                guild_id,
+                since,
+            )
+        )
+
+    async def count_guild_calls_since(self, guild_id: int, since: float) -> int:
+        return int(
+            await self.pool.fetchval(
+                "SELECT COUNT(*) FROM calls WHERE guild_id = $1 AND started_at >= $2 AND state != 'failed'",
+                guild_id,
+                since,
+            )
+        )
+
+    async def transition_call(
+        self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields_: Any
+    ) -> bool:
+        _check_call_fields(fields_)
+        assignments = ", ".join(["state = $3", *(f"{k} = ${i}" for i, k in enumerate(fields_, start=4))])
+        changed = await self._write(
+            f"UPDATE calls SET {assignments} WHERE call_id = $1 AND state = ANY($2::text[])",
+            call_id,
+            list(from_states),
+            to_state,
+            *(_to_db(v) for v in fields_.values()),
+        )
+        return changed == 1
+
+    async def update_call(self, call_id: str, **fields_: Any) -> None:
+        _check_call_fields(fields_)
+        if not fields_:
+            return
+        assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(fields_, start=2))
+        await self._write(
+            f"UPDATE calls SET {assignments} WHERE call_id = $1", call_id, *(_to_db(v) for v in fields_.values())
+        )
+
+    # ---- chats -----------------------------------------------------------------------------------------
+
+    async def create_chat(self, chat: ChatRecord) -> None:
+        placeholders = ", ".join(f"${i}" for i in range(1, len(_CHAT_COLUMNS) + 1))
+        await self._write(
+            f"INSERT INTO chats ({', '.join(_CHAT_COLUMNS)}) VALUES ({placeholders})",
+            *(getattr(chat, c) for c in _CHAT_COLUMNS),
+        )
+
+    async def get_chat(self, chat_id: str) -> ChatRecord | None:
+        row = await self._one("SELECT * FROM chats WHERE chat_id = $1", chat_id)
+        return None if row is None else _chat(row)
+
+    async def open_chat_for_user(self, user_id: int) -> ChatRecord | None:
+        row = await self._one(
+            "SELECT * FROM chats WHERE user_id = $1 AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1", user_id
+        )
+        return None if row is None else _chat(row)
+
+    async def idle_chats(self, last_message_before: float) -> list[ChatRecord]:
+        rows = await self._all(
+            "SELECT * FROM chats WHERE ended_at IS NULL AND last_message_at < $1 ORDER BY last_message_at",
+            last_message_before,
+        )
+        return [_chat(r) for r in rows]
+
+    async def end_chat(self, chat_id: str, at: float) -> bool:
+        return (
+            await self._write("UPDATE chats SET ended_at = $2 WHERE chat_id = $1 AND ended_at IS NULL", chat_id, at)
+            == 1
+        )
+
+    # ---- turns -----------------------------------------------------------------------------------------
+
+    async def call_turns(self, call_id: str) -> list[TurnRecord]:
+        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = $1 ORDER BY seq", call_id)
+        return [_turn(r) for r in rows]
+
+    async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
+        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = $1 ORDER BY seq", chat_id)
+        return [_turn(r) for r in rows]
+
+    async def apply_call_turns(
+        self,
+        call_id: str,
+        user_id: int,
+        inserts: Sequence[NewTurn],
+        updates: Sequence[TurnUpdate],
+        *,
+        anchored: bool,
+        checkpoint_at: float,
+    ) -> None:
+        async with self._tx() as db:
+            if updates:
+                await db.executemany(
+                    "UPDATE turns SET seq = $1, content = $2, segment = $3, partial = $4, captured = $5 "
+                    "WHERE turn_id = $6 AND call_id = $7",
+                    [(u.seq, u.content, u.segment, u.partial, u.captured, u.turn_id, call_id) for u in updates],
+                )
+            if inserts:
+                await db.executemany(
+                    "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
+                    "source) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'voice')",
+                    [
+                        (user_id, call_id, t.seq, t.segment, t.partial, t.captured, t.role, t.content, t.spoken_at)
+                        for t in inserts
+                    ],
+                )
+            await db.execute(
+                "UPDATE calls SET history_anchored = history_anchored OR $2, last_checkpoint_at = $3 "
+                "WHERE call_id = $1",
+                call_id,
+                anchored,
+                checkpoint_at,
+            )
+
+    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
+        async with self._tx() as db:
+            # Locking the chat row serialises appends to one chat, so two never take the same seq.
+            await db.execute("UPDATE chats SET last_message_at = $2 WHERE chat_id = $1", chat_id, at)
+            turn_id = await db.fetchval(
+                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
+                "VALUES ($1, $2, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = $2), $3, $4, $5, "
+                "'text') RETURNING turn_id",
+                user_id,
+                chat_id,
+                role,
+                content,
+                at,
+            )
+            return int(turn_id)
+
+    async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at DESC, seq DESC LIMIT $2",
+            user_id,
+            limit,
+        )
+        return [_turn(r) for r in reversed(rows)]
+
+    async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
+        column, ref = ("call_id", turn.call_id) if turn.call_id else ("chat_id", turn.chat_id)
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE {column} = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq",
+            ref,
+            turn.seq - before,
+            turn.seq + after,
+        )
+        return [_turn(r) for r in rows]
+
+    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
+        terms = ts_query(query)
+        if terms is None:
+            return []
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns, to_tsquery('simple', $2) AS q "
+            "WHERE search @@ (to_tsquery('simple', $1) && q) "
+            "ORDER BY ts_rank(search, q, 1) DESC, turn_id LIMIT $3",
+            f"u{int(user_id)}",
+            terms,
+            limit,
+        )
+        return [_turn(r) for r in rows]
+
+    async def count_turns(self, user_id: int) -> int:
+        return int(await self.pool.fetchval("SELECT COUNT(*) FROM turns WHERE user_id = $1", user_id))
+
+    # ---- facts and summaries ---------------------------------------------------------------------------
+
+    async def add_fact(
+        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
+    ) -> FactRecord:
+        async with self._tx() as db:
+            row = await db.fetchrow(
+                "INSERT INTO facts (user_id, text, source_call_id, source_chat_id, created_at, updated_at, "
+                f"confirmed_at) VALUES ($1, $2, $3, $4, $5, $5, $5) RETURNING {_FACT_COLUMNS}",
+                user_id,
+                text,
+                call_id,
+                chat_id,
+                at,
+            )
+            assert row is not None
+            if call_id or chat_id:
+                await db.execute(
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES ($1, $2, $3)",
+                    row["fact_id"],
+                    call_id,
+                    chat_id,
+                )
+        return _fact(row)
+
+    async def confirm_fact(
+        self, fact_id: int, at: float, *, call_id: str | None = None, chat_id: str | None = None
+    ) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE facts SET mentions = mentions + 1, confirmed_at = $2, updated_at = $2 WHERE fact_id = $1",
+                fact_id,
+                at,
+            )
+            if call_id or chat_id:
+                await db.execute(
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES ($1, $2, $3)",
+                    fact_id,
+                    call_id,
+                    chat_id,
+                )
+
+    async def supersede_fact(self, old_fact_id: int, new_fact_id: int, at: float) -> None:
+        await self._write(
+            "UPDATE facts SET superseded_by = $2, invalidated_at = $3, updated_at = $3 WHERE fact_id = $1",
+            old_fact_id,
+            new_fact_id,
+            at,
+        )
+
+    async def get_fact(self, fact_id: int) -> FactRecord | None:
+        row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = $1", fact_id)
+        return None if row is None else _fact(row)
+
+    async def list_facts(
+        self,
+        user_id: int,
+        *,
+        include_superseded: bool = False,
+        superseded_only: bool = False,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[FactRecord]:
+        if superseded_only:
+            where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
+        elif include_superseded:
+            where = ""
+        else:
+            where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        rows = await self._all(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 {where} "
+            "ORDER BY (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), confirmed_at DESC, mentions DESC, "
+            "fact_id DESC LIMIT $2 OFFSET $3",
+            user_id,
+            limit,
+            offset,
+        )
+        return [_fact(r) for r in rows]
+
+    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int:
+        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM facts WHERE user_id = $1 {where}", user_id))
+
+    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
+        terms = ts_query(query)
+        if terms is None:
+            return []
+        rows = await self._all(
+            f"SELECT {_FACT_COLUMNS} FROM facts, to_tsquery('simple', $2) AS q "
+            "WHERE search @@ (to_tsquery('simple', $1) && q) AND superseded_by IS NULL AND invalidated_at IS NULL "
+            "ORDER BY ts_rank(search, q, 1) DESC, fact_id LIMIT $3",
+            f"u{int(user_id)}",
+            terms,
+            limit,
+        )
+        return [_fact(r) for r in rows]
+
+    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
+        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        rows = await self._all(
+            f"SELECT DISTINCT {_prefixed(_FACT_COLUMNS, 'f')} FROM fact_sources s "
+            f"JOIN facts f ON f.fact_id = s.fact_id WHERE s.{column} = $1 ORDER BY f.fact_id",
+            ref,
+        )
+        return [_fact(r) for r in rows]
+
+    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None:
+        if call_id:
+            await self._write("UPDATE calls SET summary = $2 WHERE call_id = $1", call_id, text)
+        else:
+            await self._write("UPDATE chats SET summary = $2 WHERE chat_id = $1", chat_id, text)
+
+    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
+        rows = await self._all(
+            "SELECT * FROM (SELECT * FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, "
+            "private FROM calls WHERE user_id = $1 AND summary IS NOT NULL ORDER BY started_at DESC LIMIT $2) a "
+            "UNION ALL SELECT * FROM (SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats "
+            "WHERE user_id = $1 AND summary IS NOT NULL ORDER BY started_at DESC LIMIT $2) b) u "
+            "ORDER BY started_at DESC LIMIT $2",
+            user_id,
+            limit,
+        )
+        return [
+            ConversationSummary(
+                kind=r["kind"],
+                ref_id=r["ref_id"],
+                started_at=r["started_at"],
+                ended_at=r["ended_at"],
+                turn_count=0,
+                summary=r["summary"],
+                private=bool(r["private"]),
+            )
+            for r in rows
+        ]
+
+    async def count_call_turns(self, call_id: str) -> int:
+        return int(await self.pool.fetchval("SELECT COUNT(*) FROM turns WHERE call_id = $1", call_id))
+
+    async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = $1 ORDER BY seq DESC LIMIT $2", call_id, limit
+        )
+        return [_turn(r) for r in reversed(rows)]
+
+    async def list_conversations(self, user_id: int, *, offset: int = 0, limit: int = 10) -> list[ConversationSummary]:
+        rows = await self._all(
+            "SELECT u.*, "
+            "  (SELECT COUNT(*) FROM turns t WHERE (u.kind = 'call' AND t.call_id = u.ref_id) "
+            "     OR (u.kind = 'chat' AND t.chat_id = u.ref_id)) AS turn_count, "
+            "  ARRAY(SELECT t.content FROM turns t WHERE ((u.kind = 'call' AND t.call_id = u.ref_id) "
+            "     OR (u.kind = 'chat' AND t.chat_id = u.ref_id)) AND t.role = 'user' ORDER BY t.seq LIMIT 2) "
+            "     AS first_lines "
+            "FROM ("
+            "  SELECT 'call' AS kind, c.call_id AS ref_id, c.started_at, c.ended_at, c.summary, c.private FROM calls c "
+            "  WHERE c.user_id = $1 AND c.state IN ('ended', 'failed') AND (c.summary IS NOT NULL OR "
+            "    EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id)) "
+            "  UNION ALL "
+            "  SELECT 'chat', h.chat_id, h.started_at, h.ended_at, h.summary, h.private FROM chats h "
+            "  WHERE h.user_id = $1 AND (h.summary IS NOT NULL OR "
+            "    EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id))"
+            ") u ORDER BY started_at DESC LIMIT $2 OFFSET $3",
+            user_id,
+            limit,
+            offset,
+        )
+        return [
+            ConversationSummary(
+                kind=r["kind"],
+                ref_id=r["ref_id"],
+                started_at=r["started_at"],
+                ended_at=r["ended_at"],
+                turn_count=int(r["turn_count"]),
+                summary=r["summary"],
+                first_lines=list(r["first_lines"]),
+                private=bool(r["private"]),
+            )
+            for r in rows
+        ]
+
+    async def count_conversations(self, user_id: int) -> int:
+        return int(
+            await self.pool.fetchval(
+                "SELECT (SELECT COUNT(*) FROM calls c WHERE c.user_id = $1 AND c.state IN ('ended', 'failed') AND "
+                "  (c.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id))) + "
+                "(SELECT COUNT(*) FROM chats h WHERE h.user_id = $1 AND "
+                "  (h.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id)))",
+                user_id,
+            )
+        )
+
+    # ---- forgetting, export, retention -----------------------------------------------------------------
+
+    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
+        row = await self._one(
+            f"DELETE FROM facts WHERE fact_id = $1 AND user_id = $2 RETURNING {_FACT_COLUMNS}", fact_id, user_id
+        )
+        return None if row is None else _fact(row)
+
+    async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None:
+        async with self._tx() as db:
+            owner = await db.fetchval("SELECT user_id FROM calls WHERE call_id = $1 FOR UPDATE", call_id)
+            if owner != user_id:
+                return None
+            return await _delete_conversation(db, "call_id", call_id)
+
+    async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
+        async with self._tx() as db:
+            owner = await db.fetchval("SELECT user_id FROM chats WHERE chat_id = $1 FOR UPDATE", chat_id)
+            if owner != user_id:
+                return None
+            return await _delete_conversation(db, "chat_id", chat_id)
+
+    async def forget_user(self, user_id: int) -> ForgetResult:
+        async with self._tx() as db:
+            turns = _count(await db.execute("DELETE FROM turns WHERE user_id = $1", user_id))
+            facts = _count(await db.execute("DELETE FROM facts WHERE user_id = $1", user_id))
+            calls = _count(
+                await db.execute("DELETE FROM calls WHERE user_id = $1 AND state IN ('ended', 'failed')", user_id)
+            )
+            # An open call keeps its row (the agent must still be stopped) but loses everything it said.
+            await db.execute("UPDATE calls SET summary = NULL, private = TRUE WHERE user_id = $1", user_id)
+            chats = _count(await db.execute("DELETE FROM chats WHERE user_id = $1", user_id))
+            await db.execute("DELETE FROM users WHERE user_id = $1", user_id)
+        return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
+
+    async def scrub(self) -> None:
+        """Reclaim dead rows and index entries of deleted text. What may remain in the data files and WAL until
+        PostgreSQL reuses the space is reported by tests/store/test_postgres.py, not hidden."""
+        async with self.pool.acquire() as db:
+            for table in ("turns", "facts", "calls", "chats"):
+                await db.execute(f"VACUUM {table}")
+            await db.execute("CHECKPOINT")
+
+    async def export_user(self, user_id: int) -> dict[str, Any]:
+        user = await self.get_user(user_id)
+        facts = await self._all(f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 ORDER BY fact_id", user_id)
+        calls = await self._all("SELECT * FROM calls WHERE user_id = $1 ORDER BY started_at", user_id)
+        chats = await self._all("SELECT * FROM chats WHERE user_id = $1 ORDER BY started_at", user_id)
+        turns = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at, seq", user_id
+        )
+        return build_export(user_id, user, facts=facts, calls=calls, chats=chats, turns=turns)
+
+    async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int:
+        """Delete turns of finished conversations that started before `older_than` in one server (or DMs)."""
+        async with self._tx() as db:
+            calls = _count(
+                await db.execute(
+                    "DELETE FROM turns WHERE call_id IN (SELECT call_id FROM calls WHERE guild_id IS NOT DISTINCT "
+                    "FROM $1 AND started_at < $2 AND state IN ('ended', 'failed'))",
+                    guild_id,
+                    older_than,
+                )
+            )
+            chats = _count(
+                await db.execute(
+                    "DELETE FROM turns WHERE chat_id IN (SELECT chat_id FROM chats WHERE guild_id IS NOT DISTINCT "
+                    "FROM $1 AND started_at < $2 AND ended_at IS NOT NULL)",
+                    guild_id,
+                    older_than,
+                )
+            )
+        return calls + chats
+
+    # ---- jobs ------------------------------------------------------------------------------------------
+
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool:
+        added = await self._write(
+            "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES ($1, $2, $3, $3, $4) "
+            "ON CONFLICT (kind, ref_id) DO NOTHING",
+            kind,
+            ref_id,
+            at,
+            not_before,
+        )
+        return added == 1
+
+    async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
+        """Take the oldest due job; a 'running' job whose lease ran out (its worker died) is due again. SKIP LOCKED
+        lets several processes claim at once without waiting on, or taking, each other's job."""
+        row = await self._one(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, not_before = $2, updated_at = $1 "
+            "WHERE job_id = (SELECT job_id FROM jobs WHERE state IN ('pending', 'running') AND not_before <= $1 "
+            "ORDER BY job_id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING job_id, kind, ref_id, attempts",
+            at,
+            at + lease_seconds,
+        )
+        if row is None:
+            return None
+        return Job(job_id=row["job_id"], kind=row["kind"], ref_id=row["ref_id"], attempts=row["attempts"])
+
+    async def finish_job(self, job_id: int, at: float) -> None:
+        await self._write("UPDATE jobs SET state = 'done', updated_at = $2 WHERE job_id = $1", job_id, at)
+
+    async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None:
+        if retry_at is None:
+            await self._write(
+                "UPDATE jobs SET state = 'failed', last_error = $2, updated_at = $3 WHERE job_id = $1",
+                job_id,
+                error[:500],
+                at,
+            )
+        else:
+            await self._write(
+                "UPDATE jobs SET state = 'pending', last_error = $2, not_before = $4, updated_at = $3 "
+                "WHERE job_id = $1",
+                job_id,
+                error[:500],
+                at,
+                retry_at,
+            )
+
+    async def job_state(self, kind: str, ref_id: str) -> str | None:
+        state = await self.pool.fetchval("SELECT state FROM jobs WHERE kind = $1 AND ref_id = $2", kind, ref_id)
+        return None if state is None else str(state)
+
+    # ---- notices and meta ------------------------------------------------------------------------------
+
+    async def notice_seen(self, notice_id: str) -> bool:
+        return await self._one("SELECT 1 FROM notices WHERE notice_id = $1", notice_id) is not None
+
+    async def remember_notice(self, notice_id: str, at: float) -> bool:
+        async with self._tx() as db:
+            status = await db.execute(
+                "INSERT INTO notices (notice_id, received_at) VALUES ($1, $2) ON CONFLICT (notice_id) DO NOTHING",
+                notice_id,
+                at,
+            )
+            await db.execute("DELETE FROM notices WHERE received_at < $1", at - 7 * 86400)
+            return _count(status) == 1
+
+    async def get_meta(self, key: str) -> str | None:
+        value = await self.pool.fetchval("SELECT value FROM meta WHERE key = $1", key)
+        return None if value is None else str(value)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self._write(
+            "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            key,
+            value,
+        )
+
+    # ---- post-call extraction results ------------------------------------------------------------------
+
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        *,
+        call_id: str | None = None,
+        chat_id: str | None = None,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+    ) -> int | None:
+        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        table = "calls" if call_id else "chats"
+        current = "user_id = $3 AND superseded_by IS NULL AND invalidated_at IS NULL"
+        async with self._tx() as db:
+            status = await db.execute(
+                "UPDATE jobs SET state = 'done', updated_at = $1 WHERE job_id = $2 AND state = 'running' "
+                "AND attempts = $3",
+                at,
+                job_id,
+                attempt,
+            )
+            if _count(status) != 1:
+                return None
+            allowed = await db.fetchval(
+                f"SELECT 1 FROM {table} WHERE {column} = $1 AND user_id = $2 AND NOT private "
+                "AND NOT EXISTS (SELECT 1 FROM users WHERE user_id = $2 AND NOT memory_enabled)",
+                ref,
+                user_id,
+            )
+            if allowed is None:
+                return 0
+            for fact_id in dict.fromkeys(confirmed):
+                status = await db.execute(
+                    "UPDATE facts SET mentions = mentions + 1, confirmed_at = GREATEST(confirmed_at, $2), "
+                    f"updated_at = $2 WHERE fact_id = $1 AND {current}",
+                    fact_id,
+                    at,
+                    user_id,
+                )
+                if _count(status) == 1:
+                    await db.execute(
+                        f"INSERT INTO fact_sources (fact_id, {column}) SELECT $1, $2 WHERE NOT EXISTS "
+                        f"(SELECT 1 FROM fact_sources WHERE fact_id = $1 AND {column} = $2)",
+                        fact_id,
+                        ref,
+                    )
+            for text, replaces in new_facts:
+                new_id = await db.fetchval(
+                    f"INSERT INTO facts (user_id, text, source_{column}, created_at, updated_at, confirmed_at) "
+                    "VALUES ($1, $2, $3, $4, $4, $4) RETURNING fact_id",
+                    user_id,
+                    text,
+                    ref,
+                    at,
+                )
+                await db.execute(f"INSERT INTO fact_sources (fact_id, {column}) VALUES ($1, $2)", new_id, ref)
+                for old_id in dict.fromkeys(replaces):
+                    await db.execute(
+                        "UPDATE facts SET superseded_by = $2, invalidated_at = $4, updated_at = $4 "
+                        f"WHERE fact_id = $1 AND fact_id != $2 AND {current}",
+                        old_id,
+                        new_id,
+                        user_id,
+                        at,
+                    )
+            if summary is not None:
+                await db.execute(f"UPDATE {table} SET summary = $2 WHERE {column} = $1", ref, summary)
+            return int(await db.fetchval(f"SELECT COUNT(DISTINCT fact_id) FROM fact_sources WHERE {column} = $1", ref))
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
+
+
+async def _delete_conversation(db: Connection, column: str, ref: str) -> ForgetResult:
+    """Delete a call or chat, its turns and summary, and the facts that came only from it."""
+    facts = _count(
+        await db.execute(
+            "DELETE FROM facts WHERE fact_id IN ("
+            f"  SELECT fact_id FROM fact_sources WHERE {column} = $1 "
+            f"  EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != $1 "
+            f"  UNION SELECT fact_id FROM facts WHERE source_{column} = $1 "
+            "     AND fact_id NOT IN (SELECT fact_id FROM fact_sources))",
+            ref,
+        )
+    )
+    turns = _count(await db.execute(f"DELETE FROM turns WHERE {column} = $1", ref))
+    table = "calls" if column == "call_id" else "chats"
+    removed = _count(await db.execute(f"DELETE FROM {table} WHERE {column} = $1", ref))
+    return ForgetResult(
+        turns=turns,
+        facts=facts,
+        calls=removed if column == "call_id" else 0,
+        chats=removed if column == "chat_id" else 0,
+    )
+
+
+def _check_call_fields(values: dict[str, Any]) -> None:
+    unknown = set(values) - _UPDATABLE_CALL_FIELDS
+    if unknown:
+        raise ValueError(f"unknown call fields: {sorted(unknown)}")
+
+
+def _to_db(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value
+
+
+def _user(row: asyncpg.Record) -> UserRecord:
+    return UserRecord(
+        user_id=row["user_id"],
+        memory_enabled=row["memory_enabled"],
+        consent=row["consent"],
+        consent_at=row["consent_at"],
+        created_at=row["created_at"],
+    )
+
+
+def _guild(row: asyncpg.Record) -> GuildSettings:
+    return GuildSettings(**{name: row[name] for name in ("guild_id", *sorted(_GUILD_SETTING_NAMES))})
+
+
+def _call(row: asyncpg.Record) -> CallRecord:
+    return CallRecord(**{name: row[name] for name in _CALL_COLUMNS})
+
+
+def _chat(row: asyncpg.Record) -> ChatRecord:
+    return ChatRecord(**{name: row[name] for name in _CHAT_COLUMNS})
+
+
+def _turn(row: asyncpg.Record) -> TurnRecord:
+    return TurnRecord(**{name.strip(): row[name.strip()] for name in _TURN_COLUMNS.split(",")})
+
+
+def _fact(row: asyncpg.Record) -> FactRecord:
+    return FactRecord(**{name.strip(): row[name.strip()] for name in _FACT_COLUMNS.split(",")})
