@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from bot.app import open_services
 from bot.config import Settings, all_settings, env_name
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
+from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
 from bot.store.repository import SchemaTooNew
 
 
@@ -151,12 +152,40 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def database_label(settings: Settings) -> str:
+    """The database in use, for messages (a PostgreSQL URL without its password)."""
+    if settings.memory.database_url is not None:
+        return describe(settings.memory.database_url.get_secret_value())
+    return str(settings.memory.database_path)
+
+
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:
     try:
         async with open_services(settings) as services:
-            _out(f"Database {settings.memory.database_path} is at schema {await services.store.schema_version()}.")
+            _out(f"Database {database_label(settings)} is at schema {await services.store.schema_version()}.")
     except SchemaTooNew as exc:
         raise CommandFailed(str(exc)) from exc
+    return 0
+
+
+async def copy_db(settings: Settings, args: argparse.Namespace) -> int:
+    """Copy a whole database to another (either backend), then compare every member's export on both sides."""
+    try:
+        source, target = store_for_url(args.source), store_for_url(args.target)
+        await source.open()
+        try:
+            await target.open()
+            try:
+                report = await copy_database(source, target)
+            finally:
+                await target.close()
+        finally:
+            await source.close()
+    except (CopyFailed, SchemaTooNew) as exc:
+        raise CommandFailed(f"copy-db: {exc}") from exc
+    rows = ", ".join(f"{table} {count}" for table, count in report.rows.items())
+    _out(f"Copied {describe(args.source)} to {describe(args.target)}: {rows}.")
+    _out(f"Every member's export is identical on both sides ({report.members} members).")
     return 0
 
 
