@@ -1,7 +1,8 @@
 """Benchmark of the memory store on a large database.
 
-Fills a SQLite store with many users, turns and facts (default 10,000 / 1,000,000 / 50,000), then prints p50 and
-p99 for the operations a person waits on:
+Fills a SQLite store with many users, turns and facts (default 10,000 / 1,000,000 / 50,000), copies it into a
+throwaway PostgreSQL cluster (`copy-db`'s code; or `--postgres-url`), then prints, for each backend, p50 and p99 for
+the operations a person waits on:
 
 - building a call-start context for a user with 5,000 turns and 500 facts (target p99 < 5 ms)
 - merging a 32-message history snapshot into a 500-turn call (target p99 < 5 ms)
@@ -12,6 +13,7 @@ The fill writes rows with the stdlib sqlite3 module in bulk (through the same sc
 every measured operation goes through the real services.
 
     .venv/bin/python bench/memory_store.py [--users N] [--turns N] [--facts N] [--runs N] [--db PATH]
+        [--backends sqlite,postgresql] [--postgres-url URL]
 """
 
 from __future__ import annotations
@@ -30,7 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
+from bot.store.copy import copy_database
+from bot.store.postgres import PostgresStore
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from tests.postgres import running_cluster
 
 WORDS = [
     "account",
@@ -176,8 +182,7 @@ def report(name: str, samples: list[float], target_ms: float | None) -> None:
     print(f"{name:<46} p50 {p50:8.2f} ms   p99 {p99:8.2f} ms   {verdict}")
 
 
-async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: random.Random) -> None:
-    store = SqliteStore(path)
+async def measure(store: Store, heavy_call: str, runs: int, users: int, rng: random.Random) -> None:
     await store.open()
     memory = MemoryService(store, budget_tokens=1500, persona="You are a helpful voice assistant.")
 
@@ -255,6 +260,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--db", type=Path, help="database file to create (default: a temporary file)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--backends", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
+    parser.add_argument("--postgres-url", help="an empty PostgreSQL database (default: a throwaway local cluster)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     folder = tempfile.mkdtemp(prefix="memory-bench-")
@@ -274,7 +281,47 @@ def main() -> None:
         f"{time.perf_counter() - start:.1f} s ({size_mb:.0f} MB); {args.runs} runs each; "
         f"SQLite {sqlite3.sqlite_version}"
     )
-    asyncio.run(measure(path, heavy_call, args.runs, args.users, rng))
+    backends = args.backends.split(",")
+    if "sqlite" in backends:
+        print("\n== SQLite")
+        asyncio.run(measure(SqliteStore(path), heavy_call, args.runs, args.users, random.Random(args.seed)))
+    if "postgresql" in backends:
+        if args.postgres_url:
+            measure_postgres(path, args.postgres_url, heavy_call, args)
+        else:
+            for cluster in running_cluster():
+                measure_postgres(path, cluster.new_database(), heavy_call, args)
+
+
+def measure_postgres(path: Path, url: str, heavy_call: str, args: argparse.Namespace) -> None:
+    """The same database copied into PostgreSQL (a fresh SQLite fill, so forgets measured above do not leak in)."""
+
+    async def load() -> float:
+        source, target = SqliteStore(path), PostgresStore(url)
+        await source.open()
+        await target.open()
+        start = time.perf_counter()
+        await copy_database(source, target, verify=False)
+        await target.pool.execute("ANALYZE")
+        elapsed = time.perf_counter() - start
+        await source.close()
+        await target.close()
+        return elapsed
+
+    path.unlink()
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+    async def create() -> None:
+        store = SqliteStore(path)
+        await store.open()
+        await store.close()
+
+    asyncio.run(create())
+    heavy_call, _ = fill(path, args.users, args.turns, args.facts, random.Random(args.seed))
+    seconds = asyncio.run(load())
+    print(f"\n== PostgreSQL (loaded by copy-db in {seconds:.1f} s)")
+    asyncio.run(measure(PostgresStore(url), heavy_call, args.runs, args.users, random.Random(args.seed)))
 
 
 if __name__ == "__main__":
