@@ -62,6 +62,7 @@ class Services:
         if self.calls is not None:
             counts = await self.calls.reconcile()
             log.info("reconciled open calls: %s", counts)
+            self._workers.append(asyncio.create_task(self.calls.run_takeover(self._stop), name="call-takeover"))
         if self.postcall is not None:
             self._workers.append(asyncio.create_task(self.postcall.run(self._stop), name="post-call"))
         self._workers.append(asyncio.create_task(self._sweeps(), name="sweeps"))

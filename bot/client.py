@@ -18,6 +18,7 @@ from discord.ext import commands
 from bot import messages
 from bot.app import Services, open_services
 from bot.config import Settings
+from bot.web.server import PortInUse
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,9 @@ async def run_bot(settings: Settings) -> int:
             return 1
         except discord.PrivilegedIntentsRequired:
             log.error("Discord refused the intents; this bot needs no privileged intents")
+            return 1
+        except PortInUse as exc:
+            log.error("%s", exc)
             return 1
     return 0
 

@@ -18,6 +18,8 @@ from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallEnded, CallService
 from bot.config import Settings
 from bot.memory.service import MemoryService
+from bot.store.postgres import PostgresStore
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.web.server import WebServer
 from tests.fakes.agora_emulator import (
@@ -96,7 +98,7 @@ class EndedLog:
 class CallWorld:
     settings: Settings
     emu: AgoraEmulator
-    store: SqliteStore
+    store: Store
     memory: MemoryService
     agora: ConvoAIClient
     calls: CallService
@@ -125,6 +127,7 @@ async def call_world(
     checkpoints: bool = False,
     start_web: bool = True,
     sdk_url: str = "http://127.0.0.1:9/sdk.js",
+    database_url: str | None = None,
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
@@ -136,7 +139,7 @@ async def call_world(
     await emu.start()
     settings = make_settings(tmp_path, **sections)
     settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
-    store = SqliteStore(settings.memory.database_path)
+    store: Store = PostgresStore(database_url) if database_url else SqliteStore(settings.memory.database_path)
     await store.open()
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
     agora = ConvoAIClient(

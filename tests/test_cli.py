@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.__main__ import main
+from bot.store.migrations import LATEST_VERSION
 
 
 @pytest.fixture
@@ -131,7 +132,7 @@ async def test_check_reaches_agora_and_the_llm_and_reports_ready(tmp_path: Path,
 
 def test_migrate_creates_the_schema(config: Path, capsys) -> None:
     assert main(["--config", str(config), "migrate"]) == 0
-    assert "is at schema 1" in capsys.readouterr().out
+    assert f"is at schema {LATEST_VERSION}." in capsys.readouterr().out
 
 
 def test_sync_without_a_token_names_the_setting(config: Path, capsys) -> None:

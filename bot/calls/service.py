@@ -8,6 +8,7 @@ loops, time limits) are conveniences: after a restart `reconcile` rebuilds them 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -40,6 +41,8 @@ from bot.store.repository import OpenCallExists, Store
 log = logging.getLogger(__name__)
 
 TOKEN_MARGIN_SECONDS = 600
+# A call stays with the process that looks after it for this many checkpoint intervals after the last renewal.
+LEASE_CHECKPOINTS = 3
 WEBHOOK_GRACE_SECONDS = 15.0
 """Post-call processing waits this long after a call ends, so Agora's history webhook can land first."""
 
@@ -120,6 +123,16 @@ class CallService:
     def closed(self) -> bool:
         return self._closing
 
+    @property
+    def lease_seconds(self) -> float:
+        """How long a call stays this process's after its last renewal (every checkpoint renews it). When a
+        process dies, another takes its calls over once their leases run out."""
+        return LEASE_CHECKPOINTS * self.settings.agora.checkpoint_seconds
+
+    async def _take(self, call_id: str) -> bool:
+        now = self.clock()
+        return await self.store.take_call_lease(call_id, self.owner, now, now + self.lease_seconds)
+
     # ---- listeners -------------------------------------------------------------------------------------
 
     def add_listener(self, listener: CallListener) -> None:
@@ -192,6 +205,7 @@ class CallService:
             link_hash=self.links.hash(link),
             link_expires_at=link_expires,
             owner=self.owner,
+            lease_until=now + self.lease_seconds,
         )
         try:
             await self.store.create_call(call)
@@ -286,6 +300,9 @@ class CallService:
         while not self._closing:
             await asyncio.sleep(interval)
             try:
+                if not await self._take(call_id):
+                    log.info("call %s is looked after by another bot process now", call_id)
+                    return
                 keep_watching = await self.checkpoint(call_id)
             except Exception:
                 log.exception("checkpoint of call %s failed; trying again at the next one", call_id)
@@ -346,7 +363,15 @@ class CallService:
         return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
     async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
-        if not await self.store.transition_call(call_id, ["starting", "active"], "ending", end_reason=reason):
+        now = self.clock()
+        if not await self.store.transition_call(
+            call_id,
+            ["starting", "active"],
+            "ending",
+            end_reason=reason,
+            owner=self.owner,
+            lease_until=now + self.lease_seconds,
+        ):
             return None
         call = await self.store.get_call(call_id)
         assert call is not None
@@ -462,9 +487,14 @@ class CallService:
     # ---- restart and shutdown --------------------------------------------------------------------------
 
     async def reconcile(self) -> dict[str, int]:
-        """After a (re)start: every call not ended is looked up at Agora and resumed or finalized."""
+        """After a (re)start, and then periodically: every call not ended that no live bot process looks after
+        (its lease ran out, or was released) is taken over, looked up at Agora, and resumed or finalized."""
         counts = {"resumed": 0, "finalized": 0, "failed": 0}
         for call in await self.store.open_calls():
+            if call.call_id in self._tasks or call.call_id in self._finalizing or self._closing:
+                continue
+            if not await self._take(call.call_id):
+                continue  # another live process looks after it
             if call.state == "starting":
                 await self._abandon(call, "the bot restarted while the call was starting")
                 counts["failed"] += 1
@@ -484,7 +514,6 @@ class CallService:
                 log.warning("call %s: Agora unreachable during reconcile, resuming checkpoints: %s", call.call_id, exc)
                 info = None
             if info is None or info.status in ("RUNNING", "STARTING", "IDLE", "RECOVERING"):
-                await self.store.update_call(call.call_id, owner=self.owner)
                 self._watch(call.call_id)
                 counts["resumed"] += 1
             else:
@@ -501,7 +530,8 @@ class CallService:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        active = [c for c in await self.store.open_calls() if c.state == "active"]
+        # Only this process's calls: another process's calls are its own business.
+        active = [c for c in await self.store.open_calls() if c.state == "active" and c.owner == self.owner]
 
         async def save_all() -> None:
             for call in active:
@@ -518,6 +548,21 @@ class CallService:
             await asyncio.wait_for(self.wait_background(), timeout=max(grace, 1.0))
         except TimeoutError:
             log.warning("shutdown: background webhook work did not finish in time")
+        await self.store.release_call_leases(self.owner)  # another process takes them over at once
+
+    async def run_takeover(self, stop: asyncio.Event) -> None:
+        """Take over the calls of bot processes that died, a few times per lease period."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.agora.checkpoint_seconds / 2)
+            if stop.is_set() or self._closing:
+                return
+            try:
+                counts = await self.reconcile()
+                if any(counts.values()):
+                    log.info("took over the calls of a stopped bot process: %s", counts)
+            except Exception:
+                log.exception("taking over orphaned calls failed; trying again shortly")
 
     # ---- the call page ---------------------------------------------------------------------------------
 

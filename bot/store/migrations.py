@@ -173,6 +173,13 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         END;
         """,
     ),
+    (
+        2,
+        "call leases: one bot process looks after each open call",
+        """
+        ALTER TABLE calls ADD COLUMN lease_until REAL;
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

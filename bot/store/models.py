@@ -56,6 +56,7 @@ class CallRecord:
     owner: str | None = None
     notify_token: str | None = None
     summary: str | None = None
+    lease_until: float | None = None  # `owner` (a bot process) looks after the call until then
 
 
 @dataclass(frozen=True)

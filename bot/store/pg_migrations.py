@@ -154,6 +154,13 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        2,
+        "call leases: one bot process looks after each open call",
+        """
+        ALTER TABLE calls ADD COLUMN lease_until DOUBLE PRECISION;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

@@ -296,6 +296,20 @@ class PostgresStore:
             f"UPDATE calls SET {assignments} WHERE call_id = $1", call_id, *(_to_db(v) for v in fields_.values())
         )
 
+    async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool:
+        changed = await self._write(
+            f"UPDATE calls SET owner = $2, lease_until = $3 WHERE call_id = $1 AND state IN {_OPEN} "
+            "AND (owner IS NOT DISTINCT FROM $2 OR lease_until IS NULL OR lease_until < $4)",
+            call_id,
+            owner,
+            until,
+            now,
+        )
+        return changed == 1
+
+    async def release_call_leases(self, owner: str) -> None:
+        await self._write(f"UPDATE calls SET lease_until = NULL WHERE owner = $1 AND state IN {_OPEN}", owner)
+
     # ---- chats -----------------------------------------------------------------------------------------
 
     async def create_chat(self, chat: ChatRecord) -> None:

@@ -326,6 +326,20 @@ class SqliteStore:
             f"UPDATE calls SET {assignments} WHERE call_id = ?", (*(_to_db(v) for v in fields_.values()), call_id)
         )
 
+    async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool:
+        changed = await self._write(
+            "UPDATE calls SET owner = ?, lease_until = ? WHERE call_id = ? AND state IN ('starting', 'active', "
+            "'ending') AND (owner IS ? OR lease_until IS NULL OR lease_until < ?)",
+            (owner, until, call_id, owner, now),
+        )
+        return changed == 1
+
+    async def release_call_leases(self, owner: str) -> None:
+        await self._write(
+            "UPDATE calls SET lease_until = NULL WHERE owner = ? AND state IN ('starting', 'active', 'ending')",
+            (owner,),
+        )
+
     # ---- chats -----------------------------------------------------------------------------------------
 
     async def create_chat(self, chat: ChatRecord) -> None:
