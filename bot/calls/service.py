@@ -72,6 +72,7 @@ class CallEnded:
     reason: str
     turns_stored: int
     private: bool
+    card: tuple[str, int] | None = None  # (interaction token, message id) of the member's card, if it was shown
 
 
 class CallListener(Protocol):
@@ -282,6 +283,10 @@ class CallService:
         except AgoraError as exc:
             log.warning("could not stop agent %s: %s", agent_id, exc)
 
+    async def remember_card(self, call_id: str, token: str, message_id: int) -> None:
+        """Where the member's card is, so whichever process ends the call can update it."""
+        await self.store.update_call(call_id, notify_token=token, card_message_id=message_id)
+
     # ---- while active ----------------------------------------------------------------------------------
 
     def _watch(self, call_id: str) -> None:
@@ -408,6 +413,9 @@ class CallService:
             reason=call.end_reason or "ended",
             turns_stored=turns,
             private=call.private,
+            card=(call.notify_token, call.card_message_id)
+            if call.notify_token and call.card_message_id is not None
+            else None,
         )
         await self._notify(ended)
         return ended

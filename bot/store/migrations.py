@@ -175,9 +175,10 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         2,
-        "call leases: one bot process looks after each open call",
+        "call leases (one bot process looks after each open call) and the Discord card any process can edit",
         """
         ALTER TABLE calls ADD COLUMN lease_until REAL;
+        ALTER TABLE calls ADD COLUMN card_message_id INTEGER;
         """,
     ),
 ]

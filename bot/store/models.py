@@ -57,6 +57,7 @@ class CallRecord:
     notify_token: str | None = None
     summary: str | None = None
     lease_until: float | None = None  # `owner` (a bot process) looks after the call until then
+    card_message_id: int | None = None  # the member's Discord card (with `notify_token`), editable by any process
 
 
 @dataclass(frozen=True)
