@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from bot.app import open_services
 from bot.config import Settings, all_settings, env_name
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
+from bot.messages import plural
 from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
 from bot.store.repository import SchemaTooNew
 
@@ -212,8 +213,8 @@ async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
         result = await services.memory.forget_everything(args.user_id)
         await services.memory.wait_scrubbed()
     _out(
-        f"Forgot user {args.user_id}: {result.calls} calls, {result.chats} chats, {result.turns} lines, "
-        f"{result.facts} facts."
+        f"Forgot user {args.user_id}: {plural(result.calls, 'call')}, {plural(result.chats, 'chat')}, "
+        f"{plural(result.turns, 'line')}, {plural(result.facts, 'fact')}."
     )
     return 0
 

@@ -13,13 +13,17 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 DEFAULT_CONFIG_PATH = Path("config.toml")
 AGORA_DEFAULT_PRESET = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
 AGORA_DEFAULT_SDK_URL = "https://download.agora.io/sdk/release/AgoraRTC_N-4.24.8.js"
+AGORA_DEFAULT_TTS_VOICE = "English_captivating_female1"
+"""A MiniMax English voice, the one Agora's SDK documents for ``voice_setting.voice_id``."""
+MAX_CALL_MINUTES = 4320
+"""Agora stops every agent after 72 hours (its task lifetime cap); tokens are renewed well before expiry."""
 DEFAULT_PERSONA = (
     "You are a warm, concise voice assistant talking with a member of a Discord server. "
     "Keep replies to one or two sentences. If you know something about the person from earlier "
@@ -84,6 +88,9 @@ class AgoraSettings(_Section):
     llm_model: str | None = None
     tts_vendor: str | None = None
     tts_params: dict[str, Any] = Field(default_factory=dict)
+    tts_voice: str = Field(default=AGORA_DEFAULT_TTS_VOICE, min_length=1)
+    llm_params: dict[str, Any] | None = None
+    token_format: Literal["007", "006"] = "007"
     asr_language: str = "en-US"
     idle_timeout_seconds: int = Field(default=30, ge=0, le=259200)
     max_history: int = Field(default=32, ge=1, le=1024)
@@ -137,10 +144,19 @@ class MemorySettings(_Section):
 
 
 class CallSettings(_Section):
-    max_minutes: int = Field(default=30, ge=1, le=4320)
+    max_minutes: int = 30
     calls_per_member_per_day: int = Field(default=20, ge=1)
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     page_close_grace_seconds: float = Field(default=8.0, ge=0, le=60)
+
+    @field_validator("max_minutes")
+    @classmethod
+    def _within_agoras_lifetime(cls, value: int) -> int:
+        if not 1 <= value <= MAX_CALL_MINUTES:
+            raise ValueError(
+                f"must be from 1 to {MAX_CALL_MINUTES} minutes: Agora stops every agent after 72 hours, got {value}"
+            )
+        return value
 
 
 class Settings(_Section):
@@ -254,10 +270,11 @@ def load_settings(
 
 
 def _parse_env_json(merged: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Dict settings (e.g. agora.tts_params) may be given as JSON text in the environment."""
-    params = merged.get("agora", {}).get("tts_params")
-    if isinstance(params, str) and params.lstrip().startswith("{"):
-        # Malformed JSON stays text, so validation reports "agora.tts_params: Input should be a valid dictionary".
-        with contextlib.suppress(json.JSONDecodeError):
-            merged["agora"]["tts_params"] = json.loads(params)
+    """Dict settings (agora.tts_params, agora.llm_params) may be given as JSON text in the environment."""
+    for key in ("tts_params", "llm_params"):
+        params = merged.get("agora", {}).get(key)
+        if isinstance(params, str) and params.lstrip().startswith("{"):
+            # Malformed JSON stays text, so validation reports "agora.<key>: Input should be a valid dictionary".
+            with contextlib.suppress(json.JSONDecodeError):
+                merged["agora"][key] = json.loads(params)
     return merged

@@ -24,6 +24,11 @@ MEMORY_PAUSED = "Your memory is paused, so nothing is remembered. Resume it from
 CALLS_NOT_CONFIGURED = "Voice calls are not set up on this bot yet. Ask the person who hosts it to configure Agora."
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """ "1 call", "2 calls": every count a member reads goes through here."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 def relative_time(ts: float) -> str:
     return f"<t:{int(ts)}:R>"
 
@@ -35,7 +40,7 @@ def for_call_error(error: CallError) -> str:
         return "You already have a call running. End it with `/hangup` (or its **Hang up** button) first."
     if isinstance(error, QuotaReached):
         return (
-            f"You've reached today's limit of {error.limit} calls in this server. "
+            f"You've reached today's limit of {plural(error.limit, 'call')} in this server. "
             f"You can call again {relative_time(error.resets_at)}."
         )
     if isinstance(error, CapacityReached):

@@ -1,23 +1,29 @@
-"""What /memory and /forget show: texts, the memory embed, and the views (panel, picker, confirmation)."""
+"""What /memory and /forget show: texts, the memory embed, the memory actions, and the views (panel, picker,
+confirmations) whose controls keep working after a restart (see ``cogs._owned``).
+
+The views talk to :class:`MemoryActions` (the memory service and the store), never to the cog."""
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import math
 import re
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Self
 
 import discord
 from discord import app_commands
 
-from bot.client import FunnelledView
-from bot.memory.service import MemoryPage
+from bot.memory.forgetting import FactTraces
+from bot.memory.service import MemoryPage, MemoryService
+from bot.messages import plural
 from bot.store.models import ConversationSummary, FactRecord, ForgetResult
-
-if TYPE_CHECKING:
-    from cogs.memory import Memory
+from bot.store.repository import Store
+from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +61,12 @@ CONFIRM_EVERYTHING = (
 )
 CANCELLED = "Cancelled: nothing was forgotten."
 CONFIRM_EXPIRED = "This confirmation expired, so nothing was forgotten. Use `/forget everything` to try again."
+CONFIRM_FACT_EXPIRED = "This confirmation expired, so nothing was forgotten. Use `/forget item` to try again."
+CONFIRM_FACT = (
+    "**Forget “{fact}”?**\n"
+    "So that the agent no longer knows it in any form, this also deletes {what} where it came up. "
+    "It can't be undone."
+)
 PICK_PROMPT = "**What should I forget?** Choose one item from this page, or forget everything."
 EXPORT_READY = "Here is everything I remember about you, as JSON."
 EXPORT_TOO_LARGE = (
@@ -63,15 +75,12 @@ EXPORT_TOO_LARGE = (
 )
 RESET_NOTE = "Your memory choices were reset too: your next `/call` asks again whether I may remember you."
 
+NO_MENTIONS = discord.AllowedMentions.none()
 SPACES = re.compile(r"\s+")
 FACT_ID = re.compile(r"[0-9]{1,18}")
 
 
 # ---- pure rendering ------------------------------------------------------------------------------------
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def shorten(text: str, limit: int) -> str:
@@ -101,7 +110,7 @@ def fact_source(fact: FactRecord) -> str:
         where = "from a chat"
     else:
         where = "noted"
-    said = f", said {fact.mentions} times" if fact.mentions > 1 else ""
+    said = f", said {plural(fact.mentions, 'time')}" if fact.mentions > 1 else ""
     return f"{where}, {stamp(fact.created_at)}{said}"
 
 
@@ -187,8 +196,25 @@ def render_page(page: MemoryPage, index: int, pages: int) -> discord.Embed:
     return embed
 
 
-def forgot_fact_text(fact: FactRecord) -> str:
-    return f"Forgot 1 fact: “{shorten(fact.text, 1500)}”"
+def traces_text(traces: FactTraces) -> str:
+    """What forgetting the fact also removes, e.g. "2 lines of your conversations and 1 summary"."""
+    parts = []
+    if traces.turn_ids:
+        parts.append(f"{plural(len(traces.turn_ids), 'line')} of your conversations")
+    if traces.summaries:
+        parts.append(f"{plural(len(traces.summaries), 'conversation summary', 'conversation summaries')}")
+    return " and ".join(parts)
+
+
+def forgot_fact_text(traces: FactTraces) -> str:
+    text = f"Forgot 1 fact: “{shorten(traces.fact.text, 1500)}”"
+    if traces.removes_more:
+        text += f", with {traces_text(traces)} that repeated it."
+    return text
+
+
+def confirm_fact_text(traces: FactTraces) -> str:
+    return CONFIRM_FACT.format(fact=shorten(traces.fact.text, 1500), what=traces_text(traces))
 
 
 def forgot_conversation_text(kind: str, started_at: float, result: ForgetResult) -> str:
@@ -256,171 +282,460 @@ def picker_options(page: MemoryPage) -> list[discord.SelectOption]:
     return options[:25]
 
 
+# ---- what the views do: the memory service and the store, behind one small interface -------------------
+
+
+class MemoryActions:
+    """Everything /memory and /forget do to a member's memory, with the texts the member reads back."""
+
+    def __init__(self, memory: MemoryService, store: Store):
+        self.memory = memory
+        self.store = store
+
+    @classmethod
+    def of(cls, interaction: discord.Interaction) -> Self:
+        services = bot_of(interaction).services
+        return cls(services.memory, services.store)
+
+    async def load(self, user_id: int, index: int) -> tuple[MemoryPage, int, int]:
+        """One page of the member's memory, the page index actually shown (clamped) and the page count."""
+        page = await self.memory.page(
+            user_id, page=index, facts_per_page=FACTS_PER_PAGE, calls_per_page=CONVERSATIONS_PER_PAGE
+        )
+        pages = page_count(page)
+        if index >= pages:
+            index = pages - 1
+            page = await self.memory.page(
+                user_id, page=index, facts_per_page=FACTS_PER_PAGE, calls_per_page=CONVERSATIONS_PER_PAGE
+            )
+        return page, index, pages
+
+    async def set_memory_enabled(self, user_id: int, enabled: bool) -> None:
+        """Pausing keeps the member's choice; resuming is choosing "Remember me" again (so calls remember too)."""
+        if enabled:
+            await self.store.set_consent(user_id, True, time.time())
+        else:
+            await self.store.set_memory_enabled(user_id, False, time.time())
+        log.info("user %s %s their memory", user_id, "resumed" if enabled else "paused")
+
+    async def send_export(self, interaction: discord.Interaction) -> None:
+        """The member's memory as a JSON attachment, in a new ephemeral message (the interaction is acknowledged)."""
+        user_id = interaction.user.id
+        data = await self.memory.export(user_id)
+        blob = json.dumps(data, indent=2, ensure_ascii=False).encode()
+        if len(blob) > interaction.filesize_limit:
+            await interaction.followup.send(EXPORT_TOO_LARGE.format(size=len(blob) / 1e6), ephemeral=True)
+            log.info("export of user %s too large to attach (%d bytes)", user_id, len(blob))
+            return
+        file = discord.File(io.BytesIO(blob), filename=f"memory-{user_id}.json")
+        await interaction.followup.send(EXPORT_READY, file=file, ephemeral=True)
+        log.info("user %s exported their memory (%d bytes)", user_id, len(blob))
+
+    async def fact_traces(self, user_id: int, value: str) -> FactTraces | None:
+        """The member's fact ``value`` (its id as text) and what forgetting it also removes; None if not theirs."""
+        fact_id = int(value.strip()) if FACT_ID.fullmatch(value.strip()) else None
+        traces = None if fact_id is None else await self.memory.fact_traces(user_id, fact_id)
+        if traces is None:
+            log.info("user %s asked to forget a fact that is not theirs or does not exist", user_id)
+        return traces
+
+    async def forget_fact(self, user_id: int, fact_id: int) -> str:
+        traces = await self.memory.forget_fact(user_id, fact_id)
+        if traces is None:
+            log.info("user %s asked to forget a fact that is not theirs or does not exist", user_id)
+            return NOT_FOUND
+        log.info(
+            "user %s forgot fact %s with %d lines and %d summaries",
+            user_id,
+            fact_id,
+            len(traces.turn_ids),
+            len(traces.summaries),
+        )
+        return forgot_fact_text(traces)
+
+    async def forget_conversation(self, user_id: int, value: str) -> str:
+        kind, _, ref_id = value.strip().partition(":")
+        started_at: float | None = None
+        if kind == "call" and ref_id:
+            call = await self.store.get_call(ref_id)
+            if call is not None and call.user_id == user_id:
+                if call.state not in CLOSED_CALL_STATES:
+                    return CALL_STILL_RUNNING
+                started_at = call.started_at
+        elif kind == "chat" and ref_id:
+            chat = await self.store.get_chat(ref_id)
+            if chat is not None and chat.user_id == user_id:
+                started_at = chat.started_at
+        result = None if started_at is None else await self.memory.forget_conversation(user_id, kind, ref_id)
+        if started_at is None or result is None:
+            log.info("user %s asked to forget a conversation that is not theirs or does not exist", user_id)
+            return NOT_FOUND
+        log.info("user %s forgot %s %s: %d turns, %d facts", user_id, kind, ref_id, result.turns, result.facts)
+        return forgot_conversation_text(kind, started_at, result)
+
+    async def forget_everything(self, user_id: int) -> str:
+        result = await self.memory.forget_everything(user_id)
+        log.info(
+            "user %s forgot everything: %d calls, %d chats, %d turns, %d facts",
+            user_id,
+            result.calls,
+            result.chats,
+            result.turns,
+            result.facts,
+        )
+        return forgot_everything_text(result)
+
+    async def confirm_text(self, user_id: int) -> str:
+        facts = await self.store.count_facts(user_id, include_superseded=True)
+        conversations = await self.store.count_conversations(user_id)
+        what = f" ({plural(facts, 'fact')}, {plural(conversations, 'call or chat', 'calls and chats')})"
+        return CONFIRM_EVERYTHING.format(what=what if facts or conversations else ",")
+
+
+After = Callable[[], Awaitable[None]] | None
+
+
+async def forget_fact_or_ask(
+    actions: MemoryActions,
+    interaction: discord.Interaction,
+    value: str,
+    *,
+    after: After = None,
+    in_place: bool,
+) -> None:
+    """Forget a fact at once when it is all that goes; otherwise ask first, saying what else goes with it.
+    ``in_place``: answer by editing the clicked message (the picker) rather than with a new message."""
+    owner = interaction.user.id
+    traces = await actions.fact_traces(owner, value)
+    if traces is not None and traces.removes_more:
+        confirm = ConfirmFactView(actions, owner, traces.fact.fact_id, after=after)
+        if in_place:
+            await confirm.replace(interaction, content=confirm_fact_text(traces))
+        else:
+            await confirm.send_followup(interaction, confirm_fact_text(traces), allowed_mentions=NO_MENTIONS)
+        return
+    if in_place:
+        await interaction.response.defer()
+    text = NOT_FOUND if traces is None else await actions.forget_fact(owner, traces.fact.fact_id)
+    if in_place:
+        await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
+    else:
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
+    if after is not None:
+        await after()
+
+
 # ---- views ---------------------------------------------------------------------------------------------
 
 
-class OwnedView(FunnelledView):
-    """A view only its owner may use. `handle` edits its message outside a click on it (timeouts, refreshes):
-    an interaction whose original response is that message, or the followup message itself."""
+class _ForgetStep(OwnedView):
+    """A step of forgetting (picker, confirmation): what it works with, and what to refresh afterwards."""
 
-    def __init__(self, owner_id: int, *, timeout: float):
-        super().__init__(timeout=timeout)
-        self.owner_id = owner_id
-        self.handle: discord.Interaction | discord.WebhookMessage | None = None
+    def __init__(self, actions: MemoryActions, owner_id: int, *, timeout: float, after: After):
+        super().__init__(owner_id, timeout=timeout)
+        self.actions = actions
+        self.after = after
 
-    async def interaction_check(self, interaction: discord.Interaction) -> bool:
-        if interaction.user.id == self.owner_id:
-            return True
-        await interaction.response.send_message(NOT_YOURS, ephemeral=True)
-        return False
+    @classmethod
+    def take(cls, interaction: discord.Interaction) -> tuple[MemoryActions, After]:
+        """A click on this step's message ends the step: its actions and follow-up when it is live here; after a
+        restart, fresh actions and nothing to refresh."""
+        step = cls.live(interaction)
+        if step is None:
+            return MemoryActions.of(interaction), None
+        step.stop()
+        return step.actions, step.after
 
-    def disable_all(self) -> None:
-        for item in self.children:
-            if isinstance(item, discord.ui.Button | discord.ui.Select):
-                item.disabled = True
 
-    async def edit(self, **changes: Any) -> None:
-        """Edit this view's message, if Discord still allows it (ephemeral messages: 15 minutes)."""
-        handle = self.handle
-        try:
-            if isinstance(handle, discord.Interaction):
-                if not handle.is_expired():
-                    await handle.edit_original_response(**changes)
-            elif handle is not None:
-                await handle.edit(**changes)
-        except discord.HTTPException as exc:
-            log.info("could not edit a memory message of user %s (HTTP %s)", self.owner_id, exc.status)
+PanelAction = Literal["prev", "next", "export", "toggle", "forget"]
 
 
 class MemoryView(OwnedView):
     """The /memory panel. Every click on it is answered by editing it (or deferring an update of it), so the latest
     click can still disable the buttons when the panel times out."""
 
-    def __init__(self, cog: Memory, owner_id: int, page: MemoryPage, index: int, pages: int):
+    not_yours = NOT_YOURS
+
+    def __init__(self, actions: MemoryActions, owner_id: int, page: MemoryPage, index: int, pages: int):
         super().__init__(owner_id, timeout=MEMORY_VIEW_SECONDS)
-        self.cog = cog
+        self.actions = actions
         self.sync(page, index, pages)
+
+    @classmethod
+    async def open(cls, actions: MemoryActions, owner_id: int, index: int) -> MemoryView:
+        return cls(actions, owner_id, *await actions.load(owner_id, index))
 
     def sync(self, page: MemoryPage, index: int, pages: int) -> None:
         self.page, self.index, self.pages = page, index, pages
-        self.previous.disabled = index <= 0
-        self.next.disabled = index >= pages - 1
-        self.toggle.label = "Pause memory" if page.memory_enabled else "Resume memory"
-        self.toggle.emoji = "⏸️" if page.memory_enabled else "▶️"
-        self.toggle.style = discord.ButtonStyle.secondary if page.memory_enabled else discord.ButtonStyle.success
-        self.forget.disabled = not (page.facts or page.superseded or page.conversations)
+        self.clear_items()
+        on = page.memory_enabled
+        for action, label, emoji, style, row, disabled in (
+            ("prev", "◀", None, discord.ButtonStyle.secondary, 0, index <= 0),
+            ("next", "▶", None, discord.ButtonStyle.secondary, 0, index >= pages - 1),
+            ("export", "Export", "📦", discord.ButtonStyle.primary, 1, False),
+            (
+                "toggle",
+                "Pause memory" if on else "Resume memory",
+                "⏸️" if on else "▶️",
+                discord.ButtonStyle.secondary if on else discord.ButtonStyle.success,
+                1,
+                False,
+            ),
+            (
+                "forget",
+                "Forget…",
+                "🗑️",
+                discord.ButtonStyle.danger,
+                1,
+                not (page.facts or page.superseded or page.conversations),
+            ),
+        ):
+            button: discord.ui.Button[MemoryView] = discord.ui.Button(
+                label=label,
+                emoji=emoji,
+                style=style,
+                row=row,
+                disabled=disabled,
+                custom_id=f"memory:{action}:{self.owner_id}:{index}",
+            )
+            self.add_item(PanelButton(button, self.owner_id, action, index))  # type: ignore[arg-type]
 
     def embed(self) -> discord.Embed:
         return render_page(self.page, self.index, self.pages)
 
     async def show(self, interaction: discord.Interaction, index: int) -> None:
         """Answer a click on this panel with the given page."""
-        self.sync(*await self.cog.load(self.owner_id, index))
-        await interaction.response.edit_message(embed=self.embed(), view=self)
-        self.handle = interaction
+        self.sync(*await self.actions.load(self.owner_id, index))
+        await self.replace(interaction, embed=self.embed())
 
     async def refresh(self) -> None:
         """Re-read the current page after something was forgotten from another message."""
         if self.is_finished():
             return
-        self.sync(*await self.cog.load(self.owner_id, self.index))
+        self.sync(*await self.actions.load(self.owner_id, self.index))
         await self.edit(embed=self.embed(), view=self)
 
     async def on_timeout(self) -> None:
         self.disable_all()
         await self.edit(view=self)
 
-    @discord.ui.button(label="◀", style=discord.ButtonStyle.secondary, row=0)
-    async def previous(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryView]) -> None:
-        await self.show(interaction, max(0, self.index - 1))
-
-    @discord.ui.button(label="▶", style=discord.ButtonStyle.secondary, row=0)
-    async def next(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryView]) -> None:
-        await self.show(interaction, self.index + 1)
-
-    @discord.ui.button(label="Export", emoji="📦", style=discord.ButtonStyle.primary, row=1)
-    async def export(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryView]) -> None:
-        await interaction.response.defer()
-        self.handle = interaction
-        await self.cog.send_export(interaction)
-
-    @discord.ui.button(label="Pause memory", style=discord.ButtonStyle.secondary, row=1)
-    async def toggle(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryView]) -> None:
-        await self.cog.set_memory_enabled(self.owner_id, not self.page.memory_enabled)
-        await self.show(interaction, self.index)
-
-    @discord.ui.button(label="Forget…", emoji="🗑️", style=discord.ButtonStyle.danger, row=1)
-    async def forget(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryView]) -> None:
-        await interaction.response.defer()
-        self.handle = interaction
-        picker = ForgetPickerView(self.cog, self.owner_id, self.page, after=self.refresh)
-        picker.handle = await interaction.followup.send(PICK_PROMPT, view=picker, ephemeral=True, wait=True)
+    async def act(self, action: str, interaction: discord.Interaction) -> None:
+        self.timeout = self.timeout  # a click restarts the inactivity timeout
+        if action == "prev":
+            await self.show(interaction, max(0, self.index - 1))
+        elif action == "next":
+            await self.show(interaction, self.index + 1)
+        elif action == "toggle":
+            await self.actions.set_memory_enabled(self.owner_id, not self.page.memory_enabled)
+            await self.show(interaction, self.index)
+        elif action == "export":
+            await interaction.response.defer()
+            self.handle = interaction
+            await self.actions.send_export(interaction)
+        elif action == "forget":
+            await interaction.response.defer()
+            self.handle = interaction
+            picker = ForgetPickerView(self.actions, self.owner_id, self.page, after=self.refresh)
+            await picker.send_followup(interaction, PICK_PROMPT)
 
 
-class ForgetPickerView(OwnedView):
+class PanelButton(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Button[MemoryView]],
+    template=r"memory:(?P<action>prev|next|export|toggle|forget):(?P<owner>[0-9]+):(?P<index>[0-9]+)",
+):
+    not_yours = NOT_YOURS
+
+    def __init__(self, button: discord.ui.Button[MemoryView], owner_id: int, action: PanelAction, index: int):
+        super().__init__(button, owner_id)
+        self.action, self.index = action, index
+
+    @classmethod
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"owner_id": owner_of(match), "action": match["action"], "index": int(match["index"])}
+
+    async def run(self, interaction: discord.Interaction) -> None:
+        panel = MemoryView.live(interaction)
+        if panel is None:  # sent by an earlier process: rebuild it from the custom_id
+            panel = await MemoryView.open(MemoryActions.of(interaction), self.owner_id, self.index)
+        await panel.act(self.action, interaction)
+
+
+class ForgetPickerView(_ForgetStep):
     """What **Forget…** opens: one item of the panel's current page, or everything (after a confirmation)."""
 
-    def __init__(self, cog: Memory, owner_id: int, page: MemoryPage, *, after: Callable[[], Awaitable[None]]):
-        super().__init__(owner_id, timeout=PICKER_SECONDS)
-        self.cog = cog
-        self.after = after
+    def __init__(self, actions: MemoryActions, owner_id: int, page: MemoryPage, *, after: After):
+        super().__init__(actions, owner_id, timeout=PICKER_SECONDS, after=after)
         options = picker_options(page)
         if options:
-            choose: discord.ui.Select[ForgetPickerView] = self.choose
-            choose.options = options
-        else:
-            self.remove_item(self.choose)
+            select: discord.ui.Select[ForgetPickerView] = discord.ui.Select(
+                placeholder="Choose one thing to forget",
+                min_values=1,
+                max_values=1,
+                row=0,
+                options=options,
+                custom_id=f"forget:pick:{owner_id}",
+            )
+            self.add_item(PickSelect(select, owner_id))
+        self.add_item(EverythingButton.make(owner_id))
+        self.add_item(CancelButton.make(owner_id))
 
     async def on_timeout(self) -> None:
         self.disable_all()
         await self.edit(view=self)
 
-    @discord.ui.select(placeholder="Choose one thing to forget", min_values=1, max_values=1, row=0)
-    async def choose(self, interaction: discord.Interaction, select: discord.ui.Select[ForgetPickerView]) -> None:
-        self.stop()
+
+class PickSelect(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Select[ForgetPickerView]],
+    template=r"forget:pick:(?P<owner>[0-9]+)",
+):
+    async def run(self, interaction: discord.Interaction) -> None:
+        actions, after = ForgetPickerView.take(interaction)
+        value = self.item.values[0]
+        if value.startswith("fact:"):
+            await forget_fact_or_ask(actions, interaction, value.removeprefix("fact:"), after=after, in_place=True)
+            return
         await interaction.response.defer()
-        text = await self.cog.forget_value(interaction.user.id, select.values[0])
-        await interaction.edit_original_response(
-            content=text, view=None, allowed_mentions=discord.AllowedMentions.none()
+        text = await actions.forget_conversation(self.owner_id, value)
+        await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
+        if after is not None:
+            await after()
+
+
+class EverythingButton(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Button[ForgetPickerView]],
+    template=r"forget:everything:(?P<owner>[0-9]+)",
+):
+    """The picker's **Forget everything…**: asks for a confirmation."""
+
+    @classmethod
+    def make(cls, owner_id: int) -> Self:
+        return cls(
+            discord.ui.Button(
+                label="Forget everything…",
+                style=discord.ButtonStyle.danger,
+                row=1,
+                custom_id=f"forget:everything:{owner_id}",
+            ),
+            owner_id,
         )
-        await self.after()
 
-    @discord.ui.button(label="Forget everything…", style=discord.ButtonStyle.danger, row=1)
-    async def everything(self, interaction: discord.Interaction, button: discord.ui.Button[ForgetPickerView]) -> None:
-        self.stop()
-        confirm = ConfirmEverythingView(self.cog, self.owner_id, after=self.after)
-        await interaction.response.edit_message(content=await self.cog.confirm_text(self.owner_id), view=confirm)
-        confirm.handle = interaction
+    async def run(self, interaction: discord.Interaction) -> None:
+        actions, after = ForgetPickerView.take(interaction)
+        confirm = ConfirmEverythingView(actions, self.owner_id, after=after)
+        await confirm.replace(interaction, content=await actions.confirm_text(self.owner_id))
 
-    @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary, row=1)
-    async def cancel(self, interaction: discord.Interaction, button: discord.ui.Button[ForgetPickerView]) -> None:
-        self.stop()
+
+class CancelButton(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Button[OwnedView]],
+    template=r"forget:cancel:(?P<owner>[0-9]+)",
+):
+    """**Cancel** on the picker and on every confirmation."""
+
+    @classmethod
+    def make(cls, owner_id: int, row: int | None = 1) -> Self:
+        return cls(
+            discord.ui.Button(
+                label="Cancel", style=discord.ButtonStyle.secondary, row=row, custom_id=f"forget:cancel:{owner_id}"
+            ),
+            owner_id,
+        )
+
+    async def run(self, interaction: discord.Interaction) -> None:
+        view = OwnedView.live(interaction)
+        if view is not None:
+            view.stop()
         await interaction.response.edit_message(content=CANCELLED, view=None)
 
 
-class ConfirmEverythingView(OwnedView):
-    def __init__(self, cog: Memory, owner_id: int, *, after: Callable[[], Awaitable[None]] | None = None):
-        super().__init__(owner_id, timeout=CONFIRM_SECONDS)
-        self.cog = cog
-        self.after = after
-
-    @discord.ui.button(label="Forget everything", style=discord.ButtonStyle.danger)
-    async def confirm(self, interaction: discord.Interaction, button: discord.ui.Button[ConfirmEverythingView]) -> None:
-        self.stop()
-        await interaction.response.defer()
-        text = await self.cog.forget_everything(interaction.user.id)
-        await interaction.edit_original_response(content=text, view=None)
-        if self.after is not None:
-            await self.after()
-
-    @discord.ui.button(label="Cancel", style=discord.ButtonStyle.secondary)
-    async def cancel(self, interaction: discord.Interaction, button: discord.ui.Button[ConfirmEverythingView]) -> None:
-        self.stop()
-        await interaction.response.edit_message(content=CANCELLED, view=None)
+class ConfirmEverythingView(_ForgetStep):
+    def __init__(self, actions: MemoryActions, owner_id: int, *, after: After = None):
+        super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
+        self.add_item(ConfirmEverythingButton.make(owner_id))
+        self.add_item(CancelButton.make(owner_id, row=None))
 
     async def on_timeout(self) -> None:
         self.disable_all()
         await self.edit(content=CONFIRM_EXPIRED, view=self)
 
 
-# ---- the cog -------------------------------------------------------------------------------------------
+class ConfirmEverythingButton(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Button[ConfirmEverythingView]],
+    template=r"forget:confirm:(?P<owner>[0-9]+)",
+):
+    @classmethod
+    def make(cls, owner_id: int) -> Self:
+        return cls(
+            discord.ui.Button(
+                label="Forget everything", style=discord.ButtonStyle.danger, custom_id=f"forget:confirm:{owner_id}"
+            ),
+            owner_id,
+        )
+
+    async def run(self, interaction: discord.Interaction) -> None:
+        actions, after = ConfirmEverythingView.take(interaction)
+        await interaction.response.defer()
+        text = await actions.forget_everything(self.owner_id)
+        await interaction.edit_original_response(content=text, view=None)
+        if after is not None:
+            await after()
+
+
+class ConfirmFactView(_ForgetStep):
+    """Forgetting one fact that also removes lines or summaries: asked first."""
+
+    def __init__(self, actions: MemoryActions, owner_id: int, fact_id: int, *, after: After = None):
+        super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
+        self.add_item(ConfirmFactButton.make(owner_id, fact_id))
+        self.add_item(CancelButton.make(owner_id, row=None))
+
+    async def on_timeout(self) -> None:
+        self.disable_all()
+        await self.edit(content=CONFIRM_FACT_EXPIRED, view=self)
+
+
+class ConfirmFactButton(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Button[ConfirmFactView]],
+    template=r"forget:fact:(?P<owner>[0-9]+):(?P<fact>[0-9]+)",
+):
+    def __init__(self, button: discord.ui.Button[ConfirmFactView], owner_id: int, fact_id: int):
+        super().__init__(button, owner_id)
+        self.fact_id = fact_id
+
+    @classmethod
+    def make(cls, owner_id: int, fact_id: int) -> Self:
+        return cls(
+            discord.ui.Button(
+                label="Forget it", style=discord.ButtonStyle.danger, custom_id=f"forget:fact:{owner_id}:{fact_id}"
+            ),
+            owner_id,
+            fact_id,
+        )
+
+    @classmethod
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"owner_id": owner_of(match), "fact_id": int(match["fact"])}
+
+    async def run(self, interaction: discord.Interaction) -> None:
+        actions, after = ConfirmFactView.take(interaction)
+        await interaction.response.defer()
+        text = await actions.forget_fact(self.owner_id, self.fact_id)
+        await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
+        if after is not None:
+            await after()
+
+
+PERSISTENT_CONTROLS: tuple[type[discord.ui.DynamicItem[Any]], ...] = (
+    PanelButton,
+    PickSelect,
+    EverythingButton,
+    CancelButton,
+    ConfirmEverythingButton,
+    ConfirmFactButton,
+)
+"""Registered by the memory cog, so a click on any of them is handled whatever process sent the message."""

@@ -17,6 +17,7 @@ from bot.calls.settings import (
     SettingsOverview,
 )
 from bot.client import MemoryBot
+from bot.messages import plural
 
 PREVIEW_CHARS = 700
 NEXT_CALL = "It applies from the next call started in this server; calls already running are not changed."
@@ -33,14 +34,20 @@ def usage_text(overview: SettingsOverview) -> str:
     usage = overview.usage
     if usage is None:
         return "**Today:** voice calls are not set up on this bot, so there is no usage to show."
-    calls = f"{usage.calls_today} call{'s' if usage.calls_today != 1 else ''}"
-    return f"**Today** (UTC): {calls} started here, {usage.active_now} active now."
+    return f"**Today** (UTC): {plural(usage.calls_today, 'call')} started here, {usage.active_now} active now."
 
 
 def retention_text(days: int | None) -> str:
     if not days:
         return "kept until members delete them" if days == 0 else "default (kept until members delete them)"
-    return f"deleted after {days} day{'s' if days != 1 else ''}"
+    return f"deleted after {plural(days, 'day')}"
+
+
+def current_text_answer(name: str, custom: str | None, default: str) -> str:
+    """`/settings persona` or `greeting` without text: what is in use, and how to change it (nothing changes)."""
+    which = f"a **custom {name}**" if custom else f"the bot's **default {name}**"
+    how = "To change it, give `text`; `reset:True` restores the default." if custom else "To change it, give `text`."
+    return f"This server uses {which}:\n{quote(custom or default)}\n{how}"
 
 
 def overview_text(overview: SettingsOverview) -> str:
@@ -114,9 +121,9 @@ class Admin(commands.Cog):
             )
         await self.confirm(interaction, text)
 
-    @settings.command(name="persona", description="Set the agent's persona for calls started in this server")
+    @settings.command(name="persona", description="See or set the agent's persona for calls started in this server")
     @app_commands.describe(
-        text="Who the agent is and how it talks (leave empty to restore the default)",
+        text="Who the agent is and how it talks (leave empty to see the current one)",
         reset="Restore the bot's default persona",
     )
     async def persona(
@@ -126,6 +133,12 @@ class Admin(commands.Cog):
         reset: bool = False,
     ) -> None:
         assert interaction.guild_id is not None
+        if text is None and not reset:
+            overview = await self.service().overview(interaction.guild_id)
+            await self.confirm(
+                interaction, current_text_answer("persona", overview.settings.persona, overview.default_persona)
+            )
+            return
         saved = await self.service().set_persona(interaction.guild_id, None if reset else text)
         if saved.persona is None:
             answer = f"The agent uses the bot's **default persona** again in this server. {NEXT_CALL}"
@@ -133,9 +146,9 @@ class Admin(commands.Cog):
             answer = f"The agent's persona in this server is now:\n{quote(saved.persona)}\n{NEXT_CALL}"
         await self.confirm(interaction, answer)
 
-    @settings.command(name="greeting", description="Set what the agent says first in calls started in this server")
+    @settings.command(name="greeting", description="See or set what the agent says first in calls started here")
     @app_commands.describe(
-        text="The agent's first words (leave empty to restore the default)",
+        text="The agent's first words (leave empty to see the current ones)",
         reset="Restore the bot's default greeting",
     )
     async def greeting(
@@ -145,6 +158,11 @@ class Admin(commands.Cog):
         reset: bool = False,
     ) -> None:
         assert interaction.guild_id is not None
+        if text is None and not reset:
+            overview = await self.service().overview(interaction.guild_id)
+            answer = current_text_answer("greeting", overview.settings.greeting, overview.default_greeting)
+            await self.confirm(interaction, answer)
+            return
         saved = await self.service().set_greeting(interaction.guild_id, None if reset else text)
         if saved.greeting is None:
             answer = f"The agent uses the bot's **default greeting** again in this server. {NEXT_CALL}"
@@ -159,8 +177,7 @@ class Admin(commands.Cog):
         await self.service().set_max_minutes(interaction.guild_id, minutes)
         await self.confirm(
             interaction,
-            f"Calls started in this server now end after at most **{minutes} minute{'s' if minutes != 1 else ''}**. "
-            f"{NEXT_CALL}",
+            f"Calls started in this server now end after at most **{plural(minutes, 'minute')}**. {NEXT_CALL}",
         )
 
     @settings.command(name="daily-calls", description="Set how many calls each member may start here per day")
@@ -170,7 +187,7 @@ class Admin(commands.Cog):
         await self.service().set_daily_calls(interaction.guild_id, count)
         await self.confirm(
             interaction,
-            f"Each member can now start **{count} call{'s' if count != 1 else ''} per day** in this server "
+            f"Each member can now start **{plural(count, 'call')} per day** in this server "
             "(days reset at midnight UTC). Members who already reached it are told when they can call again.",
         )
 
@@ -183,8 +200,8 @@ class Admin(commands.Cog):
             kept = "Transcripts of calls and chats started in this server are now **kept until members delete them**."
         else:
             kept = (
-                f"Transcripts of calls and chats started in this server are now **deleted {days} "
-                f"day{'s' if days != 1 else ''} after** the conversation."
+                f"Transcripts of calls and chats started in this server are now **deleted {plural(days, 'day')} "
+                "after** the conversation."
             )
         await self.confirm(
             interaction,

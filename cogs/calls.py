@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
+from typing import Any, Self
 
 import discord
 from discord import app_commands
@@ -11,8 +13,10 @@ from discord.ext import commands
 
 from bot import messages
 from bot.calls.service import CallEnded, CallService, StartedCall
-from bot.client import FunnelledView, MemoryBot
-from cogs._consent import MemoryChoiceView
+from bot.client import MemoryBot
+from bot.messages import plural
+from cogs._consent import ChoiceButton, MemoryChoiceView
+from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +33,8 @@ CONSENT_VIEW_SECONDS = 5 * 60
 CONSENT_EXPIRED = "You didn't choose, so no call was started and nothing was stored. Type `/call` again any time."
 CARD_VIEW_SECONDS = 14 * 60
 """Ephemeral messages can be edited only while the interaction token lives (15 minutes)."""
+ALREADY_ENDED = "This call has already ended."
+NOT_YOUR_CALL = "This call belongs to someone else."
 
 
 def _cooldown(interaction: discord.Interaction[MemoryBot]) -> app_commands.Cooldown | None:
@@ -44,40 +50,65 @@ def card_text(started: StartedCall) -> str:
     )
     return (
         "**Your call is ready.** Open the link, click **Start call** and allow the microphone.\n"
-        f"{memory}\nThe link is only for you and works once; calls last up to {started.max_minutes} minutes."
+        f"{memory}\nThe link is only for you and works once; calls last up to {plural(started.max_minutes, 'minute')}."
     )
 
 
 def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: bool = True) -> str:
     if ended.private:
         return "**Call ended.** It was private, so nothing was remembered."
-    lines = f"{ended.turns_stored} line{'s' if ended.turns_stored != 1 else ''}"
+    lines = plural(ended.turns_stored, "line")
     if not learning:
         learned = "See them any time with `/memory`."
     elif facts_learned is None:
         learned = "What the agent learned will appear in `/memory` shortly."
     else:
-        learned = f"The agent learned {facts_learned} new thing{'s' if facts_learned != 1 else ''} about you."
+        learned = f"The agent learned {plural(facts_learned, 'new thing')} about you."
     return f"**Call ended.** {lines} of the conversation were kept. {learned}"
 
 
-class CardView(FunnelledView):
-    def __init__(self, cog: Calls, started: StartedCall):
-        super().__init__(timeout=CARD_VIEW_SECONDS)
-        self.cog = cog
-        self.call_id = started.call_id
-        hang_up = self.hang_up
-        self.remove_item(hang_up)
-        self.add_item(discord.ui.Button(label="Open call page", url=started.link_url, emoji="📞"))
-        self.add_item(hang_up)
+class CardView(OwnedView):
+    """The call card: the link to the call page and **Hang up** (which works after a restart too)."""
 
-    @discord.ui.button(label="Hang up", style=discord.ButtonStyle.danger, custom_id="call:hangup")
-    async def hang_up(self, interaction: discord.Interaction, button: discord.ui.Button[CardView]) -> None:
+    not_yours = NOT_YOUR_CALL
+
+    def __init__(self, started: StartedCall, owner_id: int):
+        super().__init__(owner_id, timeout=CARD_VIEW_SECONDS)
+        self.add_item(discord.ui.Button(label="Open call page", url=started.link_url, emoji="📞"))
+        self.add_item(HangUpButton.make(started.call_id, owner_id))
+
+
+class HangUpButton(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Button[CardView]],
+    template=r"call:hangup:(?P<call>[0-9a-f]{32}):(?P<owner>[0-9]+)",
+):
+    not_yours = NOT_YOUR_CALL
+
+    def __init__(self, button: discord.ui.Button[CardView], call_id: str, owner_id: int):
+        super().__init__(button, owner_id)
+        self.call_id = call_id
+
+    @classmethod
+    def make(cls, call_id: str, owner_id: int) -> Self:
+        button: discord.ui.Button[CardView] = discord.ui.Button(
+            label="Hang up", style=discord.ButtonStyle.danger, custom_id=f"call:hangup:{call_id}:{owner_id}"
+        )
+        return cls(button, call_id, owner_id)
+
+    @classmethod
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"call_id": match["call"], "owner_id": owner_of(match)}
+
+    async def run(self, interaction: discord.Interaction) -> None:
+        services = bot_of(interaction).services
         await interaction.response.defer()
-        ended = await self.cog.calls.finalize(self.call_id, "hangup_button")
+        ended = None if services.calls is None else await services.calls.finalize(self.call_id, "hangup_button")
         if ended is None:
-            await interaction.edit_original_response(content="This call has already ended.", view=None)
-        self.stop()
+            content = ALREADY_ENDED
+        else:
+            content = ended_text(ended, learning=services.llm is not None)
+        await interaction.edit_original_response(content=content, view=None)
 
 
 class Calls(commands.Cog):
@@ -99,6 +130,7 @@ class Calls(commands.Cog):
         return self.bot.services.llm is not None
 
     async def cog_load(self) -> None:
+        self.bot.add_dynamic_items(HangUpButton, ChoiceButton)
         if self.bot.services.calls is not None:
             self.calls.add_listener(self)
         self.bot.services.processed_listeners.append(self.call_processed)
@@ -115,14 +147,20 @@ class Calls(commands.Cog):
         if not private and (user is None or user.consent is None):
             view = MemoryChoiceView(
                 interaction.user.id,
+                "call",
                 lambda choice, remember: self.choose(choice, remember=remember),
                 decline_label="Call without memory",
                 expired_text=CONSENT_EXPIRED,
                 timeout=CONSENT_VIEW_SECONDS,
             )
-            view.message = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
+            prompt = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
+            view.shown_in(self.bot, prompt)
             return
         await self.start_and_show(interaction, private=private)
+
+    async def chosen_after_restart(self, interaction: discord.Interaction, remember: bool) -> None:
+        """A memory choice sent before a restart still starts the call the member asked for."""
+        await self.choose(interaction, remember=remember)
 
     async def choose(self, interaction: discord.Interaction, *, remember: bool) -> None:
         await interaction.response.edit_message(content="Starting your call…", view=None)
@@ -131,7 +169,7 @@ class Calls(commands.Cog):
 
     async def start_and_show(self, interaction: discord.Interaction, *, private: bool, edit: bool = False) -> None:
         started = await self.calls.start(user_id=interaction.user.id, guild_id=interaction.guild_id, private=private)
-        view = CardView(self, started)
+        view = CardView(started, interaction.user.id)
         message: discord.Message
         if edit:
             message = await interaction.edit_original_response(content=card_text(started), view=view)

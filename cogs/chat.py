@@ -28,7 +28,7 @@ from bot import messages
 from bot.client import MemoryBot
 from bot.memory.chat import ChatDisabled, ChatService
 from bot.store.models import UserRecord
-from cogs._consent import MemoryChoiceView
+from cogs._consent import ChoiceButton, MemoryChoiceView
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +52,15 @@ CONSENT_TEXT = (
 )
 REMEMBER_CHOSEN = "**Remember me**: saved. The agent will remember your chats and calls; `/memory` shows what it keeps."
 NO_MEMORY_CHOSEN = "**Without memory**: saved. The agent won't remember what you say to it."
+SEND_AGAIN = "I restarted since you wrote, so please send your message again."
 CONSENT_EXPIRED = "You didn't choose, so nothing was sent to the agent or stored. Send your message again any time."
 
 Editor = Callable[[str], Awaitable[object]]
 Opener = Callable[[str], Awaitable[Editor]]
+
+
+def choice_saved(remember: bool) -> str:
+    return REMEMBER_CHOSEN if remember else NO_MEMORY_CHOSEN
 
 
 def split_point(text: str, limit: int = MESSAGE_LIMIT) -> int:
@@ -185,6 +190,9 @@ class Chat(commands.Cog):
         self.bot = bot
         self.dm_limits = commands.CooldownMapping.from_cooldown(CHAT_RATE, CHAT_PER_SECONDS, commands.BucketType.user)
 
+    async def cog_load(self) -> None:
+        self.bot.add_dynamic_items(ChoiceButton)
+
     def chat_service(self) -> ChatService:
         chat = self.bot.services.chat
         if chat is None or not chat.enabled:
@@ -213,7 +221,8 @@ class Chat(commands.Cog):
             standing = memory_choice(await self.bot.services.store.get_user(interaction.user.id))
             if standing is None:
                 view = self.memory_choice_view(interaction.user.id, interaction.guild_id, message, ephemeral=True)
-                view.message = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
+                prompt = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
+                view.shown_in(self.bot, prompt)
                 return
             private = standing
         first, more = interaction_openers(interaction, ephemeral=not public, into_original=True)
@@ -227,19 +236,25 @@ class Chat(commands.Cog):
 
         async def chosen(interaction: discord.Interaction, remember: bool) -> None:
             chat = self.chat_service()
-            content = REMEMBER_CHOSEN if remember else NO_MEMORY_CHOSEN
-            await interaction.response.edit_message(content=content, view=None)
+            await interaction.response.edit_message(content=choice_saved(remember), view=None)
             await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
             first, more = interaction_openers(interaction, ephemeral=ephemeral, into_original=False)
             await show_stream(chat.reply(interaction.user.id, guild_id, text, private=not remember), first, more)
 
         return MemoryChoiceView(
             owner_id,
+            "chat",
             chosen,
             decline_label="Without memory",
             expired_text=CONSENT_EXPIRED,
             timeout=CONSENT_VIEW_SECONDS,
         )
+
+    async def chosen_after_restart(self, interaction: discord.Interaction, remember: bool) -> None:
+        """A memory choice sent before a restart: the message that waited for it is gone, so save the choice
+        and ask for the message again."""
+        await interaction.response.edit_message(content=f"{choice_saved(remember)} {SEND_AGAIN}", view=None)
+        await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
 
     # ---- direct messages -------------------------------------------------------------------------------
 
@@ -270,7 +285,7 @@ class Chat(commands.Cog):
         private = memory_choice(await self.bot.services.store.get_user(message.author.id))
         if private is None:
             view = self.memory_choice_view(message.author.id, None, text, ephemeral=False)
-            view.message = await message.channel.send(CONSENT_TEXT, view=view)
+            view.shown_in(self.bot, await message.channel.send(CONSENT_TEXT, view=view))
             return
         await message.channel.typing()
         first, more = channel_openers(message.channel)

@@ -14,41 +14,27 @@ Commands:
 
 from __future__ import annotations
 
-import io
-import json
 import logging
-import time
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
 from bot.client import MemoryBot
-from bot.memory.service import MemoryPage, MemoryService
+from bot.memory.service import MemoryService
 from bot.store.repository import Store
 from cogs._memory_ui import (
     AUTOCOMPLETE_CONVERSATION_SCAN,
     AUTOCOMPLETE_FACT_SCAN,
     AUTOCOMPLETE_LIMIT,
-    CALL_STILL_RUNNING,
-    CLOSED_CALL_STATES,
-    CONFIRM_EVERYTHING,
-    CONVERSATIONS_PER_PAGE,
-    EXPORT_READY,
-    EXPORT_TOO_LARGE,
-    FACT_ID,
-    FACTS_PER_PAGE,
-    NOT_FOUND,
+    PERSISTENT_CONTROLS,
     SPACES,
     ConfirmEverythingView,
+    MemoryActions,
     MemoryView,
     conversation_name,
     fact_choice,
-    forgot_conversation_text,
-    forgot_everything_text,
-    forgot_fact_text,
-    page_count,
-    plural,
+    forget_fact_or_ask,
     shorten,
 )
 
@@ -69,103 +55,22 @@ class Memory(commands.Cog):
     def store(self) -> Store:
         return self.bot.services.store
 
-    # ---- service calls, shared by the commands and the buttons -----------------------------------------
+    @property
+    def actions(self) -> MemoryActions:
+        return MemoryActions(self.memory, self.store)
 
-    async def load(self, user_id: int, index: int) -> tuple[MemoryPage, int, int]:
-        """One page of the member's memory, the page index actually shown (clamped) and the page count."""
-        page = await self.memory.page(
-            user_id, page=index, facts_per_page=FACTS_PER_PAGE, calls_per_page=CONVERSATIONS_PER_PAGE
-        )
-        pages = page_count(page)
-        if index >= pages:
-            index = pages - 1
-            page = await self.memory.page(
-                user_id, page=index, facts_per_page=FACTS_PER_PAGE, calls_per_page=CONVERSATIONS_PER_PAGE
-            )
-        return page, index, pages
+    async def cog_load(self) -> None:
+        self.bot.add_dynamic_items(*PERSISTENT_CONTROLS)
 
-    async def set_memory_enabled(self, user_id: int, enabled: bool) -> None:
-        """Pausing keeps the member's choice; resuming is choosing "Remember me" again (so calls remember too)."""
-        if enabled:
-            await self.store.set_consent(user_id, True, time.time())
-        else:
-            await self.store.set_memory_enabled(user_id, False, time.time())
-        log.info("user %s %s their memory", user_id, "resumed" if enabled else "paused")
-
-    async def send_export(self, interaction: discord.Interaction) -> None:
-        """The member's memory as a JSON attachment, in a new ephemeral message (the interaction is acknowledged)."""
-        user_id = interaction.user.id
-        data = await self.memory.export(user_id)
-        blob = json.dumps(data, indent=2, ensure_ascii=False).encode()
-        if len(blob) > interaction.filesize_limit:
-            await interaction.followup.send(EXPORT_TOO_LARGE.format(size=len(blob) / 1e6), ephemeral=True)
-            log.info("export of user %s too large to attach (%d bytes)", user_id, len(blob))
-            return
-        file = discord.File(io.BytesIO(blob), filename=f"memory-{user_id}.json")
-        await interaction.followup.send(EXPORT_READY, file=file, ephemeral=True)
-        log.info("user %s exported their memory (%d bytes)", user_id, len(blob))
-
-    async def forget_fact(self, user_id: int, value: str) -> str:
-        fact_id = int(value.strip()) if FACT_ID.fullmatch(value.strip()) else None
-        fact = None if fact_id is None else await self.memory.forget_fact(user_id, fact_id)
-        if fact is None:
-            log.info("user %s asked to forget a fact that is not theirs or does not exist", user_id)
-            return NOT_FOUND
-        log.info("user %s forgot fact %s", user_id, fact.fact_id)
-        return forgot_fact_text(fact)
-
-    async def forget_conversation(self, user_id: int, value: str) -> str:
-        kind, _, ref_id = value.strip().partition(":")
-        started_at: float | None = None
-        if kind == "call" and ref_id:
-            call = await self.store.get_call(ref_id)
-            if call is not None and call.user_id == user_id:
-                if call.state not in CLOSED_CALL_STATES:
-                    return CALL_STILL_RUNNING
-                started_at = call.started_at
-        elif kind == "chat" and ref_id:
-            chat = await self.store.get_chat(ref_id)
-            if chat is not None and chat.user_id == user_id:
-                started_at = chat.started_at
-        result = None if started_at is None else await self.memory.forget_conversation(user_id, kind, ref_id)
-        if started_at is None or result is None:
-            log.info("user %s asked to forget a conversation that is not theirs or does not exist", user_id)
-            return NOT_FOUND
-        log.info("user %s forgot %s %s: %d turns, %d facts", user_id, kind, ref_id, result.turns, result.facts)
-        return forgot_conversation_text(kind, started_at, result)
-
-    async def forget_value(self, user_id: int, value: str) -> str:
-        """A picker value: `fact:<id>`, `call:<id>` or `chat:<id>`."""
-        if value.startswith("fact:"):
-            return await self.forget_fact(user_id, value.removeprefix("fact:"))
-        return await self.forget_conversation(user_id, value)
-
-    async def forget_everything(self, user_id: int) -> str:
-        result = await self.memory.forget_everything(user_id)
-        log.info(
-            "user %s forgot everything: %d calls, %d chats, %d turns, %d facts",
-            user_id,
-            result.calls,
-            result.chats,
-            result.turns,
-            result.facts,
-        )
-        return forgot_everything_text(result)
-
-    async def confirm_text(self, user_id: int) -> str:
-        facts = await self.store.count_facts(user_id, include_superseded=True)
-        conversations = await self.store.count_conversations(user_id)
-        what = f" ({plural(facts, 'fact')}, {plural(conversations, 'call or chat', 'calls and chats')})"
-        return CONFIRM_EVERYTHING.format(what=what if facts or conversations else ",")
+    async def cog_unload(self) -> None:
+        self.bot.remove_dynamic_items(*PERSISTENT_CONTROLS)
 
     # ---- /memory ---------------------------------------------------------------------------------------
 
     @app_commands.command(name="memory", description="See what the agent remembers about you; export, pause, forget")
     async def memory_command(self, interaction: discord.Interaction) -> None:
-        page, index, pages = await self.load(interaction.user.id, 0)
-        view = MemoryView(self, interaction.user.id, page, index, pages)
-        await interaction.response.send_message(embed=view.embed(), view=view, ephemeral=True)
-        view.handle = interaction
+        view = await MemoryView.open(self.actions, interaction.user.id, 0)
+        await view.send(interaction, embed=view.embed())
 
     # ---- /forget ---------------------------------------------------------------------------------------
 
@@ -173,8 +78,7 @@ class Memory(commands.Cog):
     @app_commands.describe(item="Start typing to find it")
     async def forget_item(self, interaction: discord.Interaction, item: str) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        text = await self.forget_fact(interaction.user.id, item)
-        await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+        await forget_fact_or_ask(self.actions, interaction, item, in_place=False)
 
     @forget_item.autocomplete("item")
     async def item_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -188,7 +92,7 @@ class Memory(commands.Cog):
     @app_commands.describe(call="Start typing a date or what it was about")
     async def forget_call(self, interaction: discord.Interaction, call: str) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # a long call takes a moment to delete
-        text = await self.forget_conversation(interaction.user.id, call)
+        text = await self.actions.forget_conversation(interaction.user.id, call)
         await interaction.followup.send(text, ephemeral=True)
 
     @forget_call.autocomplete("call")
@@ -202,9 +106,8 @@ class Memory(commands.Cog):
 
     @forget_group.command(name="everything", description="Forget everything the agent remembers about you")
     async def forget_everything_command(self, interaction: discord.Interaction) -> None:
-        view = ConfirmEverythingView(self, interaction.user.id)
-        await interaction.response.send_message(await self.confirm_text(interaction.user.id), view=view, ephemeral=True)
-        view.handle = interaction
+        view = ConfirmEverythingView(self.actions, interaction.user.id)
+        await view.send(interaction, await self.actions.confirm_text(interaction.user.id))
 
 
 async def setup(bot: MemoryBot) -> None:

@@ -21,11 +21,16 @@ from bot.agora.errors import (
 )
 from bot.agora.tokens import (
     ParsedToken006,
+    ParsedToken007,
     build_rtc_token,
     parse_rtc_token_006,
+    parse_rtc_token_007,
+    token_expires_at,
     validate_app_certificate,
     validate_app_id,
+    verify_rtc_token,
     verify_rtc_token_006,
+    verify_rtc_token_007,
 )
 from bot.agora.webhooks import (
     CONVOAI_PRODUCT_ID,
@@ -70,14 +75,19 @@ __all__ = [
     "HistoryItem",
     "Notification",
     "ParsedToken006",
+    "ParsedToken007",
     "build_rtc_token",
     "error_from_response",
     "parse_history_items",
     "parse_notification",
     "parse_rtc_token_006",
+    "parse_rtc_token_007",
     "sign_body",
+    "token_expires_at",
     "validate_app_certificate",
     "validate_app_id",
+    "verify_rtc_token",
     "verify_rtc_token_006",
+    "verify_rtc_token_007",
     "verify_signature",
 ]

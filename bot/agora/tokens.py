@@ -1,8 +1,13 @@
 """RTC tokens: building them for the agent and the browser, and checking them (used by the test emulator).
 
-The project mandates the PyPI package ``agora-token-builder`` 1.0.0, which only makes ``006`` tokens
-(spec §7.1). Everything that mints a token goes through :func:`build_rtc_token`, so moving to ``007``
-AccessToken2 later is a change in one place.
+Everything that mints a token goes through :func:`build_rtc_token`. The default format is ``007``
+(AccessToken2, spec §7.3) with RTC privileges for the channel and uid plus the RTM login privilege, exactly
+what Agora's own ConvoAI samples and the official ``agora-agents`` SDK (``generate_convo_ai_token``) send.
+The SDK's builder stamps tokens with the wall clock and a random salt it draws itself, so it cannot follow
+the bot's injectable clock (which the call lifecycle and its tests rely on for renewals); the few lines of
+packing and signing below follow the published format and are checked in the tests against Agora's official
+test vector and byte for byte against the SDK's builder. ``006`` tokens (``agora.token_format = "006"``) come
+from the PyPI package ``agora-token-builder``, which makes only that format.
 """
 
 from __future__ import annotations
@@ -11,15 +16,20 @@ import base64
 import binascii
 import hmac
 import re
+import secrets
 import struct
 import time
 import zlib
 from dataclasses import dataclass
 from hashlib import sha256
+from typing import Literal
 
 from agora_token_builder.RtcTokenBuilder import Role_Publisher, RtcTokenBuilder
 
 TOKEN_006_VERSION = "006"
+TOKEN_007_VERSION = "007"
+TokenFormat = Literal["007", "006"]
+TOKEN_FORMATS: tuple[TokenFormat, ...] = ("007", "006")
 APP_ID_LENGTH = 32
 MAX_TOKEN_LIFETIME_SECONDS = 86_400
 MAX_RTC_UID = 2**32 - 1
@@ -28,6 +38,10 @@ PRIVILEGE_JOIN_CHANNEL = 1
 PRIVILEGE_PUBLISH_AUDIO = 2
 PRIVILEGE_PUBLISH_VIDEO = 3
 PRIVILEGE_PUBLISH_DATA = 4
+PRIVILEGE_RTM_LOGIN = 1
+
+SERVICE_RTC = 1
+SERVICE_RTM = 2
 
 _HEX32 = re.compile(r"[0-9a-fA-F]{32}")
 
@@ -50,6 +64,36 @@ class ParsedToken006:
     signed_message: bytes
 
 
+@dataclass(frozen=True)
+class TokenService:
+    """One service of a ``007`` token: its privileges (seconds after ``issue_ts``) and its identity fields
+    (channel and uid for RTC, user id for RTM)."""
+
+    type: int
+    privileges: dict[int, int]
+    fields: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class ParsedToken007:
+    """The decoded fields of a ``007`` AccessToken2; all expiries are relative to ``issue_ts``."""
+
+    app_id: str
+    signature: bytes
+    issue_ts: int
+    expire: int
+    salt: int
+    services: dict[int, TokenService]
+    signing_info: bytes
+
+    def expires_at(self) -> int:
+        """When joining the channel stops being allowed: the earlier of the token's and the join privilege's
+        expiry (absolute Unix time)."""
+        rtc = self.services.get(SERVICE_RTC)
+        join = rtc.privileges.get(PRIVILEGE_JOIN_CHANNEL, self.expire) if rtc else self.expire
+        return self.issue_ts + min(self.expire, join)
+
+
 def build_rtc_token(
     app_id: str,
     app_certificate: str,
@@ -58,11 +102,13 @@ def build_rtc_token(
     expires_in: int,
     *,
     now: int | None = None,
+    token_format: TokenFormat = "007",
 ) -> str:
-    """Mint a publisher RTC token for ``uid`` in ``channel``, valid for ``expires_in`` seconds from ``now``.
+    """Mint a publisher token for ``uid`` in ``channel``, valid for ``expires_in`` seconds from ``now``.
 
-    Produces a ``006`` token with agora-token-builder, the format the project currently mandates; this is the
-    only function that knows the format. ``uid`` 0 makes a token valid for any uid (Agora's convention).
+    ``007`` (the default) carries RTC join/publish privileges and the RTM login privilege for ``uid``, as the
+    agent needs when RTM is enabled and as Agora's samples give the browser too; ``006`` (agora-token-builder)
+    carries RTC privileges only. ``uid`` 0 makes a token valid for any uid (Agora's convention).
     """
     validate_app_id(app_id)
     validate_app_certificate(app_certificate)
@@ -73,10 +119,51 @@ def build_rtc_token(
     if not 1 <= expires_in <= MAX_TOKEN_LIFETIME_SECONDS:
         raise ValueError(f"expires_in must be between 1 and {MAX_TOKEN_LIFETIME_SECONDS} seconds, got {expires_in}")
     issued_at = int(time.time()) if now is None else now
+    if token_format == TOKEN_007_VERSION:
+        return _build_token_007(app_id, app_certificate, channel, uid, expires_in, issued_at)
+    if token_format != TOKEN_006_VERSION:
+        raise ValueError(f"agora.token_format must be one of {TOKEN_FORMATS}, got {token_format!r}")
     token = RtcTokenBuilder.buildTokenWithUid(
         app_id, app_certificate, channel, uid, Role_Publisher, issued_at + expires_in
     )
     return str(token)
+
+
+def _build_token_007(
+    app_id: str, app_certificate: str, channel: str, uid: int, expires_in: int, issue_ts: int, salt: int | None = None
+) -> str:
+    """AccessToken2 with an RTC service (privileges 1-4) and an RTM service (login), as
+    ``agora_agent.agentkit.token.generate_convo_ai_token`` builds it."""
+    account = "" if uid == 0 else str(uid)
+    rtc = _pack_u16(SERVICE_RTC) + _pack_privileges(dict.fromkeys((1, 2, 3, 4), expires_in))
+    rtc += _pack_string(channel.encode()) + _pack_string(account.encode())
+    rtm = _pack_u16(SERVICE_RTM) + _pack_privileges({PRIVILEGE_RTM_LOGIN: expires_in}) + _pack_string(str(uid).encode())
+    salt = secrets.randbelow(99_999_999) + 1 if salt is None else salt
+    signing_info = (
+        _pack_string(app_id.encode()) + struct.pack("<III", issue_ts, expires_in, salt) + _pack_u16(2) + rtc + rtm
+    )
+    signature = hmac.new(_signing_key_007(app_certificate, issue_ts, salt), signing_info, sha256).digest()
+    return TOKEN_007_VERSION + base64.b64encode(zlib.compress(_pack_string(signature) + signing_info)).decode()
+
+
+def _signing_key_007(app_certificate: str, issue_ts: int, salt: int) -> bytes:
+    key = hmac.new(struct.pack("<I", issue_ts), app_certificate.encode(), sha256).digest()
+    return hmac.new(struct.pack("<I", salt), key, sha256).digest()
+
+
+def _pack_u16(value: int) -> bytes:
+    return struct.pack("<H", value)
+
+
+def _pack_string(value: bytes) -> bytes:
+    return _pack_u16(len(value)) + value
+
+
+def _pack_privileges(privileges: dict[int, int]) -> bytes:
+    packed = _pack_u16(len(privileges))
+    for key in sorted(privileges):
+        packed += struct.pack("<HI", key, privileges[key])
+    return packed
 
 
 def validate_app_id(app_id: str) -> None:
@@ -154,6 +241,116 @@ def verify_rtc_token_006(
     return None
 
 
+def parse_rtc_token_007(token: str) -> ParsedToken007:
+    """Decode a ``007`` AccessToken2 (spec §7.3); raises ValueError when it is not one."""
+    if not token.startswith(TOKEN_007_VERSION):
+        raise ValueError(f"not a 007 token (starts with {token[:3]!r})")
+    try:
+        content = zlib.decompress(base64.b64decode(token[3:], validate=True))
+    except (binascii.Error, ValueError, zlib.error) as exc:
+        raise ValueError("007 token content is not compressed base64") from exc
+    reader = _Reader(content, "007")
+    signature = reader.string()
+    info_start = reader.position
+    app_id = reader.string().decode("latin-1")
+    issue_ts, expire, salt = reader.u32(), reader.u32(), reader.u32()
+    services: dict[int, TokenService] = {}
+    for _ in range(reader.u16()):
+        service_type = reader.u16()
+        privileges = {reader.u16(): reader.u32() for _ in range(reader.u16())}
+        if service_type == SERVICE_RTC:
+            fields: tuple[bytes, ...] = (reader.string(), reader.string())
+        elif service_type == SERVICE_RTM:
+            fields = (reader.string(),)
+        else:
+            raise ValueError(f"007 token has a service of unknown type {service_type}")
+        services[service_type] = TokenService(service_type, privileges, fields)
+    reader.expect_end()
+    return ParsedToken007(app_id, signature, issue_ts, expire, salt, services, content[info_start:])
+
+
+def verify_rtc_token_007(
+    token: str,
+    app_id: str,
+    app_certificate: str,
+    channel: str,
+    uid: int | str,
+    now: int | float,
+    *,
+    need_rtm: bool = False,
+) -> str | None:
+    """Return None when the AccessToken2 ``token`` lets ``uid`` join ``channel`` at ``now``, else a short reason.
+
+    Checks the app ID, the signature, the RTC service's channel and uid (an empty uid is a wildcard), the
+    join privilege, expiry (the token's and the join privilege's), and with ``need_rtm`` an RTM login for uid.
+    """
+    try:
+        parsed = parse_rtc_token_007(token)
+    except ValueError as exc:
+        return str(exc)
+    if parsed.app_id != app_id:
+        return "token was minted for another app id"
+    expected = hmac.new(
+        _signing_key_007(app_certificate, parsed.issue_ts, parsed.salt), parsed.signing_info, sha256
+    ).digest()
+    if not hmac.compare_digest(expected, parsed.signature):
+        return "token signature does not match the app certificate"
+    rtc = parsed.services.get(SERVICE_RTC)
+    if rtc is None:
+        return "token has no RTC service"
+    token_channel, token_uid = rtc.fields
+    if token_channel != channel.encode():
+        return "token was minted for another channel"
+    uid_text = "" if str(uid) == "0" else str(uid)
+    if token_uid not in (b"", uid_text.encode()):
+        return "token was minted for another uid"
+    if PRIVILEGE_JOIN_CHANNEL not in rtc.privileges:
+        return "token lacks the join-channel privilege"
+    if now >= parsed.expires_at():
+        return "token has expired"
+    if need_rtm:
+        rtm = parsed.services.get(SERVICE_RTM)
+        if rtm is None or PRIVILEGE_RTM_LOGIN not in rtm.privileges:
+            return "token lacks the RTM login privilege"
+        if rtm.fields[0] != str(uid).encode():
+            return "token's RTM user is another uid"
+        if now >= parsed.issue_ts + min(parsed.expire, rtm.privileges[PRIVILEGE_RTM_LOGIN]):
+            return "token's RTM privilege has expired"
+    return None
+
+
+def verify_rtc_token(
+    token: str,
+    app_id: str,
+    app_certificate: str,
+    channel: str,
+    uid: int | str,
+    now: int | float,
+    *,
+    need_rtm: bool = False,
+) -> str | None:
+    """Verify a ``007`` or ``006`` token (see the two functions); ``006`` tokens never carry RTM."""
+    if token.startswith(TOKEN_007_VERSION):
+        return verify_rtc_token_007(token, app_id, app_certificate, channel, uid, now, need_rtm=need_rtm)
+    if token.startswith(TOKEN_006_VERSION):
+        problem = verify_rtc_token_006(token, app_id, app_certificate, channel, uid, now)
+        if problem is None and need_rtm:
+            return "a 006 token carries no RTM privileges"
+        return problem
+    return f"not a 007 or 006 token (starts with {token[:3]!r})"
+
+
+def token_expires_at(token: str) -> int | None:
+    """When the token stops letting its holder join (absolute Unix time); None for a token that never expires
+    or cannot be read."""
+    try:
+        if token.startswith(TOKEN_007_VERSION):
+            return parse_rtc_token_007(token).expires_at()
+        return parse_rtc_token_006(token).privileges.get(PRIVILEGE_JOIN_CHANNEL) or None
+    except ValueError:
+        return None
+
+
 def _crc32(text: str) -> int:
     return zlib.crc32(text.encode()) & 0xFFFFFFFF
 
@@ -161,14 +358,19 @@ def _crc32(text: str) -> int:
 class _Reader:
     """Little-endian reader for the packed token layout; every short read is a ValueError."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, version: str = TOKEN_006_VERSION) -> None:
         self._data = data
         self._position = 0
+        self._version = version
+
+    @property
+    def position(self) -> int:
+        return self._position
 
     def _take(self, size: int) -> bytes:
         end = self._position + size
         if end > len(self._data):
-            raise ValueError("006 token is truncated")
+            raise ValueError(f"{self._version} token is truncated")
         chunk = self._data[self._position : end]
         self._position = end
         return chunk
@@ -186,4 +388,4 @@ class _Reader:
 
     def expect_end(self) -> None:
         if self._position != len(self._data):
-            raise ValueError("006 token has trailing bytes")
+            raise ValueError(f"{self._version} token has trailing bytes")

@@ -72,6 +72,13 @@ class Notification:
     event_type: int
     notify_ms: int
     payload: dict[str, Any]
+    product_id: int | None = None
+
+    @property
+    def is_convoai(self) -> bool:
+        """Whether Conversational AI sent it: one NCS webhook URL may also receive other products' events
+        (RTC channel events, cloud recording...), whose event types overlap ConvoAI's."""
+        return self.product_id == CONVOAI_PRODUCT_ID
 
     @property
     def agent_id(self) -> str | None:
@@ -131,7 +138,14 @@ def parse_notification(raw_body: bytes) -> Notification:
     payload = decoded.get("payload")
     if not isinstance(payload, dict):
         raise ValueError("notification payload is missing or not an object")
-    return Notification(notice_id=str(notice_id), event_type=event_type, notify_ms=notify_ms, payload=payload)
+    product_id = decoded.get("productId")
+    return Notification(
+        notice_id=str(notice_id),
+        event_type=event_type,
+        notify_ms=notify_ms,
+        payload=payload,
+        product_id=product_id if isinstance(product_id, int) and not isinstance(product_id, bool) else None,
+    )
 
 
 def _required_int(envelope: Mapping[str, Any], key: str) -> int:

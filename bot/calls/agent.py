@@ -1,4 +1,7 @@
-"""The join request for one call's agent, from settings, server overrides and the memory context."""
+"""The join request for one call's agent, from settings, server overrides and the memory context.
+
+This module is the one place that shapes the ``/join`` body (and the ``/update`` that renews the agent's token).
+"""
 
 from __future__ import annotations
 
@@ -6,23 +9,65 @@ from typing import Any
 
 from bot.config import AgoraSettings
 
-LLM_PRESETS = ("openai_",)
+LLM_PRESETS = ("openai_gpt",)
 TTS_PRESETS = ("minimax_", "openai_tts")
+MINIMAX_PRESETS = ("minimax_",)
+PARAMLESS_LLM_PRESETS = ("openai_gpt_5",)
+"""GPT-5 models refuse ``max_tokens`` and any ``temperature`` but the default: send them no sampling params."""
+DEFAULT_LLM_PARAMS: dict[str, Any] = {"max_tokens": 400, "temperature": 0.7}
 FAILURE_MESSAGE = "Sorry, I lost my train of thought for a moment. Could you say that again?"
+
+
+def _preset_names(settings: AgoraSettings) -> list[str]:
+    return [name for name in (p.strip() for p in settings.preset.split(",")) if name]
+
+
+def _managed_minimax_voice(settings: AgoraSettings) -> bool:
+    """True when the admin's TTS settings only pick a voice for Agora's managed MiniMax (no key of their own)."""
+    return settings.tts_vendor is None or (settings.tts_vendor == "minimax" and "key" not in settings.tts_params)
 
 
 def preset_for(settings: AgoraSettings) -> str | None:
     """Agora-managed presets, minus the categories an admin configured themselves."""
     keep = []
-    for name in (p.strip() for p in settings.preset.split(",")):
-        if not name:
+    for name in _preset_names(settings):
+        if settings.llm_url and name.startswith(LLM_PRESETS):
             continue
-        if settings.llm_url and name.startswith(LLM_PRESETS) and not name.startswith("openai_tts"):
-            continue
-        if settings.tts_vendor and name.startswith(TTS_PRESETS):
+        if (
+            name.startswith(TTS_PRESETS)
+            and settings.tts_vendor
+            and not (name.startswith(MINIMAX_PRESETS) and _managed_minimax_voice(settings))
+        ):
             continue
         keep.append(name)
     return ",".join(keep) or None
+
+
+def llm_params(settings: AgoraSettings) -> dict[str, Any]:
+    """``llm.params``: the admin's ``agora.llm_params`` when set, else safe defaults for the LLM in use."""
+    if settings.llm_params is not None:
+        params = dict(settings.llm_params)
+    elif not settings.llm_url and any(p.startswith(PARAMLESS_LLM_PRESETS) for p in _preset_names(settings)):
+        params = {}
+    else:
+        params = dict(DEFAULT_LLM_PARAMS)
+    if settings.llm_url and settings.llm_model:
+        params["model"] = settings.llm_model
+    return params
+
+
+def tts_config(settings: AgoraSettings, preset: str | None) -> dict[str, Any] | None:
+    """``tts``: the voice for a MiniMax preset (always sent), the admin's own vendor, or nothing."""
+    presets = [p.strip() for p in (preset or "").split(",")]
+    if any(p.startswith(MINIMAX_PRESETS) for p in presets):
+        params = dict(settings.tts_params)
+        voice_setting = dict(params.get("voice_setting") or {})
+        voice_setting.setdefault("voice_id", settings.tts_voice)
+        params["voice_setting"] = voice_setting
+        return {"vendor": "minimax", "params": params}
+    if settings.tts_vendor:
+        return {"vendor": settings.tts_vendor, "params": dict(settings.tts_params)}
+    return None
 
 
 def join_properties(
@@ -41,13 +86,13 @@ def join_properties(
         "max_history": settings.max_history,
         "greeting_message": greeting,
         "failure_message": FAILURE_MESSAGE,
-        "params": {"max_tokens": 400, "temperature": 0.7},
     }
+    params = llm_params(settings)
+    if params:
+        llm["params"] = params
     if settings.llm_url:
         llm["url"] = settings.llm_url
         llm["api_key"] = settings.llm_api_key.get_secret_value() if settings.llm_api_key else ""
-        if settings.llm_model:
-            llm["params"]["model"] = settings.llm_model
     properties: dict[str, Any] = {
         "channel": channel,
         "token": agent_token,
@@ -59,6 +104,12 @@ def join_properties(
         "asr": {"language": settings.asr_language},
         "llm": llm,
     }
-    if settings.tts_vendor:
-        properties["tts"] = {"vendor": settings.tts_vendor, "params": dict(settings.tts_params)}
+    tts = tts_config(settings, preset_for(settings))
+    if tts is not None:
+        properties["tts"] = tts
     return properties
+
+
+def token_update(agent_token: str) -> dict[str, Any]:
+    """The ``/update`` properties that give a running agent a fresh token (nothing else changes)."""
+    return {"token": agent_token}

@@ -24,7 +24,7 @@ class CallAlreadyActive(CallError):
 
 class QuotaReached(CallError):
     def __init__(self, limit: int, resets_at: float):
-        super().__init__(f"daily limit of {limit} calls reached")
+        super().__init__(f"daily limit of {limit} call{'s' if limit != 1 else ''} reached")
         self.limit = limit
         self.resets_at = resets_at
 

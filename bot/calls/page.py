@@ -17,7 +17,7 @@ class CallPageAdapter:
         call = await self.calls.call_for_link(link_token)
         if call is None or call.state not in PAGE_STATES:
             return None
-        self.calls.page_opened(call.call_id)
+        page_id = self.calls.page_opened(call.call_id)
         return PageSession(
             app_id=self.calls.settings.agora.app_id or "",
             channel=call.channel,
@@ -27,6 +27,7 @@ class CallPageAdapter:
             state=call.state,
             expires_at=self.calls.link_expiry(call),
             max_minutes=call.max_minutes,
+            page_id=page_id,
         )
 
     async def status(self, link_token: str) -> CallStatus | None:
@@ -35,15 +36,18 @@ class CallPageAdapter:
             return None
         turns = await self.calls.store.count_call_turns(call.call_id)
         learned = None if call.private else await facts_learned(self.calls.store, "call", call.call_id)
-        return CallStatus(state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned)
+        facts = tuple(f.text for f in await self.calls.store.facts_from(call_id=call.call_id)) if learned else ()
+        return CallStatus(
+            state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
+        )
 
-    async def hang_up(self, link_token: str, *, via: str) -> CallStatus | None:
+    async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
         call = await self.calls.call_for_link(link_token)
         if call is None:
             return None
         if call.state in ("starting", "active"):
             if via == "beacon" and self.calls.settings.calls.page_close_grace_seconds > 0:
-                self.calls.page_closed(call.call_id)
+                self.calls.page_closed(call.call_id, page_id)
             else:
                 await self.calls.finalize(call.call_id, "page_closed" if via == "beacon" else "hangup_page")
         return await self.status(link_token)

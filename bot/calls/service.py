@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import secrets
 import time
 import uuid
@@ -19,9 +20,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from bot.agora import AgoraError, AgoraLimitExceeded, AgoraNotFound, ConvoAIClient
-from bot.agora.tokens import build_rtc_token
-from bot.agora.webhooks import Notification, parse_notification, verify_signature
-from bot.calls.agent import join_properties, preset_for
+from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS, build_rtc_token
+from bot.agora.webhooks import EVENT_AGENT_TOKEN_EXPIRING, Notification, parse_notification, verify_signature
+from bot.calls.agent import join_properties, preset_for, token_update
 from bot.calls.errors import (
     CallAlreadyActive,
     CallsDisabled,
@@ -43,8 +44,13 @@ log = logging.getLogger(__name__)
 TOKEN_MARGIN_SECONDS = 600
 # A call stays with the process that looks after it for this many checkpoint intervals after the last renewal.
 LEASE_CHECKPOINTS = 3
+# A starting call (joining the agent, with retries) is left alone by other processes for at least this long.
+STARTING_LEASE_SECONDS = 120.0
+TOKEN_RENEW_BEFORE_SECONDS = 3600
+"""A checkpoint renews the agent's token once it has less than this left (Agora also warns with NCS 104)."""
 WEBHOOK_GRACE_SECONDS = 15.0
-"""Post-call processing waits this long after a call ends, so Agora's history webhook can land first."""
+"""Post-call processing waits at most this long after a call ends, so Agora's history webhook (NCS 103) can land
+first; it starts at once when that webhook already arrived or when no webhook is configured."""
 
 STOP_REASONS = {
     "Idle for too long": "idle_timeout",
@@ -53,6 +59,24 @@ STOP_REASONS = {
     "RTC connection error": "agent_failed",
     "OK": "agent_stopped",
 }
+RUNNING_STATUSES = frozenset({"IDLE", "STARTING", "RUNNING", "RECOVERING"})
+_REASON_WRAPPER = re.compile(r"reason:\s*(?P<reason>.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def stop_reason(message: str | None) -> str:
+    """Our end reason for Agora's exit message, bare ("Idle for too long") as NCS 102 sends it or wrapped
+    ("agent exits with reason: Idle for too long") as the query endpoint does."""
+    text = (message or "").strip()
+    wrapped = _REASON_WRAPPER.search(text)
+    if wrapped:
+        text = wrapped.group("reason").strip().rstrip(".").strip()
+    if text in STOP_REASONS:
+        return STOP_REASONS[text]
+    lowered = text.lower()
+    for known, reason in STOP_REASONS.items():
+        if known != "OK" and known.lower() in lowered:
+            return reason
+    return "agent_stopped"
 
 
 @dataclass(frozen=True)
@@ -118,6 +142,9 @@ class CallService:
         self._finalizing: dict[str, asyncio.Task[CallEnded | None]] = {}
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._notices_in_flight: set[str] = set()
+        self._token_expires: dict[str, float] = {}
+        self._final_history: set[str] = set()
+        self._open_pages: dict[str, str] = {}
         self._closing = False
 
     @property
@@ -206,7 +233,7 @@ class CallService:
             link_hash=self.links.hash(link),
             link_expires_at=link_expires,
             owner=self.owner,
-            lease_until=now + self.lease_seconds,
+            lease_until=now + max(self.lease_seconds, STARTING_LEASE_SECONDS),
         )
         try:
             await self.store.create_call(call)
@@ -221,14 +248,7 @@ class CallService:
             system_messages = [{"role": "system", "content": persona}]
         agora = self.settings.agora
         try:
-            agent_token = build_rtc_token(
-                agora.app_id or "",
-                agora.app_certificate.get_secret_value() if agora.app_certificate else "",
-                call.channel,
-                agent_uid,
-                max_minutes * 60 + TOKEN_MARGIN_SECONDS,
-                now=int(now),
-            )
+            agent_token = self._agent_token(call)
             properties = join_properties(
                 agora,
                 channel=call.channel,
@@ -250,7 +270,9 @@ class CallService:
             await self._abandon(call, "start interrupted")
             raise
 
-        if not await self.store.transition_call(call_id, ["starting"], "active", agent_id=started.agent_id):
+        if not await self.store.transition_call(
+            call_id, ["starting"], "active", agent_id=started.agent_id, lease_until=self.clock() + self.lease_seconds
+        ):
             # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
             await self._leave_quietly(started.agent_id)
             raise VoiceUnavailable("call was ended while starting")
@@ -325,10 +347,15 @@ class CallService:
         if self.clock() >= call.started_at + call.max_minutes * 60:
             await self.finalize(call_id, "max_duration")
             return False
+        if self._token_needs_renewal(call):
+            await self.renew_agent_token(call_id)
         try:
             history = await self.agora.history(call.agent_id)
         except AgoraNotFound:
-            await self.finalize(call_id, await self._stop_reason(call.agent_id))
+            reason = await self._stopped_reason(call.agent_id)
+            if reason is None:
+                return True
+            await self.finalize(call_id, reason)
             return False
         except AgoraError as exc:
             log.warning("checkpoint of call %s failed, will retry: %s", call_id, exc)
@@ -339,12 +366,72 @@ class CallService:
             )
         return True
 
-    async def _stop_reason(self, agent_id: str) -> str:
+    async def _stopped_reason(self, agent_id: str) -> str | None:
+        """After ``/history`` said 404: the end reason if the agent has really stopped, None while it is still
+        starting (history is only served once it runs) or cannot be asked right now."""
         try:
             info = await self.agora.query(agent_id)
-        except AgoraError:
+        except AgoraNotFound:
             return "agent_stopped"
-        return STOP_REASONS.get(info.message or "", "agent_stopped")
+        except AgoraError as exc:
+            log.warning("could not ask Agora whether agent %s still runs: %s", agent_id, exc)
+            return None
+        if info.status in RUNNING_STATUSES:
+            return None
+        return stop_reason(info.message)
+
+    # ---- the agent's token -----------------------------------------------------------------------------
+
+    def _token_lifetime(self, call: CallRecord) -> int:
+        """Seconds the agent's next token should last: to the call's time limit plus a margin, at most 24 h
+        (Agora's cap; longer calls get their token renewed)."""
+        remaining = call.started_at + call.max_minutes * 60 - self.clock()
+        return int(max(60, min(remaining + TOKEN_MARGIN_SECONDS, MAX_TOKEN_LIFETIME_SECONDS)))
+
+    def _agent_token(self, call: CallRecord) -> str:
+        agora = self.settings.agora
+        lifetime = self._token_lifetime(call)
+        token = build_rtc_token(
+            agora.app_id or "",
+            agora.app_certificate.get_secret_value() if agora.app_certificate else "",
+            call.channel,
+            call.agent_uid,
+            lifetime,
+            now=int(self.clock()),
+            token_format=agora.token_format,
+        )
+        self._token_expires[call.call_id] = int(self.clock()) + lifetime
+        return token
+
+    def _token_expiry(self, call: CallRecord) -> float:
+        """When the agent's current token expires; after a restart, the first token's expiry (a conservative
+        guess: renewing early is harmless)."""
+        known = self._token_expires.get(call.call_id)
+        if known is not None:
+            return known
+        first = min(call.max_minutes * 60 + TOKEN_MARGIN_SECONDS, MAX_TOKEN_LIFETIME_SECONDS)
+        return call.started_at + first
+
+    def _token_needs_renewal(self, call: CallRecord) -> bool:
+        """The call will outlive the agent's token, which expires within the hour."""
+        expiry = self._token_expiry(call)
+        call_end = call.started_at + call.max_minutes * 60
+        return expiry < call_end and self.clock() >= expiry - TOKEN_RENEW_BEFORE_SECONDS
+
+    async def renew_agent_token(self, call_id: str) -> bool:
+        """Give the call's running agent a fresh token through ``/update``; False when there is nothing to renew
+        or Agora refused (the next checkpoint or 104 notice tries again)."""
+        call = await self.store.get_call(call_id)
+        if call is None or call.state != "active" or call.agent_id is None:
+            return False
+        try:
+            await self.agora.update(call.agent_id, token_update(self._agent_token(call)))
+        except AgoraError as exc:
+            self._token_expires.pop(call_id, None)
+            log.warning("call %s: could not renew the agent's token: %s", call_id, exc)
+            return False
+        log.info("call %s: renewed the agent's token", call_id)
+        return True
 
     # ---- ending ----------------------------------------------------------------------------------------
 
@@ -401,11 +488,13 @@ class CallService:
         now = self.clock()
         won = await self.store.transition_call(call.call_id, ["ending"], "ended", ended_at=now)
         self.memory.release_call(call.call_id)
+        self._token_expires.pop(call.call_id, None)
+        self._open_pages.pop(call.call_id, None)
         if not won:
             return None
         turns = await self.store.count_call_turns(call.call_id)
         if not call.private and turns:
-            await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + WEBHOOK_GRACE_SECONDS)
+            await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + self._history_grace(call))
         ended = CallEnded(
             call_id=call.call_id,
             user_id=call.user_id,
@@ -419,6 +508,14 @@ class CallService:
         )
         await self._notify(ended)
         return ended
+
+    def _history_grace(self, call: CallRecord) -> float:
+        """How long post-call processing waits for Agora's final history: not at all once it arrived, or when
+        no webhook can bring it."""
+        if self.settings.agora.webhook_secret is None or call.call_id in self._final_history:
+            self._final_history.discard(call.call_id)
+            return 0.0
+        return WEBHOOK_GRACE_SECONDS
 
     # ---- webhooks --------------------------------------------------------------------------------------
 
@@ -442,6 +539,9 @@ class CallService:
     async def handle_notification(self, notification: Notification) -> None:
         """Process one delivery. A notice already processed is skipped; it is recorded only after processing,
         so a delivery that failed half-way is processed again when Agora resends it (merging is idempotent)."""
+        if not notification.is_convoai:
+            log.info("ignored a webhook notice of another Agora product (productId %s)", notification.product_id)
+            return
         notice = notification.notice_id
         if notice in self._notices_in_flight:
             log.info("webhook notice %s was already processed", notice)
@@ -473,9 +573,14 @@ class CallService:
                     final=True,
                 )
                 log.info("call %s: history webhook added %d turns", call.call_id, result.added)
+            if call.state in ("starting", "active", "ending"):
+                self._final_history.add(call.call_id)
+            # The final history is in: learning from the call need not wait any longer.
+            await self.store.expedite_job(POST_CALL_JOB, call.call_id, self.clock())
+        if notification.event_type == EVENT_AGENT_TOKEN_EXPIRING and call.state == "active":
+            await self.renew_agent_token(call.call_id)
         if notification.event_type in (102, 103) and call.state in ("starting", "active"):
-            reason = STOP_REASONS.get(notification.stop_message or "", "agent_stopped")
-            await self.finalize(call.call_id, reason)
+            await self.finalize(call.call_id, stop_reason(notification.stop_message))
 
     def _spawn(self, coro: Awaitable[object]) -> None:
         task = asyncio.ensure_future(coro)
@@ -521,11 +626,11 @@ class CallService:
             except AgoraError as exc:
                 log.warning("call %s: Agora unreachable during reconcile, resuming checkpoints: %s", call.call_id, exc)
                 info = None
-            if info is None or info.status in ("RUNNING", "STARTING", "IDLE", "RECOVERING"):
+            if info is None or info.status in RUNNING_STATUSES:
                 self._watch(call.call_id)
                 counts["resumed"] += 1
             else:
-                await self.finalize(call.call_id, STOP_REASONS.get(info.message or "", "agent_stopped"))
+                await self.finalize(call.call_id, stop_reason(info.message))
                 counts["finalized"] += 1
         return counts
 
@@ -574,9 +679,16 @@ class CallService:
 
     # ---- the call page ---------------------------------------------------------------------------------
 
-    def page_closed(self, call_id: str) -> None:
-        """The page was closed (its beacon arrived): end the call after a short grace, unless it is reopened."""
+    def page_closed(self, call_id: str, page_id: str | None = None) -> None:
+        """The page was closed (its beacon arrived): end the call after a short grace, unless it is reopened.
+
+        A reload sends the old page's beacon and the new page's GET in either order (Chromium usually sends
+        the GET first): a beacon from a page that is no longer the latest opened one is a reload, not a close."""
         grace = self.settings.calls.page_close_grace_seconds
+        latest = self._open_pages.get(call_id)
+        if page_id is not None and latest is not None and page_id != latest:
+            log.info("call %s: the close beacon of a reloaded page was ignored", call_id)
+            return
         if call_id in self._closing_pages:
             return
 
@@ -587,11 +699,14 @@ class CallService:
 
         self._closing_pages[call_id] = asyncio.get_running_loop().create_task(end_after_grace())
 
-    def page_opened(self, call_id: str) -> None:
-        """The page was opened again (a reload): keep the call."""
+    def page_opened(self, call_id: str) -> str:
+        """The page was opened (again, for a reload): keep the call. Returns the new page's id."""
         pending = self._closing_pages.pop(call_id, None)
         if pending is not None:
             pending.cancel()
+        page_id = secrets.token_urlsafe(12)
+        self._open_pages[call_id] = page_id
+        return page_id
 
     async def wait_pages_closed(self) -> None:
         await asyncio.gather(*self._closing_pages.values(), return_exceptions=True)
@@ -612,8 +727,9 @@ class CallService:
             agora.app_certificate.get_secret_value() if agora.app_certificate else "",
             call.channel,
             call.user_uid,
-            max(60, min(remaining, 86400)),
+            max(60, min(remaining, MAX_TOKEN_LIFETIME_SECONDS)),
             now=int(self.clock()),
+            token_format=agora.token_format,
         )
 
     @staticmethod

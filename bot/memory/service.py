@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.memory.context import ContextBuilder
+from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
 from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
 from bot.store.models import (
     CallRecord,
@@ -21,11 +23,15 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
-from bot.store.repository import Store
+from bot.store.repository import Store, TurnsChanged
 
 log = logging.getLogger(__name__)
 
 FINAL_CAPTURE = 2**53
+MERGE_ATTEMPTS = 5
+"""A snapshot merge that lost a race with another writer of the call is read and merged again, this many times."""
+TRACE_SCAN_LINES = 2000
+TRACE_SCAN_SUMMARIES = 1000
 """Capture order of the history delivered after the agent stopped: nothing can come later."""
 
 
@@ -71,50 +77,72 @@ class MemoryService:
         lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
         capture = FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000))
         async with lock:
-            current = await self.store.get_call(call.call_id)
-            anchored = bool(current and current.history_anchored)
-            if anchored or not complete:
-                tail = await self.store.call_tail(call.call_id, 2 * len(window) + 2)
-                appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
-                if appended is not None:
-                    await self._apply_append(call, tail, appended, at)
-                    grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
-                    gaps = count_gaps(tail[-1].segment + 1, anchored)
-                    return MergeResult([], anchored, len(appended.new), int(grown), gaps)
-            stored = await self.store.call_turns(call.call_id)
-            result = merge_snapshot(
-                [_utterance(t) for t in stored],
-                window,
-                captured=capture,
-                complete=complete,
-                final=final,
-                anchored=anchored,
-            )
-            old = {t.turn_id: t for t in stored}
-            inserts: list[NewTurn] = []
-            updates: list[TurnUpdate] = []
-            for seq, turn in enumerate(result.turns):
-                if turn.turn_id is None:
-                    inserts.append(NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured))
-                    continue
-                was = old[turn.turn_id]
-                if (was.seq, was.content, was.segment, was.partial, was.captured) != (
-                    seq,
-                    turn.content,
-                    turn.segment,
-                    turn.partial,
-                    turn.captured,
-                ):
-                    updates.append(
-                        TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured)
-                    )
-            if inserts or updates or result.anchored != anchored:
-                await self.store.apply_call_turns(
-                    call.call_id, call.user_id, inserts, updates, anchored=result.anchored, checkpoint_at=at
-                )
-            return result
+            for _attempt in range(MERGE_ATTEMPTS - 1):
+                with contextlib.suppress(TurnsChanged):  # another process wrote meanwhile: read and merge again
+                    return await self._merge(call, window, complete=complete, capture=capture, final=final, at=at)
+            return await self._merge(call, window, complete=complete, capture=capture, final=final, at=at)
 
-    async def _apply_append(self, call: CallRecord, tail: list[TurnRecord], appended: Append, at: float) -> None:
+    async def _merge(
+        self,
+        call: CallRecord,
+        window: Sequence[tuple[Role, str]],
+        *,
+        complete: bool,
+        capture: int,
+        final: bool,
+        at: float,
+    ) -> MergeResult:
+        current = await self.store.get_call(call.call_id)
+        anchored = bool(current and current.history_anchored)
+        version = None if current is None else current.turns_version
+        if anchored or not complete:
+            tail = await self.store.call_tail(call.call_id, 2 * len(window) + 2)
+            appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
+            if appended is not None:
+                await self._apply_append(call, tail, appended, at, version)
+                grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
+                gaps = count_gaps(tail[-1].segment + 1, anchored)
+                return MergeResult([], anchored, len(appended.new), int(grown), gaps)
+        stored = await self.store.call_turns(call.call_id)
+        result = merge_snapshot(
+            [_utterance(t) for t in stored],
+            window,
+            captured=capture,
+            complete=complete,
+            final=final,
+            anchored=anchored,
+        )
+        old = {t.turn_id: t for t in stored}
+        inserts: list[NewTurn] = []
+        updates: list[TurnUpdate] = []
+        for seq, turn in enumerate(result.turns):
+            if turn.turn_id is None:
+                inserts.append(NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured))
+                continue
+            was = old[turn.turn_id]
+            if (was.seq, was.content, was.segment, was.partial, was.captured) != (
+                seq,
+                turn.content,
+                turn.segment,
+                turn.partial,
+                turn.captured,
+            ):
+                updates.append(TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured))
+        if inserts or updates or result.anchored != anchored:
+            await self.store.apply_call_turns(
+                call.call_id,
+                call.user_id,
+                inserts,
+                updates,
+                anchored=result.anchored,
+                checkpoint_at=at,
+                expected_version=version,
+            )
+        return result
+
+    async def _apply_append(
+        self, call: CallRecord, tail: list[TurnRecord], appended: Append, at: float, version: int | None
+    ) -> None:
         last = tail[-1]
         updates = []
         if appended.replaced_last is not None:
@@ -126,7 +154,7 @@ class MemoryService:
         ]
         if inserts or updates:
             await self.store.apply_call_turns(
-                call.call_id, call.user_id, inserts, updates, anchored=False, checkpoint_at=at
+                call.call_id, call.user_id, inserts, updates, anchored=False, checkpoint_at=at, expected_version=version
             )
 
     def release_call(self, call_id: str) -> None:
@@ -171,11 +199,30 @@ class MemoryService:
 
     # ---- forgetting ------------------------------------------------------------------------------------
 
-    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
-        fact = await self.store.forget_fact(user_id, fact_id)
-        if fact is not None:
-            self._schedule_scrub()
-        return fact
+    async def fact_traces(self, user_id: int, fact_id: int) -> FactTraces | None:
+        """The member's fact with the lines it was drawn from and the summaries that repeat it (see
+        ``bot.memory.forgetting``); None when it is not theirs."""
+        fact = await self.store.get_fact(fact_id)
+        if fact is None or fact.user_id != user_id:
+            return None
+        lines = await self.store.search_turns(user_id, search_text(fact_terms(fact.text)), TRACE_SCAN_LINES)
+        summaries = await self.store.latest_summaries(user_id, TRACE_SCAN_SUMMARIES)
+        return traces_of(
+            fact,
+            [(t.turn_id, t.content) for t in lines],
+            [(c.kind, c.ref_id, c.summary or "") for c in summaries],
+        )
+
+    async def forget_fact(self, user_id: int, fact_id: int) -> FactTraces | None:
+        """Forget the fact and its traces, so no later context quotes it in any form."""
+        traces = await self.fact_traces(user_id, fact_id)
+        if traces is None:
+            return None
+        fact = await self.store.forget_fact(user_id, fact_id, turn_ids=traces.turn_ids, summaries=traces.summaries)
+        if fact is None:
+            return None
+        self._schedule_scrub()
+        return traces
 
     async def forget_conversation(self, user_id: int, kind: str, ref_id: str) -> ForgetResult | None:
         if kind == "call":

@@ -175,10 +175,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         2,
-        "call leases (one bot process looks after each open call) and the Discord card any process can edit",
+        "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
         """
         ALTER TABLE calls ADD COLUMN lease_until REAL;
         ALTER TABLE calls ADD COLUMN card_message_id INTEGER;
+        ALTER TABLE calls ADD COLUMN turns_version INTEGER NOT NULL DEFAULT 0;
         """,
     ),
 ]

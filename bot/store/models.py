@@ -58,6 +58,7 @@ class CallRecord:
     summary: str | None = None
     lease_until: float | None = None  # `owner` (a bot process) looks after the call until then
     card_message_id: int | None = None  # the member's Discord card (with `notify_token`), editable by any process
+    turns_version: int = 0  # counts the writes of the call's turns, so concurrent merges cannot both apply
 
 
 @dataclass(frozen=True)

@@ -156,10 +156,11 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         2,
-        "call leases (one bot process looks after each open call) and the Discord card any process can edit",
+        "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
         """
         ALTER TABLE calls ADD COLUMN lease_until DOUBLE PRECISION;
         ALTER TABLE calls ADD COLUMN card_message_id BIGINT;
+        ALTER TABLE calls ADD COLUMN turns_version INTEGER NOT NULL DEFAULT 0;
         """,
     ),
 ]

@@ -34,7 +34,7 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
-from bot.store.repository import OpenCallExists, SchemaTooNew
+from bot.store.repository import OpenCallExists, SchemaTooNew, TurnsChanged
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -361,8 +361,20 @@ class PostgresStore:
         *,
         anchored: bool,
         checkpoint_at: float,
+        expected_version: int | None = None,
     ) -> None:
         async with self._tx() as db:
+            # The call row is locked until commit, so concurrent merges of one call apply one after the other.
+            status = await db.execute(
+                "UPDATE calls SET history_anchored = history_anchored OR $2, last_checkpoint_at = $3, "
+                "turns_version = turns_version + 1 WHERE call_id = $1 AND ($4::integer IS NULL OR turns_version = $4)",
+                call_id,
+                anchored,
+                checkpoint_at,
+                expected_version,
+            )
+            if _count(status) != 1 and expected_version is not None:
+                raise TurnsChanged(call_id)
             if updates:
                 await db.executemany(
                     "UPDATE turns SET seq = $1, content = $2, segment = $3, partial = $4, captured = $5 "
@@ -378,13 +390,6 @@ class PostgresStore:
                         for t in inserts
                     ],
                 )
-            await db.execute(
-                "UPDATE calls SET history_anchored = history_anchored OR $2, last_checkpoint_at = $3 "
-                "WHERE call_id = $1",
-                call_id,
-                anchored,
-                checkpoint_at,
-            )
 
     async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
         async with self._tx() as db:
@@ -629,11 +634,29 @@ class PostgresStore:
 
     # ---- forgetting, export, retention -----------------------------------------------------------------
 
-    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
-        row = await self._one(
-            f"DELETE FROM facts WHERE fact_id = $1 AND user_id = $2 RETURNING {_FACT_COLUMNS}", fact_id, user_id
-        )
-        return None if row is None else _fact(row)
+    async def forget_fact(
+        self,
+        user_id: int,
+        fact_id: int,
+        *,
+        turn_ids: Sequence[int] = (),
+        summaries: Sequence[tuple[str, str]] = (),
+    ) -> FactRecord | None:
+        async with self._tx() as db:
+            row = await db.fetchrow(
+                f"DELETE FROM facts WHERE fact_id = $1 AND user_id = $2 RETURNING {_FACT_COLUMNS}", fact_id, user_id
+            )
+            if row is None:
+                return None
+            await db.execute(
+                "DELETE FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2", list(turn_ids), user_id
+            )
+            for kind, ref_id in summaries:
+                table, column = ("calls", "call_id") if kind == "call" else ("chats", "chat_id")
+                await db.execute(
+                    f"UPDATE {table} SET summary = NULL WHERE {column} = $1 AND user_id = $2", ref_id, user_id
+                )
+        return _fact(row)
 
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None:
         async with self._tx() as db:
@@ -713,6 +736,16 @@ class PostgresStore:
             not_before,
         )
         return added == 1
+
+    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
+        changed = await self._write(
+            "UPDATE jobs SET not_before = $3, updated_at = $3 WHERE kind = $1 AND ref_id = $2 AND state = 'pending' "
+            "AND not_before > $3",
+            kind,
+            ref_id,
+            at,
+        )
+        return changed == 1
 
     async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
         """Take the oldest due job; a 'running' job whose lease ran out (its worker died) is due again. SKIP LOCKED

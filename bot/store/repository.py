@@ -26,6 +26,10 @@ class SchemaTooNew(Exception):
     """The database was written by a newer version of the bot."""
 
 
+class TurnsChanged(Exception):
+    """Another writer (perhaps another bot process) changed the call's turns since they were read: merge again."""
+
+
 class OpenCallExists(Exception):
     """The member already has a call that is not ended (one open call per member, enforced by the store)."""
 
@@ -97,8 +101,10 @@ class Store(Protocol):
         *,
         anchored: bool,
         checkpoint_at: float,
+        expected_version: int | None = None,
     ) -> None:
-        """Apply one merge result atomically (all or nothing)."""
+        """Apply one merge result atomically (all or nothing). With `expected_version` (the call's `turns_version`
+        when its turns were read), raise TurnsChanged and write nothing if another writer came first."""
         ...
 
     async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int: ...
@@ -142,7 +148,18 @@ class Store(Protocol):
     async def count_conversations(self, user_id: int) -> int: ...
 
     # forgetting, export, retention
-    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None: ...
+    async def forget_fact(
+        self,
+        user_id: int,
+        fact_id: int,
+        *,
+        turn_ids: Sequence[int] = (),
+        summaries: Sequence[tuple[str, str]] = (),
+    ) -> FactRecord | None:
+        """Delete the member's fact and, in the same transaction, their lines ``turn_ids`` and the summaries
+        ``(kind, ref_id)`` that repeat it; None (nothing deleted) when the fact is not theirs."""
+        ...
+
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None: ...
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None: ...
     async def forget_user(self, user_id: int) -> ForgetResult: ...
@@ -155,6 +172,10 @@ class Store(Protocol):
 
     # durable post-call queue
     async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
+    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
+        """Make a pending job due at ``at`` if it was due later; True when it was."""
+        ...
+
     async def claim_job(self, at: float, lease_seconds: float) -> Job | None: ...
     async def finish_job(self, job_id: int, at: float) -> None: ...
     async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None: ...

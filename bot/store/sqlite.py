@@ -36,7 +36,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.repository import OpenCallExists, SchemaTooNew
+from bot.store.repository import OpenCallExists, SchemaTooNew, TurnsChanged
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -393,8 +393,16 @@ class SqliteStore:
         *,
         anchored: bool,
         checkpoint_at: float,
+        expected_version: int | None = None,
     ) -> None:
         async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
+                "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
+                (int(anchored), checkpoint_at, call_id, expected_version, expected_version),
+            )
+            if cur.rowcount != 1 and expected_version is not None:
+                raise TurnsChanged(call_id)
             if updates:
                 await db.executemany(
                     "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
@@ -420,11 +428,6 @@ class SqliteStore:
                         for t in inserts
                     ],
                 )
-            await db.execute(
-                "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ? "
-                "WHERE call_id = ?",
-                (int(anchored), checkpoint_at, call_id),
-            )
 
     async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
         async with self._tx() as db:
@@ -646,12 +649,27 @@ class SqliteStore:
 
     # ---- forgetting, export, retention -----------------------------------------------------------------
 
-    async def forget_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
+    async def forget_fact(
+        self,
+        user_id: int,
+        fact_id: int,
+        *,
+        turn_ids: Sequence[int] = (),
+        summaries: Sequence[tuple[str, str]] = (),
+    ) -> FactRecord | None:
         fact = await self.get_fact(fact_id)
         if fact is None or fact.user_id != user_id:
             return None
         async with self._tx() as db:
             await db.execute("DELETE FROM facts WHERE fact_id = ? AND user_id = ?", (fact_id, user_id))
+            await db.executemany(
+                "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
+            )
+            for kind, ref_id in summaries:
+                table, column = ("calls", "call_id") if kind == "call" else ("chats", "chat_id")
+                await db.execute(
+                    f"UPDATE {table} SET summary = NULL WHERE {column} = ? AND user_id = ?", (ref_id, user_id)
+                )
         return fact
 
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None:
@@ -727,6 +745,14 @@ class SqliteStore:
             (kind, ref_id, at, at, not_before),
         )
         return added == 1
+
+    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
+        changed = await self._write(
+            "UPDATE jobs SET not_before = ?, updated_at = ? WHERE kind = ? AND ref_id = ? AND state = 'pending' "
+            "AND not_before > ?",
+            (at, at, kind, ref_id, at),
+        )
+        return changed == 1
 
     async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
         """Take the oldest due job; a 'running' job whose lease ran out (its worker died) is due again."""

@@ -31,6 +31,8 @@ class PageSession:
     state: str  # "starting" | "active" | "ending" | "ended" | "failed"
     expires_at: datetime  # link expiry (UTC)
     max_minutes: int
+    page_id: str = ""
+    """Names this opening of the page: a close beacon from a page that was since reloaded carries an older one."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class CallStatus:
     ended_reason: str | None
     turns_stored: int
     facts_learned: int | None  # None while post-call processing is pending or memory is off
+    facts: tuple[str, ...] = ()
+    """What was learned (the facts' texts), once ``facts_learned`` is known."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -46,6 +50,7 @@ class CallStatus:
             "ended_reason": self.ended_reason,
             "turns_stored": self.turns_stored,
             "facts_learned": self.facts_learned,
+            "facts": list(self.facts),
         }
 
 
@@ -59,8 +64,9 @@ class CallPageBackend(Protocol):
         """The call's status, or None for an unknown link."""
         ...
 
-    async def hang_up(self, link_token: str, *, via: str) -> CallStatus | None:
-        """End the call (idempotent). ``via`` is "page" (End call button) or "beacon" (tab closed)."""
+    async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
+        """End the call (idempotent). ``via`` is "page" (End call button) or "beacon" (tab closed); ``page_id``
+        is the ``PageSession.page_id`` of the page that sent it, when it says."""
         ...
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:

@@ -271,6 +271,7 @@ def page_config(session: PageSession, *, status_poll_interval: float) -> dict[st
         "expiresAt": _iso_utc(session.expires_at),
         "maxMinutes": int(session.max_minutes),
         "pollIntervalMs": max(100, round(status_poll_interval * 1000)),
+        "pageId": session.page_id,
     }
 
 
@@ -369,7 +370,9 @@ async def _api_hangup(request: web.Request) -> web.Response:
     except _BodyTooLarge:
         body = b""
     via = _parse_via(request, body)
-    return _status_json(await request.app[BACKEND_KEY].hang_up(token, via=via))
+    page = request.query.get("page")
+    page_id = page if page and is_valid_link_token(page) else None
+    return _status_json(await request.app[BACKEND_KEY].hang_up(token, via=via, page_id=page_id))
 
 
 async def _agora_webhook(request: web.Request) -> web.Response:

@@ -69,7 +69,7 @@ async def test_join_starts_an_agent_with_the_exact_body(
 async def test_join_with_preset_sends_it(convoai_client: ConvoAIClient, agora_emulator: AgoraEmulator) -> None:
     properties = make_join_properties(agora_emulator)
     del properties["llm"]["url"]
-    del properties["tts"]
+    properties["tts"] = {"vendor": "minimax", "params": {"voice_setting": {"voice_id": "English_captivating_female1"}}}
 
     await convoai_client.join("call-a", properties, preset="openai_gpt_4o_mini,minimax_speech_2_6_turbo")
 
@@ -85,7 +85,7 @@ async def test_query_reports_running_then_stopped(convoai_client: ConvoAIClient,
     stopped = await convoai_client.query(agent_id)
 
     assert running == AgentInfo(agent_id, "RUNNING", "call-a", now, None, "")
-    assert stopped == AgentInfo(agent_id, "STOPPED", "call-a", now, now, "OK")
+    assert stopped == AgentInfo(agent_id, "STOPPED", "call-a", now, now, "agent exits with reason: OK")
 
 
 async def test_leave_returns_true_then_false_when_already_gone(

@@ -230,10 +230,40 @@ async def test_boundary_values_and_nulls_are_accepted(http: httpx.AsyncClient, a
     assert agora_emulator.only_agent().request["pipeline_id"] is None
 
 
+MINIMAX_VOICE = {"vendor": "minimax", "params": {"voice_setting": {"voice_id": "English_captivating_female1"}}}
+
+
 async def test_presets_make_llm_url_and_tts_optional(http: httpx.AsyncClient, agora_emulator: AgoraEmulator) -> None:
     body = join_body(agora_emulator, tts=None, llm={"system_messages": [{"role": "system", "content": "hi"}]})
-    body["preset"] = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
+    body["preset"] = "deepgram_nova_3,openai_gpt_4o_mini,openai_tts_1"
     assert (await join(http, body)).status_code == 200
+
+
+async def test_a_minimax_preset_needs_a_voice(http: httpx.AsyncClient, agora_emulator: AgoraEmulator) -> None:
+    llm = {"system_messages": [{"role": "system", "content": "hi"}]}
+    without_voice = join_body(agora_emulator, tts=None, llm=llm)
+    without_voice["preset"] = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
+    empty_voice = join_body(agora_emulator, tts={"vendor": "minimax", "params": {"voice_setting": {}}}, llm=llm)
+    empty_voice["preset"] = without_voice["preset"]
+    with_voice = join_body(agora_emulator, tts=MINIMAX_VOICE, llm=llm)
+    with_voice["preset"] = without_voice["preset"]
+
+    assert_error(await join(http, without_voice), 400, "MissingRequiredField", "voice_setting.voice_id")
+    assert_error(await join(http, empty_voice), 400, "MissingRequiredField", "voice_setting.voice_id")
+    assert (await join(http, with_voice)).status_code == 200
+
+
+async def test_gpt_5_presets_refuse_max_tokens_and_temperature(
+    http: httpx.AsyncClient, agora_emulator: AgoraEmulator
+) -> None:
+    system = [{"role": "system", "content": "hi"}]
+    refused = join_body(agora_emulator, tts=MINIMAX_VOICE, llm={"system_messages": system, "params": {"max_tokens": 9}})
+    refused["preset"] = "openai_gpt_5_mini,minimax_speech_2_8_turbo"
+    accepted = join_body(agora_emulator, tts=MINIMAX_VOICE, llm={"system_messages": system})
+    accepted["preset"] = refused["preset"]
+
+    assert_error(await join(http, refused), 400, "InvalidFieldValue", "max_tokens")
+    assert (await join(http, accepted)).status_code == 200
 
 
 async def test_llm_preset_alone_still_requires_tts(http: httpx.AsyncClient, agora_emulator: AgoraEmulator) -> None:
@@ -315,8 +345,29 @@ async def test_random_agent_uid_needs_a_uid_zero_token(http: httpx.AsyncClient, 
 async def test_enable_rtm_needs_rtm_privileges_that_006_tokens_lack(
     http: httpx.AsyncClient, agora_emulator: AgoraEmulator
 ) -> None:
-    response = await join(http, join_body(agora_emulator, advanced_features={"enable_rtm": True}))
+    token_006 = _token(agora_emulator, uid=1001, channel="call-channel-1", token_format="006")
+    response = await join(http, join_body(agora_emulator, advanced_features={"enable_rtm": True}, token=token_006))
     assert_error(response, 400, "InvalidFieldValue", "RTM")
+
+
+async def test_a_007_token_with_rtm_serves_an_rtm_agent(http: httpx.AsyncClient, agora_emulator: AgoraEmulator) -> None:
+    response = await join(http, join_body(agora_emulator, advanced_features={"enable_rtm": True}))
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("token_format", ["007", "006"])
+async def test_both_token_formats_are_verified(
+    http: httpx.AsyncClient, agora_emulator: AgoraEmulator, token_format: str
+) -> None:
+    good = _token(agora_emulator, token_format=token_format)
+    other_channel = _token(agora_emulator, channel="another-channel", token_format=token_format)
+    other_uid = _token(agora_emulator, uid=1002, token_format=token_format)
+
+    assert (await join(http, join_body(agora_emulator, token=good))).status_code == 200
+    rejected_channel = await join(http, join_body(agora_emulator, token=other_channel, name="call-b"))
+    rejected_uid = await join(http, join_body(agora_emulator, token=other_uid, name="call-c"))
+    assert_error(rejected_channel, 400, "InvalidFieldValue", "another channel")
+    assert_error(rejected_uid, 400, "InvalidFieldValue", "another uid")
 
 
 # --- conflicts and limits ----------------------------------------------------------------------------------
@@ -385,7 +436,7 @@ async def test_leave_twice_and_history_after_stop(http: httpx.AsyncClient, agora
     assert_error(second, 404, "TaskNotFound")
     assert_error(history, 404, "TaskNotFound")
     assert query.json() == {
-        "message": "OK",
+        "message": "agent exits with reason: OK",
         "start_ts": int(FROZEN_NOW),
         "stop_ts": int(FROZEN_NOW),
         "status": "STOPPED",

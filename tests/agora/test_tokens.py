@@ -13,9 +13,16 @@ from bot.agora.tokens import (
     PRIVILEGE_PUBLISH_AUDIO,
     PRIVILEGE_PUBLISH_DATA,
     PRIVILEGE_PUBLISH_VIDEO,
+    PRIVILEGE_RTM_LOGIN,
+    SERVICE_RTC,
+    SERVICE_RTM,
     build_rtc_token,
     parse_rtc_token_006,
+    parse_rtc_token_007,
+    token_expires_at,
+    verify_rtc_token,
     verify_rtc_token_006,
+    verify_rtc_token_007,
 )
 from tests.fakes.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID
 
@@ -24,8 +31,75 @@ OTHER_CERTIFICATE = "0123456789abcdef0123456789abcdef"
 OTHER_APP_ID = "fedcba9876543210fedcba9876543210"
 
 
-def _token(channel: str = "call-1", uid: int = 1001, expires_in: int = 3600) -> str:
-    return build_rtc_token(TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, expires_in, now=NOW)
+FORMATS = pytest.mark.parametrize("token_format", ["007", "006"])
+
+
+def _token(channel: str = "call-1", uid: int = 1001, expires_in: int = 3600, token_format: str = "006") -> str:
+    return build_rtc_token(
+        TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, expires_in, now=NOW, token_format=token_format
+    )
+
+
+def test_default_token_is_007_with_rtc_and_rtm_privileges_for_the_uid() -> None:
+    token = build_rtc_token(TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, 600, now=NOW)
+
+    parsed = parse_rtc_token_007(token)
+
+    assert token.startswith("007")
+    assert (parsed.app_id, parsed.issue_ts, parsed.expire) == (TEST_APP_ID, NOW, 600)
+    rtc, rtm = parsed.services[SERVICE_RTC], parsed.services[SERVICE_RTM]
+    assert rtc.privileges == {
+        PRIVILEGE_JOIN_CHANNEL: 600,
+        PRIVILEGE_PUBLISH_AUDIO: 600,
+        PRIVILEGE_PUBLISH_VIDEO: 600,
+        PRIVILEGE_PUBLISH_DATA: 600,
+    }
+    assert rtc.fields == (b"call-1", b"1001")
+    assert rtm.privileges == {PRIVILEGE_RTM_LOGIN: 600} and rtm.fields == (b"1001",)
+    assert token_expires_at(token) == NOW + 600
+    assert verify_rtc_token_007(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW, need_rtm=True) is None
+
+
+OFFICIAL_VECTOR = (
+    "007eJxTYBBbsMMnKq7p9Hf/HcIX5kce9b518kCiQgSr5Zrp4X1Tu6UUGCzNDZwdjU1TUs0Mkk1MzExMk5ISUy0SjQxNDcwMk4yN3b8IMEQwMTAwMoAwB"
+    "IL4CgzmKeZGxmamqUmWFsYmFqbGluapxqnGaZYpJmYGSSkpiVwMRhYWRsYmhkbmxgDCaiTj"
+)
+
+
+def test_the_verifier_accepts_agoras_official_access_token2_vector_until_it_expires() -> None:
+    channel, uid = "7d72365eb983485397e3e3f9d460bdda", 2882341273
+    parsed = parse_rtc_token_007(OFFICIAL_VECTOR)
+    assert (parsed.issue_ts, parsed.expire, parsed.salt) == (1111111, 600, 1)
+    assert verify_rtc_token_007(OFFICIAL_VECTOR, TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, 1111710) is None
+    assert verify_rtc_token_007(OFFICIAL_VECTOR, TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, 1111711) == (
+        "token has expired"
+    )
+    reason = verify_rtc_token_007(
+        OFFICIAL_VECTOR, TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, 1111200, need_rtm=True
+    )
+    assert reason == "token lacks the RTM login privilege"
+
+
+def test_the_builder_matches_the_official_sdk_builder_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """agora-agents' generate_convo_ai_token is Agora's own AccessToken2 builder; with its clock and salt pinned
+    it must produce exactly our token."""
+    from types import SimpleNamespace
+
+    from agora_agent.agentkit import token as sdk_token
+
+    from bot.agora.tokens import _build_token_007
+
+    monkeypatch.setattr(sdk_token, "time", SimpleNamespace(time=lambda: NOW))
+    monkeypatch.setattr(sdk_token, "random", SimpleNamespace(randint=lambda _low, _high: 4242))
+    official = sdk_token.generate_convo_ai_token(TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, token_expire=900)
+
+    assert official.startswith("007")
+    assert _build_token_007(TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, 900, NOW, salt=4242) == official
+
+
+def test_an_unknown_token_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="token_format"):
+        build_rtc_token(TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, 600, now=NOW, token_format="008")  # type: ignore[arg-type]
 
 
 def test_built_token_is_006_with_all_publisher_privileges_expiring_at_now_plus_lifetime() -> None:
@@ -43,18 +117,27 @@ def test_built_token_is_006_with_all_publisher_privileges_expiring_at_now_plus_l
     }
 
 
-def test_token_verifies_for_its_channel_and_uid() -> None:
-    assert verify_rtc_token_006(_token(), TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW) is None
-    assert verify_rtc_token_006(_token(), TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", "1001", NOW) is None
+@FORMATS
+def test_token_verifies_for_its_channel_and_uid(token_format: str) -> None:
+    token = _token(token_format=token_format)
+    assert verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW) is None
+    assert verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", "1001", NOW) is None
 
 
-def test_default_now_is_the_wall_clock() -> None:
+@FORMATS
+def test_default_now_is_the_wall_clock(token_format: str) -> None:
     before = int(time.time())
-    token = build_rtc_token(TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, 60)
-    expiry = parse_rtc_token_006(token).privileges[PRIVILEGE_JOIN_CHANNEL]
-    assert before + 60 <= expiry <= int(time.time()) + 60
+    token = build_rtc_token(TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, 60, token_format=token_format)
+    expiry = token_expires_at(token)
+    assert expiry is not None and before + 60 <= expiry <= int(time.time()) + 60
 
 
+def test_a_006_token_cannot_serve_an_agent_that_needs_rtm() -> None:
+    reason = verify_rtc_token(_token(), TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW, need_rtm=True)
+    assert reason == "a 006 token carries no RTM privileges"
+
+
+@FORMATS
 @pytest.mark.parametrize(
     ("channel", "uid", "app_id", "certificate", "now", "reason_fragment"),
     [
@@ -67,25 +150,30 @@ def test_default_now_is_the_wall_clock() -> None:
     ],
 )
 def test_token_is_rejected_with_a_reason(
-    channel: str, uid: int, app_id: str, certificate: str, now: int, reason_fragment: str
+    channel: str, uid: int, app_id: str, certificate: str, now: int, reason_fragment: str, token_format: str
 ) -> None:
-    reason = verify_rtc_token_006(_token(), app_id, certificate, channel, uid, now)
+    reason = verify_rtc_token(_token(token_format=token_format), app_id, certificate, channel, uid, now)
     assert reason is not None
     assert reason_fragment in reason
 
 
-def test_token_is_valid_until_one_second_before_expiry() -> None:
-    assert verify_rtc_token_006(_token(), TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW + 3599) is None
+@FORMATS
+def test_token_is_valid_until_one_second_before_expiry(token_format: str) -> None:
+    token = _token(token_format=token_format)
+    assert verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW + 3599) is None
 
 
-def test_uid_zero_token_is_a_wildcard() -> None:
-    token = _token(uid=0)
+@FORMATS
+def test_uid_zero_token_is_a_wildcard(token_format: str) -> None:
+    token = _token(uid=0, token_format=token_format)
     for uid in (0, 1001, "42"):
-        assert verify_rtc_token_006(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", uid, NOW) is None
+        assert verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", uid, NOW) is None
 
 
-def test_specific_uid_token_does_not_serve_a_random_uid_agent() -> None:
-    reason = verify_rtc_token_006(_token(uid=1001), TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", "0", NOW)
+@FORMATS
+def test_specific_uid_token_does_not_serve_a_random_uid_agent(token_format: str) -> None:
+    token = _token(uid=1001, token_format=token_format)
+    reason = verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", "0", NOW)
     assert reason == "token was minted for another uid"
 
 
@@ -149,9 +237,16 @@ channels = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), 
 
 
 @settings(max_examples=40, deadline=None)
-@given(channel=channels, uid=st.integers(min_value=1, max_value=2**32 - 1), lifetime=st.integers(1, 86_400))
-def test_round_trip_and_tamper_detection(channel: str, uid: int, lifetime: int) -> None:
-    token = build_rtc_token(TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, lifetime, now=NOW)
-    assert verify_rtc_token_006(token, TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, NOW) is None
-    assert verify_rtc_token_006(token, TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, NOW + lifetime) is not None
-    assert verify_rtc_token_006(token, TEST_APP_ID, TEST_APP_CERTIFICATE, channel + "x", uid, NOW) is not None
+@given(
+    channel=channels,
+    uid=st.integers(min_value=1, max_value=2**32 - 1),
+    lifetime=st.integers(1, 86_400),
+    token_format=st.sampled_from(["007", "006"]),
+)
+def test_round_trip_and_tamper_detection(channel: str, uid: int, lifetime: int, token_format: str) -> None:
+    token = build_rtc_token(
+        TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, lifetime, now=NOW, token_format=token_format
+    )  # type: ignore[arg-type]
+    assert verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, NOW) is None
+    assert verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, channel, uid, NOW + lifetime) is not None
+    assert verify_rtc_token(token, TEST_APP_ID, TEST_APP_CERTIFICATE, channel + "x", uid, NOW) is not None

@@ -102,7 +102,8 @@ def test_parse_agent_left_notification() -> None:
 
     notification = parse_notification(_envelope(102, payload))
 
-    assert notification == Notification("2000001428:4330:107", 102, 1611566412672, payload)
+    assert notification == Notification("2000001428:4330:107", 102, 1611566412672, payload, product_id=17)
+    assert notification.is_convoai
     assert notification.agent_id == "1NT29X10YHxxxxxWJOXLYHNYB"
     assert notification.name == "my-agent"
     assert notification.channel == "xxxxx"

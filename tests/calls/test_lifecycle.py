@@ -325,3 +325,58 @@ async def test_checkpoints_run_on_their_own_and_survive_a_failing_one(tmp_path: 
 
         await eventually(saved)
         assert failures == [1]
+
+
+async def test_learning_starts_as_soon_as_the_history_webhook_arrived(world: CallWorld) -> None:
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, conversation(4))
+    world.emu.hold_webhooks()
+    await world.calls.hang_up(ALICE)
+    assert await world.store.claim_job(world.clock(), 60) is None, "waits for Agora's final history"
+
+    await world.emu.release_webhooks()
+    await world.emu.wait_webhooks_idle()
+    await world.calls.wait_background()
+
+    job = await world.store.claim_job(world.clock(), 60)
+    assert job is not None and job.ref_id == started.call_id
+
+
+async def test_learning_starts_at_once_when_the_webhook_ended_the_call(world: CallWorld) -> None:
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, conversation(4))
+    world.emu.user_left(agent.agent_id)
+    world.emu.advance(31)  # idle timeout: Agora stops the agent and sends 102 and 103
+    await eventually(lambda: world.log.ended)
+    await world.calls.wait_background()
+
+    job = await world.store.claim_job(world.clock(), 60)
+    assert job is not None and job.ref_id == started.call_id
+
+
+async def test_without_webhooks_learning_does_not_wait_for_one(tmp_path: Path) -> None:
+    async with call_world(tmp_path, webhooks=False, agora={"webhook_secret": None}) as world:
+        started, agent = await start_call(world)
+        world.emu.script(agent.agent_id, conversation(4))
+        await world.calls.hang_up(ALICE)
+
+        job = await world.store.claim_job(world.clock(), 60)
+        assert job is not None and job.ref_id == started.call_id
+
+
+async def test_the_page_status_lists_what_was_learned(world: CallWorld) -> None:
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, [("user", "My cat is called Miso.")])
+    await world.calls.hang_up(ALICE)
+    token = link_token(started)
+    pending = await world.adapter.status(token)
+    assert pending is not None and (pending.facts_learned, pending.facts) == (None, ())
+
+    await world.store.add_fact(ALICE, "Has a cat called Miso", world.clock(), call_id=started.call_id)
+    job = await world.store.claim_job(world.clock() + 60, 60)
+    assert job is not None
+    await world.store.finish_job(job.job_id, world.clock())
+
+    done = await world.adapter.status(token)
+    assert done is not None and (done.facts_learned, done.facts) == (1, ("Has a cat called Miso",))
+    assert done.to_json()["facts"] == ["Has a cat called Miso"]

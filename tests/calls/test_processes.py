@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from bot.memory.service import MemoryService
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from tests.factories import make_call
 from tests.harness import CallWorld, EndedLog, call_world, eventually
 
 ALICE = 1001
@@ -129,3 +131,27 @@ async def test_the_takeover_loop_finds_orphaned_calls_on_its_own(
             await loop
             await second.shutdown(grace_seconds=1)
             await store.close()
+
+
+async def test_two_processes_merging_one_call_at_once_store_each_line_once(
+    world: CallWorld, other_process: tuple[CallService, EndedLog]
+) -> None:
+    """A checkpoint in one process and the final history read in another can merge the same window at once: the
+    second writer finds the transcript changed (its version moved), reads again and merges, adding nothing twice."""
+    second = other_process[0]
+    call = make_call(user_id=ALICE, state="active")
+    await world.store.create_call(call)
+    window = lines(6)
+    real_apply = second.store.apply_call_turns
+    interleaved = []
+
+    async def apply_after_the_other_process(*args: Any, **kwargs: Any) -> None:
+        if not interleaved:  # the other process's merge lands between this one's read and its write
+            interleaved.append(await world.memory.record_snapshot(call, window, max_history=32))
+        await real_apply(*args, **kwargs)
+
+    second.store.apply_call_turns = apply_after_the_other_process  # type: ignore[method-assign]
+    await second.memory.record_snapshot(call, [*window, ("user", "one more")], max_history=32)
+    assert interleaved, "the race happened"
+    stored = [(t.role, t.content) for t in await world.store.call_turns(call.call_id)]
+    assert stored == [*window, ("user", "one more")]

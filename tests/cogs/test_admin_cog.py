@@ -10,6 +10,8 @@ Permission model tested here, as on Discord:
 
 from __future__ import annotations
 
+import re
+
 import discord
 import pytest
 from discord import app_commands
@@ -100,12 +102,50 @@ async def test_persona_and_greeting_apply_to_the_next_call(simcord_env, world: C
 
     reset = await carol.slash(channel, "settings persona", reset=True)
     assert "default persona" in reset.response.content
-    await carol.slash(channel, "settings greeting")  # no text: back to the default as well
+    await carol.slash(channel, "settings greeting", reset=True)
     assert await world.store.get_guild_settings(guild.id) == GuildSettings(guild_id=guild.id)
     started = await world.calls.start(user_id=alice.id, guild_id=guild.id)
     agent = world.emu.agent_by_label("call_id", started.call_id)
     assert agent.system_messages[0]["content"] == world.settings.memory.persona
     assert agent.llm["greeting_message"] == world.settings.agora.greeting
+
+
+async def test_persona_or_greeting_without_text_shows_the_current_one_and_changes_nothing(
+    simcord_env, world: CallWorld, server
+) -> None:
+    guild, channel, carol, _ = server
+    await carol.slash(channel, "settings persona", text="You are Captain Byte, a cheerful pirate.")
+    before = await world.store.get_guild_settings(guild.id)
+
+    persona = await carol.slash(channel, "settings persona")
+    greeting = await carol.slash(channel, "settings greeting")
+
+    assert persona.ephemeral and "uses a **custom persona**" in persona.response.content
+    assert "Captain Byte" in persona.response.content and "`reset:True`" in persona.response.content
+    assert "the bot's **default greeting**" in greeting.response.content
+    assert world.settings.agora.greeting in greeting.response.content
+    assert await world.store.get_guild_settings(guild.id) == before
+
+
+async def test_counts_read_as_words(simcord_env, world: CallWorld, server) -> None:
+    guild, channel, carol, alice = server
+    one_minute = await carol.slash(channel, "settings max-minutes", minutes=1)
+    one_call = await carol.slash(channel, "settings daily-calls", count=1)
+    one_day = await carol.slash(channel, "settings retention", days=1)
+    await world.store.set_consent(alice.id, True, 0.0)
+    await world.calls.start(user_id=alice.id, guild_id=guild.id)
+    await world.calls.hang_up(alice.id)
+    shown = await carol.slash(channel, "settings show")
+    refused = await alice.slash(channel, "call")
+
+    assert "**1 minute**" in one_minute.response.content
+    assert "**1 call per day**" in one_call.response.content
+    assert "deleted 1 day after" in one_day.response.content
+    assert "1 call started here" in shown.response.content and "deleted after 1 day" in shown.response.content
+    assert "limit of 1 call in this server" in refused.response.content
+    everything = "\n".join([one_minute.response.content, one_call.response.content, shown.response.content])
+    assert not re.search(r"\b1 (minutes|calls|days)\b", everything + refused.response.content)
+    assert isinstance(simcord_env.errors[-1].original, QuotaReached)
 
 
 async def test_persona_longer_than_the_limit_is_refused_by_discord(simcord_env, server) -> None:
@@ -145,7 +185,7 @@ async def test_daily_calls_limit_applies_to_the_next_call(simcord_env, world: Ca
     await alice.slash(channel, "hangup")
 
     second = await alice.slash(channel, "call")
-    assert "today's limit of 1 calls" in second.response.content
+    assert "today's limit of 1 call in" in second.response.content
     assert isinstance(simcord_env.errors[-1].original, QuotaReached)
 
 

@@ -114,7 +114,7 @@ async def test_daily_quota(simcord_env, world: CallWorld, member) -> None:
     await remembered_call(simcord_env, world, channel, alice)
     await alice.slash(channel, "hangup")
     again = await alice.slash(channel, "call")
-    assert "today's limit of 1 calls" in again.response.content and "<t:" in again.response.content
+    assert "today's limit of 1 call in" in again.response.content and "<t:" in again.response.content
     assert isinstance(simcord_env.errors[-1].original, QuotaReached)
 
 

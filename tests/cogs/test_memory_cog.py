@@ -432,3 +432,18 @@ async def test_forget_everything_times_out_safely(simcord_env, world: CallWorld,
     assert all(c.get("disabled") for c in items(prompt.response))
     assert await world.store.count_facts(alice.id) == 9
     assert await world.store.count_conversations(alice.id) == 4
+
+
+async def test_a_click_keeps_the_panel_alive_for_another_full_timeout(simcord_env, world: CallWorld, members) -> None:
+    channel, alice, _ = members
+    for n in range(10):
+        await world.store.add_fact(alice.id, f"Fact number {n:02d}", T0 + n)
+    shown = await alice.slash(channel, "memory")
+    await simcord_env.advance_time(MEMORY_VIEW_SECONDS - 60)
+
+    await alice.click(shown.response, label="▶")
+    await simcord_env.advance_time(120)  # past the first timeout, within the one the click started
+    assert enabled(shown.response, "◀") and enabled(shown.response, "Export")
+
+    await simcord_env.advance_time(MEMORY_VIEW_SECONDS)
+    assert all(c.get("disabled") for c in items(shown.response))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,16 @@ from playwright.async_api import expect
 from tests.harness import call_world, eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def ends_with(world, call_id: str, reason: str) -> None:
+    """Wait until the call has ended, then check why."""
+
+    async def ended() -> bool:
+        return (await world.store.get_call(call_id)).state == "ended"
+
+    await eventually(ended)
+    assert (await world.store.get_call(call_id)).end_reason == reason
 
 
 async def test_start_joins_and_end_call_stops_the_call_in_the_store(browser, sdk_stub_url: str, tmp_path: Path) -> None:
@@ -50,12 +61,63 @@ async def test_closing_the_tab_sends_the_beacon_that_ends_the_call(browser, sdk_
         await expect(page.get_by_role("status")).to_have_text("Waiting for the agent…")
         await page.close(run_before_unload=True)
 
-        async def ended() -> bool:
-            return (await world.store.get_call(started.call_id)).state == "ended"
-
-        await eventually(ended)
-        assert (await world.store.get_call(started.call_id)).end_reason == "page_closed"
+        await ends_with(world, started.call_id, "page_closed")
         second = await browser.new_page()
         await second.goto(started.link_url.replace(world.settings.web.public_url, world.web.url))
         await expect(second.get_by_text("This link is no longer valid")).to_be_visible()
         await second.close()
+
+
+@pytest.mark.parametrize("first", ["reload_get", "beacon"])
+async def test_reloading_the_page_keeps_the_call_whichever_request_arrives_first(
+    browser, sdk_stub_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    """Chromium sends the reloaded page's GET before the old page's close beacon (it unloads the old page only
+    once the new one's response arrives); the beacon can also come strictly first (the page is left, then opened
+    again). Either order must keep the call, and closing the reopened page must still end it after the grace."""
+    async with call_world(tmp_path, sdk_url=sdk_stub_url, calls={"page_close_grace_seconds": 0.5}) as world:
+        await world.store.set_consent(79, True, world.clock())
+        started = await world.calls.start(user_id=79, guild_id=5)
+        url = started.link_url.replace(world.settings.web.public_url, world.web.url)
+        page = await browser.new_page()
+        await page.goto(url)
+        await page.get_by_role("button", name="Start call").click()
+        await expect(page.get_by_role("status")).to_have_text("Waiting for the agent…")
+
+        adapter = world.adapter
+        open_page, hang_up = adapter.open_page, adapter.hang_up
+        reopened, beacon_done = asyncio.Event(), asyncio.Event()
+
+        async def ordered_open_page(token: str):
+            session = await open_page(token)
+            reopened.set()
+            return session
+
+        async def ordered_hang_up(token: str, *, via: str, page_id: str | None = None):
+            if via == "beacon" and first == "reload_get":
+                await asyncio.wait_for(reopened.wait(), 10)
+            status = await hang_up(token, via=via, page_id=page_id)
+            if via == "beacon":
+                beacon_done.set()
+            return status
+
+        monkeypatch.setattr(adapter, "open_page", ordered_open_page)
+        monkeypatch.setattr(adapter, "hang_up", ordered_hang_up)
+        if first == "reload_get":
+            await page.reload()
+        else:
+            await page.goto("about:blank")
+            await asyncio.wait_for(beacon_done.wait(), 10)
+            assert not reopened.is_set()
+            await page.goto(url)
+        await asyncio.wait_for(beacon_done.wait(), 10)
+        assert reopened.is_set()
+        await expect(page.get_by_role("button", name="Start call")).to_be_enabled()
+        await asyncio.sleep(0.8)  # longer than the grace period
+        assert (await world.store.get_call(started.call_id)).state == "active"
+
+        await page.get_by_role("button", name="Start call").click()
+        await expect(page.get_by_role("status")).to_have_text("Waiting for the agent…")
+        await page.close(run_before_unload=True)
+
+        await ends_with(world, started.call_id, "page_closed")

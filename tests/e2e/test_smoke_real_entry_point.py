@@ -20,12 +20,14 @@ from tests.harness import eventually, free_port, make_settings
 ALICE = 424242
 
 
-def find_message_with(fake: FakeDiscord, custom_id: str) -> dict:
+def find_message_with(fake: FakeDiscord, prefix: str) -> tuple[dict, str]:
+    """The newest message with a component whose custom_id starts with ``prefix``, and that custom_id."""
     for message in reversed(list(fake.messages.values())):
         for row in message.get("components", []):
-            if any(c.get("custom_id") == custom_id for c in row.get("components", [])):
-                return message
-    raise AssertionError(f"no message with a {custom_id!r} component")
+            for component in row.get("components", []):
+                if component.get("custom_id", "").startswith(prefix):
+                    return message, component["custom_id"]
+    raise AssertionError(f"no message with a {prefix!r} component")
 
 
 async def next_of_kind(fake: FakeDiscord, token: str, *kinds: str) -> dict:
@@ -57,7 +59,9 @@ async def test_real_entry_point_answers_call_over_the_gateway(tmp_path: Path, mo
             consent = await next_of_kind(fake, token, "followup", "edit")
             assert "may the agent remember you" in consent["content"]
 
-            click = await fake.click(find_message_with(fake, "consent:remember"), "consent:remember", ALICE)
+            message, custom_id = find_message_with(fake, "consent:remember:call:")
+            assert custom_id == f"consent:remember:call:{ALICE}"
+            click = await fake.click(message, custom_id, ALICE)
             card = await next_of_kind(fake, click, "edit")
             link = next(c["url"] for row in card["components"] for c in row["components"] if c.get("url"))
             assert link.startswith(f"http://127.0.0.1:{port}/call/")

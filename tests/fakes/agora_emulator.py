@@ -5,13 +5,17 @@ It implements the contract of ``/work/shared/specs/agora-convoai.md`` (§4, §5,
 UNVERIFIED, the choice made here is written down next to the code that makes it. Summary of those choices:
 
 * Auth: only HTTP Basic with the configured customer ID/secret (scheme case-insensitive). ``agora token=``
-  headers get 401: this project authenticates with Basic, and 007 verification is not implemented.
+  headers get 401: this project authenticates its REST calls with Basic, so token auth is not modelled.
 * An ``{appid}`` in the path other than the emulator's app ID gets 401 ``InvalidPermission`` (the credentials
   are not valid for that project). 401 rather than 404 so a misconfigured app ID can never pass for
   "agent already gone" on ``leave``.
-* ``properties.token`` must be a valid ``006`` token for (channel, agent_rtc_uid) signed with the emulator's
-  app certificate and not expired, else 400 ``InvalidFieldValue``. A ``006`` RTC token carries no RTM
-  privilege, so ``advanced_features.enable_rtm: true`` is rejected as well (spec §7.4).
+* ``properties.token`` must be a valid ``007`` AccessToken2 or ``006`` token for (channel, agent_rtc_uid) signed
+  with the emulator's app certificate and not expired (the token's expiry and its join privilege's), else 400
+  ``InvalidFieldValue`` (spec §7.4). With ``advanced_features.enable_rtm: true`` the token must also carry the
+  RTM login privilege for the agent's uid, which only ``007`` tokens can.
+* A MiniMax TTS preset needs ``tts.params.voice_setting.voice_id`` (every documented preset example sends one):
+  without it the join is 400 ``MissingRequiredField``. The ``openai_gpt_5_*`` LLM presets reject
+  ``llm.params.max_tokens`` and ``llm.params.temperature`` (those models take neither) with 400.
 * The (*) rule for ``llm``/``tts``: an LLM preset, a non-null ``pipeline_id`` or ``mllm.enable: true`` makes
   ``llm`` optional, otherwise ``llm.url`` is required; a TTS preset, ``pipeline_id`` or ``mllm.enable:
   true`` makes ``tts`` optional, otherwise ``tts.vendor`` (one of the documented vendors) is required.
@@ -25,7 +29,10 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   example); ``speak`` and ``interrupt`` are only recorded.
 * History items carry extra ``turn_id`` and ``timestamp`` fields (allowed by the spec) so clients are tested
   to ignore unknown fields. History of an agent that is not STARTING/RUNNING is 404 ``TaskNotFound``.
-* ``query`` of a running agent reports ``stop_ts: 0`` and ``message: ""``; stopped agents stay queryable.
+* ``query`` of a running agent reports ``stop_ts: 0`` and ``message: ""``; stopped agents stay queryable and
+  report ``message: "agent exits with reason: <the 102 message>"`` (the docs' query example wraps the reason).
+* History is served only while the agent is RUNNING ("Only supports querying the running agent"): a STARTING
+  agent gets 404 ``TaskNotFound`` like a stopped one.
 * ``start_status="STARTING"``: the agent reports STARTING until the user joins or one emulator-clock second
   has passed (checked on each request or :meth:`AgoraEmulator.advance`).
 * Time is ``clock() + offset``; :meth:`AgoraEmulator.advance` moves the offset and fires due timers (idle
@@ -55,10 +62,9 @@ import aiohttp
 from aiohttp import web
 
 from bot.agora.tokens import (
-    PRIVILEGE_JOIN_CHANNEL,
     build_rtc_token,
-    parse_rtc_token_006,
-    verify_rtc_token_006,
+    token_expires_at,
+    verify_rtc_token,
 )
 from bot.agora.webhooks import sign_body
 
@@ -94,6 +100,8 @@ LIST_DEFAULT_WINDOW_SECONDS = 2 * 3600
 ASR_PRESETS = frozenset({"deepgram_nova_2", "deepgram_nova_3"})
 LLM_PRESETS = frozenset({"openai_gpt_4o_mini", "openai_gpt_4_1_mini", "openai_gpt_5_nano", "openai_gpt_5_mini"})
 TTS_PRESETS = frozenset({"minimax_speech_2_6_turbo", "minimax_speech_2_8_turbo", "openai_tts_1"})
+MINIMAX_PRESETS = frozenset({"minimax_speech_2_6_turbo", "minimax_speech_2_8_turbo"})
+PARAMLESS_LLM_PRESETS = frozenset({"openai_gpt_5_nano", "openai_gpt_5_mini"})
 TTS_VENDORS = frozenset(
     {
         "microsoft",
@@ -602,10 +610,7 @@ class AgoraEmulator:
     def _warn_if_token_expiring(self, agent: EmulatedAgent, now: float) -> None:
         if agent.token_warning_sent_for == agent.token:
             return
-        try:
-            expiry = parse_rtc_token_006(agent.token).privileges.get(PRIVILEGE_JOIN_CHANNEL, 0)
-        except ValueError:
-            return
+        expiry = token_expires_at(agent.token)
         if expiry and now >= expiry - TOKEN_EXPIRY_WARNING_SECONDS:
             agent.token_warning_sent_for = agent.token
             self._emit(104, {**self._payload_base(agent), "message": "Task exceeded maximum lifetime"})
@@ -814,7 +819,7 @@ class AgoraEmulator:
         return _json_response(
             200,
             {
-                "message": agent.message,
+                "message": f"agent exits with reason: {agent.message}" if agent.message else "",
                 "start_ts": agent.start_ts,
                 "stop_ts": agent.stop_ts or 0,
                 "status": agent.status,
@@ -880,7 +885,8 @@ class AgoraEmulator:
             raise ApiError(400, "InvalidFieldValue", "properties must be an object")
         token = properties.get("token")
         if token is not None:
-            self._check_agent_token(token, agent.channel, agent.agent_rtc_uid, enable_rtm=False)
+            enable_rtm = bool((agent.properties.get("advanced_features") or {}).get("enable_rtm"))
+            self._check_agent_token(token, agent.channel, agent.agent_rtc_uid, enable_rtm=enable_rtm)
         for section in ("llm", "mllm"):
             if properties.get(section) is not None:
                 _check_object(properties[section], f"properties.{section}")
@@ -903,6 +909,8 @@ class AgoraEmulator:
 
     async def _history(self, request: web.Request) -> web.Response:
         agent = self._agent_or_404(request, running=True)
+        if agent.status != "RUNNING":
+            raise ApiError(404, "TaskNotFound", "history is only available while the agent is running")
         return _json_response(
             200,
             {
@@ -957,17 +965,11 @@ class AgoraEmulator:
     def _check_agent_token(self, token: Any, channel: str, uid: str, *, enable_rtm: bool) -> None:
         if not isinstance(token, str) or not token:
             raise ApiError(400, "InvalidFieldValue", "properties.token must be a non-empty string")
-        if not token.startswith("006"):
-            raise ApiError(400, "InvalidFieldValue", "properties.token: the emulator verifies 006 RTC tokens only")
-        problem = verify_rtc_token_006(token, self.app_id, self.app_certificate, channel, uid, self.now())
+        problem = verify_rtc_token(
+            token, self.app_id, self.app_certificate, channel, uid, self.now(), need_rtm=enable_rtm
+        )
         if problem is not None:
             raise ApiError(400, "InvalidFieldValue", f"properties.token is invalid: {problem}")
-        if enable_rtm:
-            raise ApiError(
-                400,
-                "InvalidFieldValue",
-                "properties.token: advanced_features.enable_rtm needs RTM privileges, which 006 tokens lack",
-            )
 
 
 class _JoinValidator:
@@ -1003,6 +1005,7 @@ class _JoinValidator:
         has_pipeline = bool(pipeline_id)
         self._llm(properties.get("llm"), required=not (presets & LLM_PRESETS or has_pipeline or uses_mllm))
         self._tts(properties.get("tts"), required=not (presets & TTS_PRESETS or has_pipeline or uses_mllm))
+        self._preset_needs(presets, properties)
         if properties.get("asr") is not None:
             _check_object(properties["asr"], "properties.asr")
         self._emulator._check_agent_token(properties["token"], channel, agent_uid, enable_rtm=enable_rtm)
@@ -1096,6 +1099,28 @@ class _JoinValidator:
         for key in ("greeting_message", "failure_message", "api_key"):
             if raw.get(key) is not None and not isinstance(raw[key], str):
                 raise ApiError(400, "InvalidFieldValue", f"properties.llm.{key} must be a string")
+
+    @staticmethod
+    def _preset_needs(presets: set[str], properties: dict[str, Any]) -> None:
+        """What a preset needs from the request and what it refuses (see the module docstring)."""
+        if presets & MINIMAX_PRESETS:
+            tts = properties.get("tts") or {}
+            voice = ((tts.get("params") or {}).get("voice_setting") or {}).get("voice_id")
+            if not isinstance(voice, str) or not voice.strip():
+                raise ApiError(
+                    400,
+                    "MissingRequiredField",
+                    "properties.tts.params.voice_setting.voice_id is required with a MiniMax TTS preset",
+                )
+            if tts.get("vendor") not in (None, "minimax"):
+                raise ApiError(400, "InvalidFieldValue", "properties.tts.vendor must be minimax with a MiniMax preset")
+        if presets & PARAMLESS_LLM_PRESETS:
+            params = (properties.get("llm") or {}).get("params") or {}
+            refused = sorted(set(params) & {"max_tokens", "temperature"})
+            if refused:
+                raise ApiError(
+                    400, "InvalidFieldValue", f"properties.llm.params: {refused} are not supported by this model"
+                )
 
     @staticmethod
     def _tts(raw: Any, *, required: bool) -> None:

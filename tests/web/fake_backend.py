@@ -24,6 +24,7 @@ class FakeCall:
     ended_reason: str | None = None
     turns_stored: int = 0
     facts_learned: int | None = None
+    facts: tuple[str, ...] = ()
     max_opens: int | None = None  # None: the page may be opened (reloaded) any number of times
     opens: int = 0
     # What the backend reports once hung up (simulates history capture / post-call processing).
@@ -36,6 +37,7 @@ class FakeCall:
             ended_reason=self.ended_reason,
             turns_stored=self.turns_stored,
             facts_learned=self.facts_learned,
+            facts=self.facts,
         )
 
 
@@ -81,7 +83,13 @@ class FakeCallPageBackend:
         return token
 
     def end_call(
-        self, token: str, *, reason: str = "hung_up_in_discord", turns: int = 3, facts: int | None = 1
+        self,
+        token: str,
+        *,
+        reason: str = "hangup_button",
+        turns: int = 3,
+        facts: int | None = 1,
+        learned: tuple[str, ...] = (),
     ) -> None:
         """The call ends elsewhere (Discord button, idle timeout)."""
         call = self.calls[token]
@@ -89,6 +97,7 @@ class FakeCallPageBackend:
         call.ended_reason = reason
         call.turns_stored = turns
         call.facts_learned = facts
+        call.facts = learned
 
     def methods(self) -> list[str]:
         return [method for method, _ in self.log]
@@ -118,7 +127,7 @@ class FakeCallPageBackend:
         call = self.calls.get(link_token)
         return call.status() if call else None
 
-    async def hang_up(self, link_token: str, *, via: str) -> CallStatus | None:
+    async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
         self.log.append(("hang_up", link_token))
         call = self.calls.get(link_token)
         if call is None:

@@ -269,15 +269,112 @@ async def test_call_ended_elsewhere_is_noticed(open_call: OpenCall, fake_backend
     call = await open_call()
     await call.start(agent_joins=True)
 
-    fake_backend.end_call(call.token, reason="hung_up_in_discord", turns=3, facts=1)
+    fake_backend.end_call(call.token, reason="hangup_button", turns=3, facts=1, learned=("Has a cat called Miso",))
 
     await expect(call.status).to_have_text("Call ended")
-    await expect(call.page.locator("#summary-note")).to_contain_text("Hung up in discord")
+    await expect(call.page.locator("#summary-note")).to_have_text("You ended the call from Discord.")
     await expect(call.page.locator("#summary-turns")).to_have_text("3")
     await expect(call.page.locator("#summary-facts")).to_have_text("1")
+    learned = call.page.locator("#summary-learned")
+    await expect(learned.get_by_role("listitem")).to_have_text(["Has a cat called Miso"])
+    await expect(learned).to_contain_text("/memory")
+    await expect(call.page.locator("#footer")).to_be_hidden()
     assert len(await call.calls("leave")) == 1
     assert len(await call.calls("track.close")) == 1
     assert fake_backend.hangups == []
+
+
+async def test_a_network_drop_offers_rejoin_and_keeps_the_call(
+    open_call: OpenCall, fake_backend: FakeCallPageBackend
+) -> None:
+    call = await open_call()
+    await call.start(agent_joins=True)
+
+    await call.emit("connection-state-change", "RECONNECTING", "CONNECTED", "NETWORK_ERROR")
+    await expect(call.status).to_have_text("Reconnecting…")
+    await call.emit("connection-state-change", "CONNECTED", "RECONNECTING", None)
+    await expect(call.status).to_have_text("Agent joined — speak any time")
+
+    await call.emit("connection-state-change", "RECONNECTING", "CONNECTED", "NETWORK_ERROR")
+    await call.emit("connection-state-change", "DISCONNECTED", "RECONNECTING", "NETWORK_ERROR")
+    await expect(call.status).to_have_text("Connection lost.")
+    await expect(call.page.get_by_role("alert")).to_contain_text("press Rejoin")
+    rejoin = call.page.get_by_role("button", name="Rejoin")
+    await expect(rejoin).to_be_enabled()
+    assert fake_backend.hangups == [], "a network drop does not end the call"
+    assert fake_backend.calls[call.token].state == "active"
+
+    await rejoin.click()
+    await expect(call.status).to_have_text("Waiting for the agent…")
+    assert len(await call.calls("join")) == 2
+    await call.emit("user-published", AGENT_UID, "audio")
+    await expect(call.status).to_have_text("Agent joined — speak any time")
+    assert fake_backend.hangups == []
+
+
+async def test_after_a_drop_the_call_ends_when_the_bot_says_so(
+    open_call: OpenCall, fake_backend: FakeCallPageBackend
+) -> None:
+    call = await open_call()
+    await call.start(agent_joins=True)
+    await call.emit("connection-state-change", "DISCONNECTED", "RECONNECTING", "NETWORK_ERROR")
+    await expect(call.page.get_by_role("button", name="Rejoin")).to_be_visible()
+
+    fake_backend.end_call(call.token, reason="idle_timeout", turns=2, facts=None)
+
+    await expect(call.status).to_have_text("Call ended")
+    note = call.page.locator("#summary-note")
+    await expect(note).to_have_text("The call ended because nobody was connected to it for a while.")
+    await expect(call.page.get_by_role("button", name="Rejoin")).to_be_hidden()
+    await expect(call.page.get_by_role("alert")).to_be_hidden()
+
+
+async def test_the_summary_speaks_plainly(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:
+    """No internal codes, no "connection lost" next to "you hung up", nothing "being processed" for a call in which
+    nothing was said, and the footer about closing the tab gone once the call ended."""
+    call = await open_call(turns_on_hangup=0, facts_on_hangup=None)
+    await call.start(agent_joins=True)
+    fake_backend.calls[call.token].state = "ended"
+    fake_backend.calls[call.token].ended_reason = "some_new_internal_code"
+
+    await call.emit("user-left", AGENT_UID, "Quit")
+
+    await expect(call.status).to_have_text("Call ended")
+    body = await call.page.locator("main").inner_text()
+    assert "some_new_internal_code" not in body and "Some new internal code" not in body
+    assert "Reason:" not in body
+    await expect(call.page.locator("#summary-facts-row")).to_be_hidden()
+    await expect(call.page.locator("#footer")).to_be_hidden()
+
+
+async def test_token_expiry_says_one_thing(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:
+    call = await open_call()
+    await call.start(agent_joins=True)
+
+    await call.emit("token-privilege-did-expire")
+
+    await expect(call.status).to_have_text("Call ended")
+    await expect(call.page.locator("#summary-note")).to_have_text("The call's access has expired.")
+
+
+async def test_start_is_disabled_when_the_voice_component_failed_to_load(
+    open_call: OpenCall, fake_backend: FakeCallPageBackend
+) -> None:
+    call = await open_call()
+    await call.page.route("**/AgoraRTC_N-*.js", lambda route: route.abort())
+    await call.page.reload()
+
+    await expect(call.page.get_by_role("alert")).to_contain_text("The voice component didn't load.")
+    await expect(call.page.get_by_role("button", name="Start call")).to_be_disabled()
+
+
+async def test_start_is_disabled_once_the_link_expired(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:
+    call = await open_call(expires_in=timedelta(seconds=2))
+    start = call.page.get_by_role("button", name="Start call")
+    await expect(start).to_be_enabled()
+
+    await expect(start).to_be_disabled(timeout=5000)
+    await expect(call.page.get_by_role("alert")).to_contain_text("This call link has expired.")
 
 
 async def test_call_ended_before_start(open_call: OpenCall, fake_backend: FakeCallPageBackend) -> None:

@@ -79,6 +79,7 @@ async def test_call_page_for_valid_token(client: TestClient, fake_backend: FakeC
         "expiresAt": session.expires_at.isoformat().replace("+00:00", "Z"),
         "maxMinutes": 12,
         "pollIntervalMs": 4000,
+        "pageId": session.page_id,
     }
     assert f'<script src="{PRODUCTION_SDK_URL}"></script>' in body
     assert '<script type="module" src="/static/call.js"></script>' in body
@@ -198,6 +199,7 @@ async def test_status_api(client: TestClient, fake_backend: FakeCallPageBackend)
         "ended_reason": None,
         "turns_stored": 2,
         "facts_learned": None,
+        "facts": [],
     }
 
     missing = await client.get("/api/calls/" + "B" * 40 + "/status")
@@ -231,6 +233,7 @@ async def test_hangup_api(
         "ended_reason": f"hung_up_via_{expected_via}",
         "turns_stored": 5,
         "facts_learned": 2,
+        "facts": [],
     }
     assert fake_backend.hangups == [(token, expected_via)]
 

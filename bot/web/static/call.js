@@ -23,6 +23,9 @@ const ui = {
   summaryFacts: $("summary-facts"),
   summaryFactsRow: $("summary-facts-row"),
   summaryNote: $("summary-note"),
+  summaryLearned: $("summary-learned"),
+  summaryLearnedList: $("summary-learned-list"),
+  footer: $("footer"),
   transcript: $("transcript"),
   transcriptEmpty: $("transcript-empty"),
 };
@@ -33,9 +36,13 @@ const api = {
   status: `/api/calls/${encodeURIComponent(linkToken)}/status`,
   hangup: `/api/calls/${encodeURIComponent(linkToken)}/hangup`,
 };
+// The close beacon names this opening of the page, so the bot can tell a reload from a close.
+const beaconUrl = `${api.hangup}?via=beacon&page=${encodeURIComponent(cfg.pageId || "")}`;
 const pollIntervalMs = Number(cfg.pollIntervalMs) > 0 ? Number(cfg.pollIntervalMs) : 4000;
 
 const STATUS_TEXT = {
+  reconnecting: "Reconnecting…",
+  disconnected: "Connection lost.",
   connecting: "Connecting…",
   waiting: "Waiting for the agent…",
   active: "Agent joined — speak any time",
@@ -57,6 +64,7 @@ let pollTimer = null;
 let pollInFlight = false;
 let clockTimer = null;
 let callStartedAt = null;
+let expiryTimer = null;
 
 // ---------------------------------------------------------------------------------------------------------
 // UI helpers
@@ -130,9 +138,22 @@ function focusIfLost(element) {
   }
 }
 
-function humanize(reason) {
-  const text = String(reason).replace(/[_-]+/g, " ").trim();
-  return text ? text.charAt(0).toUpperCase() + text.slice(1) : "";
+// Why the call ended, in words; reasons a member caused on this page themselves need no explanation, and
+// unknown ones are not shown (never an internal code).
+const END_REASONS = {
+  hangup: "You ended the call from Discord.",
+  hangup_button: "You ended the call from Discord.",
+  page_closed: "The call page was closed.",
+  idle_timeout: "The call ended because nobody was connected to it for a while.",
+  max_duration: "The call reached its time limit.",
+  agent_lifetime: "The call reached its time limit.",
+  agent_failed: "The voice agent stopped because of a problem on our side.",
+  agent_stopped: "The voice agent left the call.",
+  start_failed: "The call couldn't be started.",
+};
+
+function endReasonText(reason) {
+  return Object.hasOwn(END_REASONS, reason) ? END_REASONS[reason] : "";
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -209,12 +230,12 @@ function sendHangupBeacon() {
   const body = new Blob(["beacon"], { type: "text/plain" });
   let queued = false;
   try {
-    queued = typeof navigator.sendBeacon === "function" && navigator.sendBeacon(api.hangup, body);
+    queued = typeof navigator.sendBeacon === "function" && navigator.sendBeacon(beaconUrl, body);
   } catch {
     queued = false;
   }
   if (!queued) {
-    fetch(api.hangup, { method: "POST", body, keepalive: true }).catch(() => {});
+    fetch(beaconUrl, { method: "POST", body, keepalive: true }).catch(() => {});
   }
 }
 
@@ -402,11 +423,11 @@ function registerHandlers(rtc) {
   rtc.on("connection-state-change", (current, previous, reason) => {
     if (rtc !== client || phase === "ending" || phase === "ended") return;
     if (current === "RECONNECTING") {
-      ui.status.textContent = "Connection unstable — reconnecting…";
+      ui.status.textContent = STATUS_TEXT.reconnecting; // the SDK keeps trying on its own
     } else if (current === "CONNECTED" && previous === "RECONNECTING") {
       setPhase(phase);
     } else if (current === "DISCONNECTED" && reason && reason !== "LEAVE") {
-      hangUp({ message: "The connection to the call was lost." });
+      connectionLost();
     }
   });
   rtc.on("token-privilege-did-expire", () => {
@@ -414,8 +435,28 @@ function registerHandlers(rtc) {
   });
 }
 
+// The SDK gave up reconnecting. The call keeps running (the agent waits until its idle timeout): offer Rejoin
+// for as long as the bot says it is running; the status poll notices when it ends.
+async function connectionLost() {
+  await leaveChannel();
+  agentPresent = false;
+  setPhase("idle", STATUS_TEXT.disconnected);
+  setActivity("");
+  showError(
+    "The connection to the call was lost.",
+    "Check your internet connection, then press Rejoin. If you don't come back, the call ends on its own.",
+  );
+  ui.mute.hidden = true;
+  ui.end.hidden = true;
+  ui.start.textContent = "Rejoin";
+  ui.start.hidden = false;
+  ui.start.disabled = false;
+  focusIfLost(ui.start);
+  startPolling();
+}
+
 async function startCall() {
-  if (phase !== "idle") return;
+  if (phase !== "idle" || ui.start.disabled) return;
   clearError();
   const AgoraRTC = window.AgoraRTC;
   if (!AgoraRTC || typeof AgoraRTC.createClient !== "function") {
@@ -473,7 +514,7 @@ async function startCall() {
   ui.start.disabled = false;
   ui.mute.hidden = false;
   ui.end.hidden = false;
-  startClock();
+  if (callStartedAt === null) startClock();
   focusIfLost(ui.end);
 }
 
@@ -562,6 +603,9 @@ async function endedElsewhere(status, { agentLeft = false } = {}) {
 function finish(status, { reached = true, message } = {}) {
   setPhase("ended");
   stopClock();
+  stopPolling();
+  clearTimeout(expiryTimer);
+  clearError();
   ui.timer.hidden = true;
   setActivity("");
   ui.start.hidden = true;
@@ -569,29 +613,50 @@ function finish(status, { reached = true, message } = {}) {
   ui.end.hidden = true;
   ui.enableAudio.hidden = true;
   ui.controls.hidden = true;
+  ui.footer.hidden = true; // "Closing this tab ends the call" no longer applies
   ui.summary.hidden = false;
   const notes = [];
-  if (message) notes.push(message);
-  if (status?.state === "failed") notes.push("The call stopped because of a problem on our side.");
-  if (status?.ended_reason) notes.push(`Reason: ${humanize(status.ended_reason)}.`);
+  const reason = endReasonText(status?.ended_reason);
+  if (reason) notes.push(reason);
+  else if (message) notes.push(message);
+  if (status?.state === "failed" && !reason) notes.push("The call stopped because of a problem on our side.");
   if (!reached) notes.push("We couldn't reach the bot to confirm; the call will end on its own shortly.");
   ui.summaryNote.textContent = notes.join(" ");
   renderSummary(status);
   ui.summaryTitle.tabIndex = -1;
   focusIfLost(ui.summaryTitle);
-  if (status && !status.gone && status.facts_learned == null) waitForFacts();
+  if (status && !status.gone && status.facts_learned == null && nothingSaid(status) === false) waitForFacts();
+}
+
+// True when the call kept no line at all: then there is nothing to learn from and nothing to wait for.
+function nothingSaid(status) {
+  return !(status && Number(status.turns_stored) > 0);
 }
 
 function renderSummary(status) {
   ui.summaryTurns.textContent = status && Number.isFinite(status.turns_stored) ? String(status.turns_stored) : "–";
-  if (status && status.facts_learned != null) {
+  ui.summaryLearned.hidden = true;
+  if (status && status.facts_learned != null && !nothingSaid(status)) {
     ui.summaryFacts.textContent = String(status.facts_learned);
     ui.summaryFactsRow.hidden = false;
-  } else if (status && !status.gone) {
+    renderLearned(Array.isArray(status.facts) ? status.facts : []);
+  } else if (status && !status.gone && !nothingSaid(status)) {
     ui.summaryFacts.textContent = "Still being processed…";
+    ui.summaryFactsRow.hidden = false;
   } else {
     ui.summaryFactsRow.hidden = true;
   }
+}
+
+function renderLearned(facts) {
+  ui.summaryLearnedList.replaceChildren(
+    ...facts.map((text) => {
+      const item = document.createElement("li");
+      item.textContent = String(text);
+      return item;
+    }),
+  );
+  ui.summaryLearned.hidden = facts.length === 0;
 }
 
 // After the call, post-call processing may still be running: check a few more times for facts_learned.
@@ -635,7 +700,24 @@ window.addEventListener("pagehide", () => {
   }
 });
 
-if (!window.AgoraRTC) showError(...describeError(null, "sdk"));
+// The Start button works only with the voice component loaded and while the link is valid.
+
+function linkExpired() {
+  if (phase !== "idle" || callStartedAt !== null) return; // a call already started can still be rejoined
+  ui.start.disabled = true;
+  showError("This call link has expired.", "Type /call in Discord to get a new link.");
+}
+
+if (!window.AgoraRTC) {
+  ui.start.disabled = true;
+  showError(...describeError(null, "sdk"));
+}
+const expiresAt = Date.parse(cfg.expiresAt);
+if (Number.isFinite(expiresAt)) {
+  const left = expiresAt - Date.now();
+  if (left <= 0) linkExpired();
+  else if (left < 2 ** 31 - 1) expiryTimer = setTimeout(linkExpired, left);
+}
 if (cfg.state === "ending") {
   ui.start.disabled = true;
   setPhase("idle", "This call is ending…");

@@ -1,0 +1,171 @@
+"""Buttons a member can still press keep working after the bot restarts (a new bot instance, new services over the
+same database, and the messages the old one sent): Remember me, Hang up, the /memory panel and its Forget…
+picker, Export, Cancel and the confirmations."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from bot.app import Services
+from bot.client import EXTENSIONS
+from cogs._consent import ChoiceButton
+from cogs._memory_ui import CancelButton, ConfirmEverythingButton
+from cogs.calls import HangUpButton
+from tests.cogs.conftest import SimBot
+from tests.harness import CallWorld
+
+T0 = 1_780_000_000.0
+
+
+def items(message) -> list[dict]:
+    return [c for row in message.components for c in row["components"]]
+
+
+async def restart(simcord_env, world: CallWorld, services: Services) -> SimBot:
+    """What a restart leaves: the database and the messages on Discord. Everything in memory is new."""
+    calls = await world.restart()
+    fresh = Services(
+        settings=services.settings,
+        store=services.store,
+        memory=services.memory,
+        agora=services.agora,
+        calls=calls,
+        llm=services.llm,
+        chat=services.chat,
+        postcall=services.postcall,
+    )
+    bot = SimBot(fresh)
+    bot.extensions_to_load = EXTENSIONS
+    await simcord_env.restart_bot(bot)
+    return bot
+
+
+async def test_hang_up_on_a_card_sent_before_a_restart_ends_the_call(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    _, channel, alice = member
+    await world.store.set_consent(alice.id, True, world.clock())
+    card = (await alice.slash(channel, "call")).response
+    assert "Your call is ready" in card.content
+    call = await world.store.open_call_for_user(alice.id)
+    assert call is not None and call.state == "active"
+
+    await restart(simcord_env, world, services)
+    await alice.click(card, label="Hang up")
+
+    ended = await world.store.get_call(call.call_id)
+    assert (ended.state, ended.end_reason) == ("ended", "hangup_button")
+    assert world.emu.agent(call.agent_id).status == "STOPPED"
+    assert card.content.startswith("**Call ended.**") and card.components == []
+
+
+async def test_remember_me_pressed_after_a_restart_saves_the_choice_and_starts_the_call(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    _, channel, alice = member
+    prompt = (await alice.slash(channel, "call")).response
+    assert "may the agent remember you" in prompt.content
+    assert await world.store.open_call_for_user(alice.id) is None
+
+    await restart(simcord_env, world, services)
+    await alice.click(prompt, label="Remember me")
+
+    user = await world.store.get_user(alice.id)
+    assert user is not None and user.consent == "remember"
+    call = await world.store.open_call_for_user(alice.id)
+    assert call is not None and call.state == "active" and not call.private
+    assert "Your call is ready" in prompt.content
+
+
+async def test_the_memory_panel_pages_and_exports_after_a_restart(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    _, channel, alice = member
+    for n in range(12):
+        await world.store.add_fact(alice.id, f"Fact number {n:02d}", T0 + n)
+    shown = await alice.slash(channel, "memory")
+
+    await restart(simcord_env, world, services)
+    await alice.click(shown.response, label="▶")
+    assert shown.response.embeds[0].footer.text.startswith("Page 2 of 2")
+    exported = await alice.click(shown.response, label="Export")
+
+    [message] = exported.followups
+    data = json.loads(await message.attachments[0].read())
+    assert len(data["facts"]) == 12
+
+
+async def test_forget_picker_and_confirmation_work_after_a_restart(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    _, channel, alice = member
+    await world.store.add_fact(alice.id, "Plays the cello", T0)
+    await world.store.add_fact(alice.id, "Grows tomatoes", T0 + 1)
+    shown = await alice.slash(channel, "memory")
+    [picker] = (await alice.click(shown.response, label="Forget…")).followups
+    confirm = await alice.slash(channel, "forget everything")
+
+    await restart(simcord_env, world, services)
+    menu = next(c for c in items(picker) if c["type"] == 3)
+    cello = next(o["value"] for o in menu["options"] if o["label"] == "Plays the cello")
+    done = await alice.select(picker, [cello])
+    assert done.response.content == "Forgot 1 fact: “Plays the cello”"
+    assert [f.text for f in await world.store.list_facts(alice.id)] == ["Grows tomatoes"]
+
+    await alice.click(confirm.response, label="Cancel")
+    assert confirm.response.content == "Cancelled: nothing was forgotten."
+    assert await world.store.count_facts(alice.id) == 1
+
+    again = await alice.slash(channel, "forget everything")
+    await restart(simcord_env, world, services)
+    await alice.click(again.response, label="Forget everything")
+    assert again.response.content.startswith("Forgot everything")
+    assert await world.store.count_facts(alice.id) == 0
+
+
+class _Response:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bool]] = []
+
+    async def send_message(self, content: str, *, ephemeral: bool = False) -> None:
+        self.sent.append((content, ephemeral))
+
+
+@pytest.mark.parametrize(
+    "control",
+    [
+        HangUpButton.make("0" * 32, 1),
+        ChoiceButton.make(1, "call", remember=True, label="Remember me"),
+        ConfirmEverythingButton.make(1),
+        CancelButton.make(1),
+    ],
+)
+async def test_a_control_answers_only_its_owner(control) -> None:
+    """The custom_id carries the owner; anyone else is told so privately and nothing runs."""
+    match = control.template.fullmatch(control.custom_id)
+    rebuilt = await type(control).from_custom_id(None, control.item, match)  # type: ignore[arg-type]
+    stranger = SimpleNamespace(user=SimpleNamespace(id=2), response=_Response())
+    owner = SimpleNamespace(user=SimpleNamespace(id=1), response=_Response())
+
+    assert await rebuilt.interaction_check(stranger) is False
+    assert stranger.response.sent and stranger.response.sent[0][1] is True
+    assert "someone else" in stranger.response.sent[0][0]
+    assert await rebuilt.interaction_check(owner) is True and owner.response.sent == []
+
+
+async def test_a_chat_memory_choice_after_a_restart_is_saved_and_asks_for_the_message_again(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    _, channel, alice = member
+    prompt = (await alice.slash(channel, "chat", message="Hello there")).response
+    assert "may the agent remember you" in prompt.content
+
+    await restart(simcord_env, world, services)
+    await alice.click(prompt, label="Without memory")
+
+    user = await world.store.get_user(alice.id)
+    assert user is not None and user.consent == "no_memory"
+    assert "please send your message again" in prompt.content and prompt.components == []
