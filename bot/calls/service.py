@@ -146,6 +146,7 @@ class CallService:
         self._final_history: set[str] = set()
         self._open_pages: dict[str, str] = {}
         self._closing = False
+        self._starting: set[str] = set()  # calls this process is starting right now (reconcile leaves them alone)
 
     @property
     def closed(self) -> bool:
@@ -235,55 +236,63 @@ class CallService:
             owner=self.owner,
             lease_until=now + max(self.lease_seconds, STARTING_LEASE_SECONDS),
         )
+        self._starting.add(call_id)
         try:
-            await self.store.create_call(call)
-        except OpenCallExists as exc:
-            active = await self.store.open_call_for_user(user_id)
-            raise CallAlreadyActive(active.call_id if active else "") from exc
+            try:
+                await self.store.create_call(call)
+            except OpenCallExists as exc:
+                active = await self.store.open_call_for_user(user_id)
+                raise CallAlreadyActive(active.call_id if active else "") from exc
 
-        persona = guild.persona or self.settings.memory.persona
-        if remember:
-            system_messages = await self.memory.build_context(user_id, persona=persona)
-        else:
-            system_messages = [{"role": "system", "content": persona}]
-        agora = self.settings.agora
-        try:
-            agent_token = self._agent_token(call)
-            properties = join_properties(
-                agora,
-                channel=call.channel,
-                agent_token=agent_token,
-                agent_uid=agent_uid,
-                user_uid=user_uid,
-                system_messages=system_messages,
-                greeting=guild.greeting or agora.greeting,
-                labels={"call_id": call_id},
+            persona = guild.persona or self.settings.memory.persona
+            if remember:
+                system_messages = await self.memory.build_context(user_id, persona=persona)
+            else:
+                system_messages = [{"role": "system", "content": persona}]
+            agora = self.settings.agora
+            try:
+                agent_token = self._agent_token(call)
+                properties = join_properties(
+                    agora,
+                    channel=call.channel,
+                    agent_token=agent_token,
+                    agent_uid=agent_uid,
+                    user_uid=user_uid,
+                    system_messages=system_messages,
+                    greeting=guild.greeting or agora.greeting,
+                    labels={"call_id": call_id},
+                )
+                started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora))
+            except AgoraLimitExceeded as exc:
+                await self._abandon(call, f"agora refused: {exc}")
+                raise CapacityReached() from exc
+            except (AgoraError, ValueError) as exc:
+                await self._abandon(call, str(exc))
+                raise VoiceUnavailable(str(exc)) from exc
+            except BaseException:
+                await self._abandon(call, "start interrupted")
+                raise
+
+            if not await self.store.transition_call(
+                call_id,
+                ["starting"],
+                "active",
+                agent_id=started.agent_id,
+                lease_until=self.clock() + self.lease_seconds,
+            ):
+                # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
+                await self._leave_quietly(started.agent_id)
+                raise VoiceUnavailable("call was ended while starting")
+            self._watch(call_id)
+            return StartedCall(
+                call_id=call_id,
+                link_url=f"{self.settings.web.public_url.rstrip('/')}/call/{link}",
+                link_expires_at=link_expires,
+                max_minutes=max_minutes,
+                private=not remember,
             )
-            started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora))
-        except AgoraLimitExceeded as exc:
-            await self._abandon(call, f"agora refused: {exc}")
-            raise CapacityReached() from exc
-        except (AgoraError, ValueError) as exc:
-            await self._abandon(call, str(exc))
-            raise VoiceUnavailable(str(exc)) from exc
-        except BaseException:
-            await self._abandon(call, "start interrupted")
-            raise
-
-        if not await self.store.transition_call(
-            call_id, ["starting"], "active", agent_id=started.agent_id, lease_until=self.clock() + self.lease_seconds
-        ):
-            # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
-            await self._leave_quietly(started.agent_id)
-            raise VoiceUnavailable("call was ended while starting")
-        self._watch(call_id)
-        return StartedCall(
-            call_id=call_id,
-            link_url=f"{self.settings.web.public_url.rstrip('/')}/call/{link}",
-            link_expires_at=link_expires,
-            max_minutes=max_minutes,
-            private=not remember,
-        )
+        finally:
+            self._starting.discard(call_id)
 
     async def _abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""
@@ -604,8 +613,10 @@ class CallService:
         (its lease ran out, or was released) is taken over, looked up at Agora, and resumed or finalized."""
         counts = {"resumed": 0, "finalized": 0, "failed": 0}
         for call in await self.store.open_calls():
-            if call.call_id in self._tasks or call.call_id in self._finalizing or self._closing:
+            if call.call_id in self._tasks or call.call_id in self._finalizing or call.call_id in self._starting:
                 continue
+            if self._closing:
+                break
             if not await self._take(call.call_id):
                 continue  # another live process looks after it
             if call.state == "starting":

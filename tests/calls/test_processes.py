@@ -155,3 +155,19 @@ async def test_two_processes_merging_one_call_at_once_store_each_line_once(
     assert interleaved, "the race happened"
     stored = [(t.role, t.content) for t in await world.store.call_turns(call.call_id)]
     assert stored == [*window, ("user", "one more")]
+
+
+async def test_the_takeover_sweep_leaves_the_calls_its_own_process_is_starting(world: CallWorld) -> None:
+    await world.store.set_consent(ALICE, True, world.clock())
+    world.emu.latency = 0.3  # Agora is slow to answer the join
+    starting = asyncio.create_task(world.calls.start(user_id=ALICE, guild_id=77))
+
+    async def call_row_exists() -> bool:
+        call = await world.store.open_call_for_user(ALICE)
+        return call is not None and call.state == "starting"
+
+    await eventually(call_row_exists)
+    assert await world.calls.reconcile() == {"resumed": 0, "finalized": 0, "failed": 0}
+    started = await starting
+    call = await world.store.get_call(started.call_id)
+    assert call is not None and call.state == "active"
