@@ -27,7 +27,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +40,10 @@ from bot.memory.importer import import_conversations, parse_conversations
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
+from bot.store.postgres import PostgresStore
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from tests.postgres import running_cluster
 
 USER_ID = 1
 DEFAULT_BUDGET = 1500
@@ -102,8 +105,10 @@ def recent_fit_block(messages: Sequence[dict[str, str]], budget: int) -> str:
     return "\n".join(picked)
 
 
-async def evaluate_case(case: EvalCase, workdir: Path, *, budget: int, llm: LLMClient | None) -> CaseResult:
-    store = SqliteStore(workdir / f"{case.test_id}.db")
+async def evaluate_case(
+    case: EvalCase, workdir: Path, *, budget: int, llm: LLMClient | None, database_url: str | None = None
+) -> CaseResult:
+    store: Store = PostgresStore(database_url) if database_url else SqliteStore(workdir / f"{case.test_id}.db")
     await store.open()
     try:
         memory = MemoryService(store, budget_tokens=budget, persona=DEFAULT_PERSONA)
@@ -136,14 +141,21 @@ async def evaluate_case(case: EvalCase, workdir: Path, *, budget: int, llm: LLMC
 
 
 async def run(
-    cases: Sequence[EvalCase], *, budget: int = DEFAULT_BUDGET, llm: LLMClient | None = None, concurrency: int = 1
+    cases: Sequence[EvalCase],
+    *,
+    budget: int = DEFAULT_BUDGET,
+    llm: LLMClient | None = None,
+    concurrency: int = 1,
+    new_postgres_database: Callable[[], str] | None = None,
 ) -> list[CaseResult]:
+    """On SQLite, or with `new_postgres_database` (a fresh database's URL per case) on PostgreSQL."""
     limit = asyncio.Semaphore(concurrency)
     with tempfile.TemporaryDirectory(prefix="memory-quality-") as tmp:
 
         async def one(case: EvalCase) -> CaseResult:
             async with limit:
-                return await evaluate_case(case, Path(tmp), budget=budget, llm=llm)
+                url = new_postgres_database() if new_postgres_database else None
+                return await evaluate_case(case, Path(tmp), budget=budget, llm=llm, database_url=url)
 
         return list(await asyncio.gather(*(one(c) for c in cases)))
 
@@ -218,16 +230,50 @@ async def _main(args: argparse.Namespace) -> int:
     if args.cases is not None:
         cases = cases[: args.cases]
     llm = _llm_from_env() if args.llm else None
-    started = time.perf_counter()
+    concurrency = args.concurrency if llm else 1
+    by_backend: dict[str, list[CaseResult]] = {}
     try:
-        results = await run(cases, budget=args.budget, llm=llm, concurrency=args.concurrency if llm else 1)
+        for backend in args.backends.split(","):
+            started = time.perf_counter()
+            if backend == "postgresql":
+                for cluster in running_cluster():
+                    results = await run(
+                        cases,
+                        budget=args.budget,
+                        llm=llm,
+                        concurrency=concurrency,
+                        new_postgres_database=cluster.new_database,
+                    )
+            else:
+                results = await run(cases, budget=args.budget, llm=llm, concurrency=concurrency)
+            by_backend[backend] = results
+            print(f"== {backend}")
+            print(
+                report(results, budget=args.budget, extraction=llm is not None, seconds=time.perf_counter() - started)
+            )
+            if args.verbose:
+                print(details(results))
+            print()
     finally:
         if llm is not None:
             await llm.aclose()
-    print(report(results, budget=args.budget, extraction=llm is not None, seconds=time.perf_counter() - started))
-    if args.verbose:
-        print(details(results))
+    if len(by_backend) == 2:
+        print(backend_difference(by_backend["sqlite"], by_backend["postgresql"]))
     return 0
+
+
+def backend_difference(sqlite: Sequence[CaseResult], postgres: Sequence[CaseResult]) -> str:
+    """The largest difference in mean recall between the backends, per column (target: at most 0.02)."""
+    parts = []
+    worst = 0.0
+    for column in COLUMNS:
+        gap = abs(
+            _mean([getattr(r, column).recall for r in sqlite]) - _mean([getattr(r, column).recall for r in postgres])
+        )
+        worst = max(worst, gap)
+        parts.append(f"{column} {gap:.3f}")
+    verdict = "met" if worst <= 0.02 else "NOT met"
+    return f"recall difference SQLite vs PostgreSQL: {', '.join(parts)} (target <= 0.02: {verdict})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -237,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--llm", action="store_true", help="extract facts with the LLM from LLM_* env first")
     parser.add_argument("--concurrency", type=int, default=4, help="cases processed at once with --llm")
     parser.add_argument("--verbose", action="store_true", help="per-case recall and the facts missed")
+    parser.add_argument("--backends", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
     return asyncio.run(_main(parser.parse_args(argv)))
 
 
