@@ -145,7 +145,7 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
                 )
                 services.calls = CallService(store, memory, services.agora, settings)
                 services.web = WebServer(
-                    CallPageAdapter(services.calls),
+                    CallPageAdapter(services.calls, store),
                     host=settings.web.host,
                     port=settings.web.port,
                     sdk_url=settings.agora.sdk_url,

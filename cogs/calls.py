@@ -15,6 +15,7 @@ from bot import messages
 from bot.calls.service import CallEnded, CallService, StartedCall
 from bot.client import MemoryBot
 from bot.messages import plural
+from bot.store.models import needs_consent
 from cogs._consent import ChoiceButton, MemoryChoiceView
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
@@ -144,7 +145,7 @@ class Calls(commands.Cog):
             await interaction.followup.send(messages.CALLS_NOT_CONFIGURED, ephemeral=True)
             return
         user = await self.bot.services.store.get_user(interaction.user.id)
-        if not private and (user is None or user.consent is None):
+        if not private and needs_consent(user):
             view = MemoryChoiceView(
                 interaction.user.id,
                 "call",

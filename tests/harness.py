@@ -154,7 +154,7 @@ async def call_world(
     calls = CallService(store, memory, agora, settings, clock=clock, run_checkpoints=checkpoints)
     log = EndedLog()
     calls.add_listener(log)
-    adapter = CallPageAdapter(calls)
+    adapter = CallPageAdapter(calls, store)
     web = WebServer(
         adapter,
         host="127.0.0.1",

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from bot.calls.service import CallService
 from bot.memory.postcall import facts_learned
+from bot.store.repository import ConversationStore, FactStore, JobStore, StoreLifecycle
 from bot.web.backend import PAGE_STATES, CallStatus, PageSession
 
 
+class PageStore(StoreLifecycle, ConversationStore, FactStore, JobStore, Protocol):
+    """What the call page shows: the call's state, its turns and facts learned, and the health check."""
+
+
 class CallPageAdapter:
-    def __init__(self, calls: CallService):
+    def __init__(self, calls: CallService, store: PageStore):
         self.calls = calls
+        self.store = store
 
     async def open_page(self, link_token: str) -> PageSession | None:
         call = await self.calls.call_for_link(link_token)
@@ -31,12 +38,12 @@ class CallPageAdapter:
         )
 
     async def status(self, link_token: str) -> CallStatus | None:
-        call = await self.calls.store.get_call_by_link_hash(self.calls.links.hash(link_token))
+        call = await self.store.get_call_by_link_hash(self.calls.links.hash(link_token))
         if call is None:
             return None
-        turns = await self.calls.store.count_call_turns(call.call_id)
-        learned = None if call.private else await facts_learned(self.calls.store, "call", call.call_id)
-        facts = tuple(f.text for f in await self.calls.store.facts_from(call_id=call.call_id)) if learned else ()
+        turns = await self.store.count_call_turns(call.call_id)
+        learned = None if call.private else await facts_learned(self.store, "call", call.call_id)
+        facts = tuple(f.text for f in await self.store.facts_from(call_id=call.call_id)) if learned else ()
         return CallStatus(
             state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
         )
@@ -56,5 +63,5 @@ class CallPageAdapter:
         return await self.calls.receive_webhook(raw_body, headers)
 
     async def health(self) -> dict[str, object]:
-        await self.calls.store.ping()
-        return {"database": "ok", "active_calls": await self.calls.store.count_open_calls()}
+        await self.store.ping()
+        return {"database": "ok", "active_calls": await self.store.count_open_calls()}

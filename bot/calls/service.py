@@ -36,8 +36,13 @@ from bot.calls.links import LinkTokens
 from bot.config import Settings
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord, GuildSettings
-from bot.store.repository import OpenCallExists, Store
+from bot.store.models import CallRecord, GuildSettings, needs_consent, remembers
+from bot.store.repository import AccountStore, ConversationStore, GuildSettingsStore, JobStore, OpenCallExists
+
+
+class CallStore(AccountStore, GuildSettingsStore, ConversationStore, JobStore, Protocol):
+    """What the call lifecycle reads and writes."""
+
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +122,7 @@ def start_of_day(ts: float) -> float:
 class CallService:
     def __init__(
         self,
-        store: Store,
+        store: CallStore,
         memory: MemoryService,
         agora: ConvoAIClient,
         settings: Settings,
@@ -201,7 +206,7 @@ class CallService:
         if not guild.calls_enabled:
             raise CallsDisabled()
         user = await self.store.get_user(user_id)
-        if not private and (user is None or user.consent is None):
+        if not private and needs_consent(user):
             raise ConsentRequired()
         existing = await self.store.open_call_for_user(user_id)
         if existing is not None:
@@ -212,7 +217,7 @@ class CallService:
         if await self.store.count_open_calls() >= self.settings.agora.max_concurrent_agents:
             raise CapacityReached()
 
-        remember = not private and user is not None and user.consent == "remember" and user.memory_enabled
+        remember = remembers(user, private=private)
         max_minutes = self.effective_max_minutes(guild)
         call_id = uuid.uuid4().hex
         user_uid = secrets.randbelow(9_000_000) + 1000

@@ -12,10 +12,16 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS
 from bot.store.models import FactRecord, TurnRecord
-from bot.store.repository import Store
+from bot.store.repository import ConversationStore, FactStore
+
+
+class ContextStore(FactStore, ConversationStore, Protocol):
+    """What building a memory block reads."""
+
 
 MEMORY_HEADER = (
     "Notes about the person you are talking with, kept from your earlier conversations with them. "
@@ -179,7 +185,7 @@ class _BudgetedBlock:
 
 
 class ContextBuilder:
-    def __init__(self, store: Store, *, budget_tokens: int, persona: str):
+    def __init__(self, store: ContextStore, *, budget_tokens: int, persona: str):
         self.store = store
         self.budget_tokens = budget_tokens
         self.persona = persona

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from bot.memory.context import ContextBuilder
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
@@ -23,7 +23,12 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
-from bot.store.repository import Store, TurnsChanged
+from bot.store.repository import AccountStore, ConversationStore, FactStore, PrivacyStore, TurnsChanged
+
+
+class MemoryStore(AccountStore, ConversationStore, FactStore, PrivacyStore, Protocol):
+    """What the memory service reads, merges and forgets."""
+
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +55,7 @@ def _utterance(t: TurnRecord) -> Utterance:
 
 
 class MemoryService:
-    def __init__(self, store: Store, *, budget_tokens: int, persona: str):
+    def __init__(self, store: MemoryStore, *, budget_tokens: int, persona: str):
         self.store = store
         self.context = ContextBuilder(store, budget_tokens=budget_tokens, persona=persona)
         self._call_locks: dict[str, asyncio.Lock] = {}

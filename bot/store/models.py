@@ -20,6 +20,17 @@ class UserRecord:
     created_at: float
 
 
+def needs_consent(user: UserRecord | None) -> bool:
+    """The member has not chosen yet whether the agent may remember them: ask before a remembered call or chat."""
+    return user is None or user.consent is None
+
+
+def remembers(user: UserRecord | None, *, private: bool = False) -> bool:
+    """The consent rule, in one place: a conversation is remembered only when it is not private, the member chose
+    "remember", and their memory is not paused."""
+    return not private and user is not None and user.consent == "remember" and user.memory_enabled
+
+
 @dataclass(frozen=True)
 class GuildSettings:
     """Per-server overrides; None means "use the bot-wide default"."""
