@@ -1,20 +1,23 @@
 """Command line: `python -m bot run | check | migrate | copy-db | sync | export-user | forget-user |
-import-history | context`."""
+import-history | context | backup | restore` (and `--version`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
+from bot import __version__
 from bot.config import ConfigError, load_settings
+from bot.doctor import StartupProblem
+from bot.logs import setup_logging
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bot", description="A Discord bot whose voice agent remembers you.")
     parser.add_argument("--config", type=Path, help="path to config.toml (default: ./config.toml or $BOT_CONFIG)")
+    parser.add_argument("--version", action="version", version=f"memory-call-bot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run the bot")
     sub.add_parser("check", help="check configuration, database and services, then exit")
@@ -31,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import-history", help="store finished conversations for a user as calls")
     imp.add_argument("user_id", type=int)
     imp.add_argument("file", type=Path)
+    backup = sub.add_parser("backup", help="write a consistent copy of the live database to FILE")
+    backup.add_argument("file", type=Path)
+    restore = sub.add_parser("restore", help="replace the database by a backup (stop the bot first)")
+    restore.add_argument("file", type=Path)
     ctx = sub.add_parser("context", help="print the system messages the agent would get for this user")
     ctx.add_argument("user_id", type=int)
     ctx.add_argument("--query", help="a message, to print the context selected for it (as text chat does)")
@@ -40,12 +47,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    setup_logging(
+        level=settings.log.level,
+        fmt=settings.log.format,
+        third_party_level=settings.log.third_party_level,
+        secrets=settings.secret_values(),
+    )
     from bot import cli
 
     handlers = {
@@ -58,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         "forget-user": cli.forget_user,
         "import-history": cli.import_history,
         "context": cli.context,
+        "backup": cli.backup,
+        "restore": cli.restore,
     }
     try:
         return asyncio.run(handlers[args.command](settings, args))
@@ -65,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except cli.CommandFailed as exc:
         print(exc, file=sys.stderr)
+        return 1
+    except StartupProblem as exc:
+        print(f"The bot cannot start: {exc}", file=sys.stderr)
         return 1
 
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -16,18 +17,22 @@ from bot.agora import ConvoAIClient
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
 from bot.config import Settings
+from bot.doctor import StartupProblem
 from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
+from bot.monitor import Counters, Monitor
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from bot.web.backend import CallPageBackend, NoCalls, OperatorView
 from bot.web.server import WebServer
 
 log = logging.getLogger(__name__)
 
 RETENTION_SWEEP_SECONDS = 3600.0
+SHUTDOWN_SCRUB_WAIT_SECONDS = 5.0
 CHAT_SWEEP_SECONDS = 60.0
 
 
@@ -42,6 +47,8 @@ class Services:
     postcall: PostCallProcessor | None = None
     chat: ChatService | None = None
     web: WebServer | None = None
+    counters: Counters = field(default_factory=Counters)
+    monitor: Monitor | None = None
     processed_listeners: list[Callable[[str, str, int], Awaitable[None]]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
@@ -56,8 +63,14 @@ class Services:
 
     async def start_background(self) -> None:
         """Web server, call reconcile, the post-call queue and the periodic sweeps."""
+        if not await self.memory.finish_pending_scrubs():
+            log.warning("deleted memory could not be scrubbed from the database file yet; the sweep retries")
         if self.web is not None:
-            await self.web.start()
+            try:
+                await self.web.start()
+            except OSError as exc:
+                where = f"web.host:web.port (WEB_HOST, WEB_PORT) {self.settings.web.host}:{self.settings.web.port}"
+                raise StartupProblem(f"the call page server cannot listen on {where}: {exc.strerror or exc}") from None
             log.info("call page server listening on %s (public address %s)", self.web.url, self.settings.web.public_url)
         if self.calls is not None:
             counts = await self.calls.reconcile()
@@ -71,6 +84,10 @@ class Services:
         last_retention = 0.0
         while not self._stop.is_set():
             try:
+                await self.memory.finish_pending_scrubs()
+                if self.calls is not None:
+                    await self.calls.save_unsaved()
+                    await self.calls.drain_inbox()
                 if self.chat is not None:
                     await self.chat.close_idle_sessions()
                 if time.time() - last_retention >= RETENTION_SWEEP_SECONDS:
@@ -104,11 +121,63 @@ def build_store(settings: Settings) -> Store:
     """PostgreSQL when `memory.database_url` is set, else the SQLite file at `memory.database_path`."""
     if settings.memory.database_url is not None:
         return PostgresStore(settings.memory.database_url.get_secret_value())
-    return SqliteStore(settings.memory.database_path)
+    return SqliteStore(settings.memory.database_path, busy_timeout_ms=int(settings.memory.lock_timeout_seconds * 1000))
 
 
 def _secret(value: SecretStr | None) -> str:
     return value.get_secret_value() if value is not None else ""
+
+
+def build_agora_client(settings: Settings, **overrides: Any) -> ConvoAIClient:
+    """The ConvoAI client from settings; `check` and the tests pass overrides (retries, back-off, transport)."""
+    options: dict[str, Any] = {
+        "base_url": settings.agora.api_base_url,
+        "app_id": settings.agora.app_id or "",
+        "customer_id": _secret(settings.agora.customer_id),
+        "customer_secret": _secret(settings.agora.customer_secret),
+        "timeout": settings.agora.request_timeout_seconds,
+    }
+    return ConvoAIClient(**{**options, **overrides})
+
+
+def build_llm_client(settings: Settings, **overrides: Any) -> LLMClient:
+    options: dict[str, Any] = {
+        "base_url": settings.llm.base_url or "",
+        "model": settings.llm.model,
+        "api_key": _secret(settings.llm.api_key) or None,
+        "timeout": settings.llm.timeout_seconds,
+    }
+    return LLMClient(**{**options, **overrides})
+
+
+def build_calls(
+    settings: Settings, store: Store, memory: MemoryService, agora: ConvoAIClient, counters: Counters, **overrides: Any
+) -> tuple[CallService, CallPageAdapter]:
+    """The call service and its web backend; the tests pass a clock and turn the checkpoint loop off."""
+    calls = CallService(store, memory, agora, settings, counters=counters, **overrides)
+    return calls, CallPageAdapter(calls, store)
+
+
+def build_monitor(
+    store: Store, counters: Counters, agora: ConvoAIClient | None, backend: CallPageAdapter | None, **overrides: Any
+) -> Monitor:
+    monitor = Monitor(store, counters=counters, agora=agora, **overrides)
+    if backend is not None:
+        monitor.sections.append(backend.health)  # the calls' own figures
+    return monitor
+
+
+def build_web_server(
+    settings: Settings, backend: CallPageBackend, monitor: OperatorView | None, **overrides: Any
+) -> WebServer:
+    options: dict[str, Any] = {
+        "host": settings.web.host,
+        "port": settings.web.port,
+        "sdk_url": settings.agora.sdk_url,
+        "public_url": settings.web.public_url,
+        "monitor": monitor,
+    }
+    return WebServer(backend, **{**options, **overrides})
 
 
 @asynccontextmanager
@@ -121,12 +190,7 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
     try:
         if full:
             if settings.llm.enabled:
-                services.llm = LLMClient(
-                    base_url=settings.llm.base_url or "",
-                    model=settings.llm.model,
-                    api_key=_secret(settings.llm.api_key) or None,
-                    timeout=settings.llm.timeout_seconds,
-                )
+                services.llm = build_llm_client(settings)
             services.postcall = PostCallProcessor(store, services.llm, on_processed=services.notify_processed)
             services.chat = ChatService(
                 store,
@@ -135,28 +199,23 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
                 idle_minutes=settings.memory.chat_idle_minutes,
                 persona=settings.memory.persona,
             )
+            adapter = None
             if settings.agora_configured:
-                services.agora = ConvoAIClient(
-                    base_url=settings.agora.api_base_url,
-                    app_id=settings.agora.app_id or "",
-                    customer_id=_secret(settings.agora.customer_id),
-                    customer_secret=_secret(settings.agora.customer_secret),
-                    timeout=settings.agora.request_timeout_seconds,
-                )
-                services.calls = CallService(store, memory, services.agora, settings)
-                services.web = WebServer(
-                    CallPageAdapter(services.calls, store),
-                    host=settings.web.host,
-                    port=settings.web.port,
-                    sdk_url=settings.agora.sdk_url,
-                    public_url=settings.web.public_url,
-                )
+                services.agora = build_agora_client(settings)
+                services.calls, adapter = build_calls(settings, store, memory, services.agora, services.counters)
+            services.monitor = build_monitor(store, services.counters, services.agora, adapter)
+            backend: CallPageBackend = adapter if adapter is not None else NoCalls()
+            services.web = build_web_server(settings, backend, services.monitor)
         yield services
     finally:
         await services.stop_background()
+        if services.monitor is not None:
+            await services.monitor.close()
         if services.agora is not None:
             await services.agora.aclose()
         if services.llm is not None:
             await services.llm.aclose()
-        await memory.wait_scrubbed()
+        if not await memory.wait_scrubbed(within=SHUTDOWN_SCRUB_WAIT_SECONDS):
+            log.warning("deleted memory is still in the database file; it is scrubbed at the next start")
+        await memory.stop_scrubbing()
         await store.close()

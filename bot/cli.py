@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import sqlite3
 import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.app import open_services
+from bot.app import build_agora_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
+from bot.doctor import Finding, StartupProblem, inspect_database, startup_findings
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
 from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
@@ -46,6 +49,10 @@ def _out(line: str = "") -> None:
     sys.stdout.write(line + "\n")
 
 
+def _finding(finding: Finding) -> None:
+    _out(f"  {finding.level:<8} {finding.text}")
+
+
 def missing_required(settings: Settings) -> list[str]:
     return [
         f"{section}.{key} ({env_name(section, key)}): {why}"
@@ -62,6 +69,9 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             _out(f"  - {line}")
         _out("Then run `python -m bot check` to verify everything.")
         return 2
+    problems = [finding.text for finding in startup_findings(settings) if finding.failed]
+    if problems:
+        raise StartupProblem(problems[0])
     from bot.client import run_bot
 
     return await run_bot(settings)
@@ -89,33 +99,23 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             "only over HTTPS, so put the call page behind a TLS proxy and use its https:// address"
         )
 
-    _out("Database")
-    try:
-        async with open_services(settings) as services:
-            version = await services.store.schema_version()
-            _out(f"  ok       {settings.memory.database_path} is reachable and migrated (schema {version})")
-    except SchemaTooNew as exc:
-        ok = False
-        _out(f"  FAIL     {exc}")
-    except OSError as exc:
-        ok = False
-        _out(f"  FAIL     memory.database_path {settings.memory.database_path}: {exc}")
-    except Exception as exc:  # any driver error is reported, not raised: this is a doctor
-        ok = False
-        _out(f"  FAIL     memory.database_path {settings.memory.database_path}: {type(exc).__name__}: {exc}")
+    if settings.discord.token:
+        _out("Discord")
+        discord_ok = await _check_discord(settings.discord.token.get_secret_value())
+        ok = ok and discord_ok
+
+    database, listen = startup_findings(settings)
+    _out("Database (read only: check never creates or migrates it)")
+    _finding(database)
+    _out("Web server")
+    _finding(listen)
+    ok = ok and not database.failed and not listen.failed
 
     _out("Agora")
     if settings.agora_configured:
-        from bot.agora import AgoraError, ConvoAIClient
+        from bot.agora import AgoraError
 
-        client = ConvoAIClient(
-            base_url=settings.agora.api_base_url,
-            app_id=settings.agora.app_id or "",
-            customer_id=settings.agora.customer_id.get_secret_value() if settings.agora.customer_id else "",
-            customer_secret=settings.agora.customer_secret.get_secret_value() if settings.agora.customer_secret else "",
-            timeout=settings.agora.request_timeout_seconds,
-            max_retries=0,
-        )
+        client = build_agora_client(settings, max_retries=0)
         try:
             await client.ping()
             _out(f"  ok       {settings.agora.api_base_url} answers with these credentials")
@@ -129,15 +129,9 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
 
     _out("LLM")
     if settings.llm.enabled:
-        from bot.llm import LLMClient, LLMError
+        from bot.llm import LLMError
 
-        llm = LLMClient(
-            base_url=settings.llm.base_url or "",
-            model=settings.llm.model,
-            api_key=settings.llm.api_key.get_secret_value() if settings.llm.api_key else None,
-            timeout=settings.llm.timeout_seconds,
-            max_retries=0,
-        )
+        llm = build_llm_client(settings, max_retries=0)
         try:
             await llm.ping()
             _out(f"  ok       {settings.llm.base_url} answers (model {settings.llm.model})")
@@ -160,12 +154,50 @@ def database_label(settings: Settings) -> str:
     return str(settings.memory.database_path)
 
 
+async def _check_discord(token: str) -> bool:
+    import aiohttp
+    import discord
+
+    from bot.client import TOKEN_REFUSED, discord_identity
+    from bot.invite import invite_url
+
+    try:
+        identity = await discord_identity(token)
+    except discord.LoginFailure:
+        _out(f"  FAIL     {TOKEN_REFUSED}")
+        return False
+    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        _out(f"  FAIL     Discord did not answer ({type(exc).__name__}): check this machine's internet connection")
+        return False
+    _out(f"  ok       logged in as {identity.user}")
+    _out(f"  invite   {invite_url(identity.application_id)}")
+    if identity.interactions_endpoint_url:
+        _out(
+            f"  FAIL     the application's Interactions Endpoint URL is set ({identity.interactions_endpoint_url}): "
+            "Discord then sends slash commands there instead of to the bot; clear it in the Developer Portal "
+            "(General Information)"
+        )
+        return False
+    return True
+
+
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:
+    database = inspect_database(settings.memory.database_path)
+    if database.failed:
+        raise CommandFailed(database.text)
     try:
         async with open_services(settings) as services:
             _out(f"Database {database_label(settings)} is at schema {await services.store.schema_version()}.")
     except SchemaTooNew as exc:
         raise CommandFailed(str(exc)) from exc
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        raise CommandFailed(
+            f"the database {settings.memory.database_path} stayed locked by another program for "
+            f"{settings.memory.lock_timeout_seconds:g} s (memory.lock_timeout_seconds): stop the other writer "
+            "(another copy of the bot, an sqlite3 shell) and run migrate again"
+        ) from exc
     return 0
 
 
@@ -208,14 +240,27 @@ async def export_user(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+FORGET_SCRUB_WAIT_SECONDS = 30.0
+EXIT_NOT_SCRUBBED = 3
+
+
 async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
         result = await services.memory.forget_everything(args.user_id)
-        await services.memory.wait_scrubbed()
+        scrubbed = await services.memory.wait_scrubbed(within=FORGET_SCRUB_WAIT_SECONDS)
+        if not scrubbed:
+            await services.memory.stop_scrubbing()  # recorded: finished by the next forget-user or start
     _out(
         f"Forgot user {args.user_id}: {plural(result.calls, 'call')}, {plural(result.chats, 'chat')}, "
         f"{plural(result.turns, 'line')}, {plural(result.facts, 'fact')}."
     )
+    if not scrubbed:
+        _out(
+            f"Not complete yet: the deleted text is still in {settings.memory.database_path} because another "
+            "program holds it open (a backup, a database shell). Close that program, then run forget-user again "
+            "or start the bot: the pending scrub is recorded and finished then."
+        )
+        return EXIT_NOT_SCRUBBED
     return 0
 
 
@@ -240,4 +285,37 @@ async def context(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
         messages = await services.memory.build_context(args.user_id, budget_tokens=args.budget, query=args.query)
     _out(json.dumps(messages, indent=2, ensure_ascii=False))
+    return 0
+
+
+async def backup(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.store.backup import BackupError, backup_database
+
+    try:
+        size = await asyncio.to_thread(
+            backup_database,
+            settings.memory.database_path,
+            args.file,
+            lock_timeout_seconds=settings.memory.lock_timeout_seconds,
+        )
+    except BackupError as exc:
+        raise CommandFailed(str(exc)) from exc
+    _out(f"Backed up {settings.memory.database_path} to {args.file} ({size:,} bytes).")
+    return 0
+
+
+async def restore(settings: Settings, args: argparse.Namespace) -> int:
+    from bot.store.backup import BackupError, restore_database
+
+    try:
+        saved = await asyncio.to_thread(
+            restore_database,
+            args.file,
+            settings.memory.database_path,
+            lock_timeout_seconds=settings.memory.lock_timeout_seconds,
+        )
+    except BackupError as exc:
+        raise CommandFailed(str(exc)) from exc
+    kept = f" The database it replaced is kept as {saved}." if saved is not None else ""
+    _out(f"Restored {settings.memory.database_path} from {args.file}.{kept} Start the bot again.")
     return 0

@@ -7,17 +7,24 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import signal
+import sqlite3
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import messages
+from bot import __version__, messages
 from bot.app import Services, open_services
 from bot.config import Settings
+from bot.doctor import StartupProblem
+from bot.invite import invite_url
+from bot.monitor import Gateway
+from bot.store.repository import SchemaTooNew
 from bot.web.server import PortInUse
 
 log = logging.getLogger(__name__)
@@ -54,6 +61,8 @@ async def report_error(interaction: discord.Interaction, error: BaseException) -
         )
     else:
         text = messages.SOMETHING_WENT_WRONG
+        if isinstance(interaction.client, MemoryBot):
+            interaction.client.services.counters.error(type(original).__name__)
         log.error(
             "command %s by user %s in guild %s failed",
             _command_name(interaction),
@@ -105,10 +114,19 @@ class MemoryBot(commands.Bot):
         )
         self.services = services
         self.settings: Settings = services.settings
+        if services.monitor is not None:
+            services.monitor.gateway = self.gateway_state
         self.sync_on_start = sync_on_start
         self.start_services = start_services
 
+    def gateway_state(self) -> Gateway:
+        connected = self.is_ready() and not self.is_closed()
+        latency = self.latency if connected and math.isfinite(self.latency) else None
+        return Gateway(connected=connected, latency_seconds=latency)
+
     async def setup_hook(self) -> None:
+        if self.application_id is not None:
+            log.info("add the bot to a server with %s", invite_url(self.application_id))
         for extension in EXTENSIONS:
             await self.load_extension(extension)
         if self.sync_on_start:
@@ -150,8 +168,24 @@ def build_bot(services: Services, **options: Any) -> MemoryBot:
     )
 
 
+TOKEN_REFUSED = (
+    "discord.token (DISCORD_TOKEN) was refused by Discord: "
+    "copy a fresh one from the Developer Portal (Bot, Reset Token)"
+)
+
+
 async def run_bot(settings: Settings) -> int:
-    discord.utils.setup_logging(level=logging.INFO, root=True)
+    """Run until closed. Known start-up problems (database, web address) raise StartupProblem: one line."""
+    try:
+        return await _run_bot(settings)
+    except SchemaTooNew as exc:
+        raise StartupProblem(str(exc)) from None
+    except sqlite3.DatabaseError as exc:
+        raise StartupProblem(f"memory.database_path {settings.memory.database_path}: {exc}") from None
+
+
+async def _run_bot(settings: Settings) -> int:
+    log.info("memory-call-bot %s starting", __version__)
     token = settings.discord.token.get_secret_value() if settings.discord.token else ""
     async with open_services(settings, full=True) as services:
         bot = build_bot(services)
@@ -163,14 +197,11 @@ async def run_bot(settings: Settings) -> int:
             async with bot:
                 await bot.start(token)
         except discord.LoginFailure:
-            log.error("Discord refused the token: check DISCORD_TOKEN")
-            return 1
+            raise StartupProblem(TOKEN_REFUSED) from None
         except discord.PrivilegedIntentsRequired:
-            log.error("Discord refused the intents; this bot needs no privileged intents")
-            return 1
+            raise StartupProblem("Discord refused the intents; this bot needs no privileged intents") from None
         except PortInUse as exc:
-            log.error("%s", exc)
-            return 1
+            raise StartupProblem(str(exc)) from None
     return 0
 
 
@@ -189,3 +220,22 @@ async def sync_commands(settings: Settings, *, guild_id: int | None = None) -> i
                 synced = await bot.tree.sync()
                 await services.store.set_meta(COMMANDS_HASH_KEY, commands_hash(bot.tree))
         return len(synced)
+
+
+@dataclass(frozen=True)
+class DiscordIdentity:
+    user: str
+    application_id: int
+    interactions_endpoint_url: str | None
+
+
+async def discord_identity(token: str) -> DiscordIdentity:
+    """Log in over HTTP only (no gateway), as `run` does first; raises discord.LoginFailure for a refused token."""
+    client = discord.Client(intents=discord.Intents.none())
+    try:
+        await client.login(token)
+        application = client.application
+        assert client.user is not None and application is not None
+        return DiscordIdentity(str(client.user), application.id, application.interactions_endpoint_url)
+    finally:
+        await client.close()

@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
@@ -29,6 +30,16 @@ DEFAULT_PERSONA = (
     "Keep replies to one or two sentences. If you know something about the person from earlier "
     "conversations, use it naturally; never read your notes back verbatim."
 )
+
+
+MAX_LINK_TTL_MINUTES = 1440
+
+
+def _http_url(value: str, expected: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be {expected}; got {value!r}")
+    return value
 
 
 class ConfigError(Exception):
@@ -100,6 +111,23 @@ class AgoraSettings(_Section):
     greeting: str = "Hi! Good to hear from you. What's on your mind?"
     sdk_url: str = AGORA_DEFAULT_SDK_URL
 
+    @field_validator("api_base_url")
+    @classmethod
+    def _api_base_url_is_absolute(cls, value: str) -> str:
+        return _http_url(value, "the http(s):// address of Agora's ConvoAI REST API")
+
+    @field_validator("llm_url")
+    @classmethod
+    def _llm_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "the http(s):// address of your chat-completions endpoint")
+
+    @field_validator("sdk_url")
+    @classmethod
+    def _sdk_url_is_a_script_address(cls, value: str) -> str:
+        if value.startswith("/") and not value.startswith("//"):
+            return value  # served by the bot itself, e.g. /static/vendor/AgoraRTC.js
+        return _http_url(value, "an http(s):// address of the Agora Web SDK script, or a path such as /static/x.js")
+
     @field_validator("app_id")
     @classmethod
     def _app_id_is_hex(cls, value: str | None) -> str | None:
@@ -114,6 +142,11 @@ class LLMSettings(_Section):
     model: str = "gpt-4o-mini"
     timeout_seconds: float = Field(default=30.0, gt=0)
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_absolute(cls, value: str | None) -> str | None:
+        return value and _http_url(value, "an OpenAI-compatible API address such as https://api.openai.com/v1")
+
     @property
     def enabled(self) -> bool:
         return bool(self.base_url)
@@ -123,8 +156,13 @@ class WebSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     public_url: str = "http://localhost:8080"
-    link_ttl_minutes: int = Field(default=60, ge=1)
+    link_ttl_minutes: int = Field(default=60, ge=1, le=MAX_LINK_TTL_MINUTES)
     link_signing_key: SecretStr | None = None
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_absolute(cls, value: str) -> str:
+        return _http_url(value, "the address members' browsers use, with its scheme, e.g. https://calls.example.org")
 
 
 class MemorySettings(_Section):
@@ -141,6 +179,7 @@ class MemorySettings(_Section):
     context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)
+    lock_timeout_seconds: float = Field(default=5.0, gt=0, le=600)
 
 
 class CallSettings(_Section):
@@ -159,6 +198,22 @@ class CallSettings(_Section):
         return value
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class LogSettings(_Section):
+    level: str = "INFO"
+    format: Literal["text", "json"] = "text"
+    third_party_level: str = "WARNING"
+
+    @field_validator("level", "third_party_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return value.upper()
+
+
 class Settings(_Section):
     discord: DiscordSettings = DiscordSettings()
     agora: AgoraSettings = AgoraSettings()
@@ -166,6 +221,16 @@ class Settings(_Section):
     web: WebSettings = WebSettings()
     memory: MemorySettings = MemorySettings()
     calls: CallSettings = CallSettings()
+    log: LogSettings = LogSettings()
+
+    def secret_values(self) -> list[str]:
+        """Every secret that is set, as plain text: the log formatter blanks them out of every line."""
+        values = []
+        for section, key in SECRET_SETTINGS:
+            secret = getattr(getattr(self, section), key)
+            if secret is not None:
+                values.append(secret.get_secret_value())
+        return values
 
     @property
     def agora_configured(self) -> bool:

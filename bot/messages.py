@@ -16,11 +16,20 @@ from bot.calls.errors import (
 )
 from bot.llm import LLMError
 from bot.memory.chat import ChatDisabled
+from bot.store.repository import StorageFull
 
 SOMETHING_WENT_WRONG = "Something went wrong on our side. Please try again in a moment."
 NEEDS_MANAGE_SERVER = "You need the **Manage Server** permission to change the bot's settings here."
 SERVER_ONLY = "This command works inside a server, not in direct messages."
 MEMORY_PAUSED = "Your memory is paused, so nothing is remembered. Resume it from `/memory`."
+CALL_ENDED_NOT_SAVED = (
+    "**Call ended.** The agent has stopped. The bot's storage is full right now, so this call isn't saved yet: "
+    "it is saved automatically as soon as there is space again. Nothing else for you to do."
+)
+STORAGE_FULL = (
+    "The bot can't save anything right now because its storage is full. Please try again later; if it keeps "
+    "happening, tell the person who hosts the bot."
+)
 CALLS_NOT_CONFIGURED = "Voice calls are not set up on this bot yet. Ask the person who hosts it to configure Agora."
 
 
@@ -63,6 +72,8 @@ def for_error(error: BaseException) -> str | None:
         return for_call_error(error)
     if isinstance(error, ChatDisabled):
         return "Text chat is not enabled on this bot. Voice calls still work: try `/call`."
+    if isinstance(error, StorageFull):
+        return STORAGE_FULL
     if isinstance(error, LLMError):
         return "I can't answer right now: the language model did not respond. Please try again in a minute."
     return None

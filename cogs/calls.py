@@ -51,11 +51,14 @@ def card_text(started: StartedCall) -> str:
     )
     return (
         "**Your call is ready.** Open the link, click **Start call** and allow the microphone.\n"
-        f"{memory}\nThe link is only for you and works once; calls last up to {plural(started.max_minutes, 'minute')}."
+        f"{memory}\nThe link is only for you and works in the first browser that opens it; "
+        f"calls last up to {plural(started.max_minutes, 'minute')}."
     )
 
 
 def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: bool = True) -> str:
+    if not ended.saved:
+        return messages.CALL_ENDED_NOT_SAVED
     if ended.private:
         return "**Call ended.** It was private, so nothing was remembered."
     lines = plural(ended.turns_stored, "line")
@@ -196,7 +199,7 @@ class Calls(commands.Cog):
             return
         self.cards[ended.call_id] = (card[0], ended)
         await self._edit_card(card[0], ended_text(ended, learning=self.learning))
-        if ended.private or ended.turns_stored == 0 or not self.learning:
+        if ended.private or ended.turns_stored == 0 or not self.learning or not ended.saved:
             self.cards.pop(ended.call_id, None)
 
     async def call_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest_asyncio
 
 from bot.config import DEFAULT_PERSONA
 from bot.llm import LLMClient
+from bot.logs import HANDLER_NAME, THIRD_PARTY_LOGGERS
 from bot.memory.service import MemoryService
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
@@ -42,6 +44,20 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await s.open()
     yield s
     await s.close()
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`python -m bot` installs its log handler and levels; undo that after each test that runs it."""
+    root = logging.getLogger()
+    level = root.level
+    levels = {name: logging.getLogger(name).level for name in THIRD_PARTY_LOGGERS}
+    yield
+    for handler in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+    for name, old in levels.items():
+        logging.getLogger(name).setLevel(old)
 
 
 @pytest_asyncio.fixture

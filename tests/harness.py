@@ -6,18 +6,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.agora import ConvoAIClient
+from bot.app import build_agora_client, build_calls, build_monitor, build_web_server
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallEnded, CallService
 from bot.config import Settings
 from bot.memory.service import MemoryService
+from bot.monitor import Counters, Monitor
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
@@ -30,6 +33,7 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     AgoraEmulator,
 )
+from tests.fakes.discord_gateway import FakeDiscord
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool] | bool], *, within: float = 10.0) -> None:
@@ -106,13 +110,20 @@ class CallWorld:
     clock: FakeClock
     log: EndedLog
     adapter: CallPageAdapter
+    monitor: Monitor
 
     async def restart(self) -> CallService:
         """A new call service over the same database, as after a bot restart (the old one is shut down)."""
         if not self.calls.closed:
             await self.calls.shutdown(grace_seconds=1)
         self.calls = CallService(
-            self.store, self.memory, self.agora, self.settings, clock=self.clock, run_checkpoints=False
+            self.store,
+            self.memory,
+            self.agora,
+            self.settings,
+            clock=self.clock,
+            run_checkpoints=False,
+            counters=self.monitor.counters,
         )
         self.calls.add_listener(self.log)
         self.adapter.calls = self.calls
@@ -128,6 +139,7 @@ async def call_world(
     start_web: bool = True,
     sdk_url: str = "http://127.0.0.1:9/sdk.js",
     database_url: str | None = None,
+    busy_timeout_ms: int = 5000,
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
@@ -139,40 +151,54 @@ async def call_world(
     await emu.start()
     settings = make_settings(tmp_path, **sections)
     settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
-    store: Store = PostgresStore(database_url) if database_url else SqliteStore(settings.memory.database_path)
+    store: Store = (
+        PostgresStore(database_url)
+        if database_url
+        else SqliteStore(settings.memory.database_path, busy_timeout_ms=busy_timeout_ms)
+    )
     await store.open()
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
-    agora = ConvoAIClient(
-        base_url=emu.base_url,
-        app_id=TEST_APP_ID,
-        customer_id=TEST_CUSTOMER_ID,
-        customer_secret=TEST_CUSTOMER_SECRET,
-        timeout=5,
-        backoff_base=0.001,
-        backoff_max=0.01,
-    )
-    calls = CallService(store, memory, agora, settings, clock=clock, run_checkpoints=checkpoints)
+    # The bot's own builders (bot.app), so the tests wire the services as the bot does.
+    agora = build_agora_client(settings, timeout=5, backoff_base=0.001, backoff_max=0.01)
+    counters = Counters()
+    calls, adapter = build_calls(settings, store, memory, agora, counters, clock=clock, run_checkpoints=checkpoints)
     log = EndedLog()
     calls.add_listener(log)
-    adapter = CallPageAdapter(calls, store)
-    web = WebServer(
-        adapter,
-        host="127.0.0.1",
-        port=0 if start_web else free_port(),
-        sdk_url=sdk_url,
-        public_url=settings.web.public_url,
+    monitor = build_monitor(store, counters, agora, adapter, clock=clock)
+    web = build_web_server(
+        settings, adapter, monitor, host="127.0.0.1", port=0 if start_web else free_port(), sdk_url=sdk_url
     )
     if start_web:
         await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"
-    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter)
+    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor)
     try:
         yield world
     finally:
         await world.calls.shutdown(grace_seconds=1)
         await memory.wait_scrubbed()
         await web.stop()
+        await monitor.close()
         await agora.aclose()
         await emu.stop()
         await store.close()
+
+
+@contextmanager
+def fake_discord_in_thread(monkeypatch: Any) -> Iterator[FakeDiscord]:
+    """The fake Discord on its own event loop in a thread, for tests that call `python -m bot`'s `main()`
+    (which runs its own loop with asyncio.run). discord.py is pointed at it for the test."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-discord", daemon=True)
+    thread.start()
+    fake = FakeDiscord()
+    try:
+        asyncio.run_coroutine_threadsafe(fake.start(), loop).result(timeout=10)
+        fake.patch(monkeypatch)
+        yield fake
+    finally:
+        asyncio.run_coroutine_threadsafe(fake.stop(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

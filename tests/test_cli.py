@@ -25,7 +25,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ):
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "config.toml"
-    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "bot.db"}"\n')
+    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "bot.db"}"\n\n[web]\nport = 0\n')
     return path
 
 
@@ -48,7 +48,7 @@ def test_check_reports_each_setting_and_the_database(config: Path, capsys) -> No
     assert main(["--config", str(config), "check"]) == 1
     out = capsys.readouterr().out
     assert "MISSING  discord.token (DISCORD_TOKEN)" in out
-    assert "reachable and migrated" in out
+    assert "does not exist yet: `migrate` (or starting the bot) creates it at schema" in out
     assert "llm.base_url is not set" in out
     assert "cannot start" in out
 
@@ -114,9 +114,13 @@ def test_import_rejects_bad_files_clearly(config: Path, tmp_path: Path, capsys, 
 async def test_check_reaches_agora_and_the_llm_and_reports_ready(tmp_path: Path, monkeypatch, capsys) -> None:
     from bot.cli import check
     from tests.fakes.agora_emulator import running_emulator
+    from tests.fakes.discord_gateway import FakeDiscord
     from tests.fakes.llm_server import running_fake_llm
     from tests.harness import make_settings
 
+    discord_fake = FakeDiscord()
+    await discord_fake.start()
+    discord_fake.patch(monkeypatch)
     async with running_emulator() as emu, running_fake_llm() as llm:
         settings = make_settings(tmp_path, agora={"api_base_url": emu.base_url}, llm={"base_url": llm.base_url})
         assert await check(settings, None) == 0
@@ -128,6 +132,7 @@ async def test_check_reaches_agora_and_the_llm_and_reports_ready(tmp_path: Path,
         assert await check(wrong, None) == 1
         out = capsys.readouterr().out
         assert "FAIL     agora.api_base_url" in out and "AGORA_CUSTOMER_SECRET" in out
+    await discord_fake.stop()
 
 
 def test_migrate_creates_the_schema(config: Path, capsys) -> None:
@@ -144,3 +149,11 @@ def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, m
     monkeypatch.setenv("WEB_PUBLIC_URL", "http://calls.example.org")
     main(["--config", str(config), "check"])
     assert "web.public_url (WEB_PUBLIC_URL) is http://calls.example.org" in capsys.readouterr().out
+
+
+def test_a_full_disk_is_explained_to_members_in_plain_words() -> None:
+    from bot import messages
+    from bot.store.repository import StorageFull
+
+    text = messages.for_error(StorageFull("database or disk is full"))
+    assert text is not None and "storage is full" in text and "try again later" in text

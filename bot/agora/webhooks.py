@@ -128,6 +128,8 @@ def parse_notification(raw_body: bytes) -> Notification:
         decoded: Any = json.loads(raw_body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"notification body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:  # a few KB of "[" nest deeper than the parser goes
+        raise ValueError("notification body is nested too deeply") from exc
     if not isinstance(decoded, dict):
         raise ValueError("notification body must be a JSON object")
     notice_id = decoded.get("noticeId")

@@ -43,3 +43,7 @@ class VoiceUnavailable(CallError):
 
 class NoActiveCall(CallError):
     """/hangup without a call."""
+
+
+class WebhookNotStored(Exception):
+    """A verified webhook delivery could not be stored (a database error); Agora must send it again."""

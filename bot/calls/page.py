@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Protocol
 
+from bot.calls.errors import WebhookNotStored
 from bot.calls.service import CallService
 from bot.memory.postcall import facts_learned
 from bot.store.repository import ConversationStore, FactStore, JobStore, StoreLifecycle
-from bot.web.backend import PAGE_STATES, CallStatus, PageSession
+from bot.web.backend import PAGE_STATES, CallStatus, OpenElsewhere, PageSession, WebhookRetryLater
 
 
 class PageStore(StoreLifecycle, ConversationStore, FactStore, JobStore, Protocol):
@@ -20,10 +22,13 @@ class CallPageAdapter:
         self.calls = calls
         self.store = store
 
-    async def open_page(self, link_token: str) -> PageSession | None:
-        call = await self.calls.call_for_link(link_token)
+    async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
+        call = await self.calls.call_for_link(link_token, browser=browser)
         if call is None or call.state not in PAGE_STATES:
             return None
+        key = browser or secrets.token_urlsafe(24)
+        if not await self.calls.bind_browser(call, key):
+            raise OpenElsewhere(call.call_id)
         page_id = self.calls.page_opened(call.call_id)
         return PageSession(
             app_id=self.calls.settings.agora.app_id or "",
@@ -35,11 +40,12 @@ class CallPageAdapter:
             expires_at=self.calls.link_expiry(call),
             max_minutes=call.max_minutes,
             page_id=page_id,
+            browser_key=key,
         )
 
-    async def status(self, link_token: str) -> CallStatus | None:
+    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
         call = await self.store.get_call_by_link_hash(self.calls.links.hash(link_token))
-        if call is None:
+        if call is None or not self.calls.browser_allowed(call, browser):
             return None
         turns = await self.store.count_call_turns(call.call_id)
         learned = None if call.private else await facts_learned(self.store, "call", call.call_id)
@@ -48,20 +54,29 @@ class CallPageAdapter:
             state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
         )
 
-    async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
-        call = await self.calls.call_for_link(link_token)
-        if call is None:
+    async def hang_up(
+        self, link_token: str, *, via: str, page_id: str | None = None, browser: str | None = None
+    ) -> CallStatus | None:
+        call = await self.calls.call_for_link(link_token, browser=browser)
+        if call is None or not self.calls.browser_allowed(call, browser):
             return None
         if call.state in ("starting", "active"):
             if via == "beacon" and self.calls.settings.calls.page_close_grace_seconds > 0:
                 self.calls.page_closed(call.call_id, page_id)
             else:
                 await self.calls.finalize(call.call_id, "page_closed" if via == "beacon" else "hangup_page")
-        return await self.status(link_token)
+        return await self.status(link_token, browser=browser)
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
-        return await self.calls.receive_webhook(raw_body, headers)
+        try:
+            return await self.calls.receive_webhook(raw_body, headers)
+        except WebhookNotStored as exc:
+            raise WebhookRetryLater(str(exc)) from exc
 
     async def health(self) -> dict[str, object]:
         await self.store.ping()
-        return {"database": "ok", "active_calls": await self.store.count_open_calls()}
+        return {
+            "database": "ok",
+            "active_calls": await self.store.count_open_calls(),
+            "agents_still_running": await self.calls.agents_still_running(),
+        }

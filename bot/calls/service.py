@@ -15,7 +15,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -31,13 +31,25 @@ from bot.calls.errors import (
     NoActiveCall,
     QuotaReached,
     VoiceUnavailable,
+    WebhookNotStored,
 )
+from bot.calls.inbox import WebhookInbox
 from bot.calls.links import LinkTokens
 from bot.config import Settings
+from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord, GuildSettings, needs_consent, remembers
-from bot.store.repository import AccountStore, ConversationStore, GuildSettingsStore, JobStore, OpenCallExists
+from bot.monitor import Counters
+from bot.store.models import CallRecord, GuildSettings, Role, needs_consent, remembers
+from bot.store.repository import (
+    NOTICE_KEEP_SECONDS,
+    AccountStore,
+    ConversationStore,
+    GuildSettingsStore,
+    JobStore,
+    OpenCallExists,
+    StorageFull,
+)
 
 
 class CallStore(AccountStore, GuildSettingsStore, ConversationStore, JobStore, Protocol):
@@ -51,6 +63,9 @@ TOKEN_MARGIN_SECONDS = 600
 LEASE_CHECKPOINTS = 3
 # A starting call (joining the agent, with retries) is left alone by other processes for at least this long.
 STARTING_LEASE_SECONDS = 120.0
+STALE_NOTICE_MARGIN_SECONDS = 86400.0
+LEAVE_RETRY_FIRST_SECONDS = 5.0
+LEAVE_RETRY_MAX_SECONDS = 300.0
 TOKEN_RENEW_BEFORE_SECONDS = 3600
 """A checkpoint renews the agent's token once it has less than this left (Agora also warns with NCS 104)."""
 WEBHOOK_GRACE_SECONDS = 15.0
@@ -102,6 +117,20 @@ class CallEnded:
     turns_stored: int
     private: bool
     card: tuple[str, int] | None = None  # (interaction token, message id) of the member's card, if it was shown
+    saved: bool = True
+    """False when the disk was full: the call ended and its agent stopped, but it is stored later."""
+
+
+@dataclass
+class _UnsavedEnding:
+    """A call that ended while the database could not be written, kept until `save_unsaved` stores it."""
+
+    call_id: str
+    reason: str
+    at: float
+    window: list[tuple[Role, str]] | None = None
+    generation: int | None = None
+    stopped: bool = True
 
 
 class CallListener(Protocol):
@@ -130,8 +159,10 @@ class CallService:
         clock: Callable[[], float] = time.time,
         owner: str | None = None,
         run_checkpoints: bool = True,
+        counters: Counters | None = None,
     ):
         self.store = store
+        self.counters = counters if counters is not None else Counters()
         self.memory = memory
         self.agora = agora
         self.settings = settings
@@ -147,11 +178,16 @@ class CallService:
         self._finalizing: dict[str, asyncio.Task[CallEnded | None]] = {}
         self._closing_pages: dict[str, asyncio.Task[None]] = {}
         self._notices_in_flight: set[str] = set()
+        self._stopping: dict[str, asyncio.Task[None]] = {}
+        self._unsaved: dict[str, _UnsavedEnding] = {}
+        self.leave_retry_first_seconds = LEAVE_RETRY_FIRST_SECONDS
+        self.leave_retry_max_seconds = LEAVE_RETRY_MAX_SECONDS
         self._token_expires: dict[str, float] = {}
         self._final_history: set[str] = set()
         self._open_pages: dict[str, str] = {}
         self._closing = False
         self._starting: set[str] = set()  # calls this process is starting right now (reconcile leaves them alone)
+        self.inbox = WebhookInbox.beside(settings.memory.database_path)
 
     @property
     def closed(self) -> bool:
@@ -289,6 +325,8 @@ class CallService:
                 await self._leave_quietly(started.agent_id)
                 raise VoiceUnavailable("call was ended while starting")
             self._watch(call_id)
+            self.counters.calls_started += 1
+            log.info("call started", extra={"call_id": call_id, "user_id": user_id, "guild_id": guild_id})
             return StartedCall(
                 call_id=call_id,
                 link_url=f"{self.settings.web.public_url.rstrip('/')}/call/{link}",
@@ -301,7 +339,7 @@ class CallService:
 
     async def _abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""
-        log.warning("call %s could not start: %s", call.call_id, why)
+        log.warning("call %s could not start: %s", call.call_id, why, extra={"call_id": call.call_id})
         await self.store.transition_call(
             call.call_id, ["starting"], "failed", ended_at=self.clock(), end_reason="start_failed", link_hash=None
         )
@@ -311,13 +349,41 @@ class CallService:
         except AgoraError as exc:
             log.warning("could not check for an orphan agent of call %s: %s", call.call_id, exc)
 
-    async def _leave_quietly(self, agent_id: str) -> None:
+    async def _leave_quietly(self, agent_id: str) -> bool:
+        """Stop an agent; True once it is stopped (or already gone), False when Agora would not stop it."""
         try:
             await self.agora.leave(agent_id)
         except AgoraNotFound:
-            return
+            return True
         except AgoraError as exc:
             log.warning("could not stop agent %s: %s", agent_id, exc)
+            return False
+        return True
+
+    def _keep_stopping(self, call_id: str, agent_id: str) -> None:
+        """Retry the leave of an ended call's agent in the background until Agora stops it (the flag in the
+        store makes the next process carry on after a restart)."""
+        if self._closing or call_id in self._stopping:
+            return
+
+        async def retry() -> None:
+            delay = self.leave_retry_first_seconds
+            while True:
+                await asyncio.sleep(delay)
+                if await self._leave_quietly(agent_id):
+                    with contextlib.suppress(StorageFull):  # stored with the ending once there is space
+                        await self.store.update_call(call_id, agent_stop_pending=False)
+                    log.info("call %s: its agent is stopped at last", call_id)
+                    return
+                delay = min(delay * 2, self.leave_retry_max_seconds)
+
+        task = asyncio.get_running_loop().create_task(retry(), name=f"stop-agent-{call_id}")
+        self._stopping[call_id] = task
+        task.add_done_callback(lambda _t: self._stopping.pop(call_id, None))
+
+    async def agents_still_running(self) -> int:
+        """Ended calls whose agent Agora has not stopped yet (reported in /healthz)."""
+        return len(await self.store.calls_with_agent_to_stop())
 
     async def remember_card(self, call_id: str, token: str, message_id: int) -> None:
         """Where the member's card is, so whichever process ends the call can update it."""
@@ -328,7 +394,8 @@ class CallService:
     def _watch(self, call_id: str) -> None:
         if not self.run_checkpoints or self._closing or call_id in self._tasks:
             return
-        task = asyncio.get_running_loop().create_task(self._checkpoint_loop(call_id), name=f"call-{call_id}")
+        with bind(call_id=call_id):  # every line the loop logs carries the call's id
+            task = asyncio.get_running_loop().create_task(self._checkpoint_loop(call_id), name=f"call-{call_id}")
         self._tasks[call_id] = task
 
         def forget(_task: asyncio.Task[None]) -> None:
@@ -363,6 +430,7 @@ class CallService:
             return False
         if self._token_needs_renewal(call):
             await self.renew_agent_token(call_id)
+        generation = await self.store.memory_generation(call.user_id)  # before the read: a forget fences it
         try:
             history = await self.agora.history(call.agent_id)
         except AgoraNotFound:
@@ -376,7 +444,10 @@ class CallService:
             return True
         if not call.private:
             await self.memory.record_snapshot(
-                call, [(i.role, i.content) for i in history.contents], max_history=self.settings.agora.max_history
+                call,
+                [(i.role, i.content) for i in history.contents],
+                max_history=self.settings.agora.max_history,
+                generation=generation,
             )
         return True
 
@@ -463,49 +534,88 @@ class CallService:
         winner's result; a trigger that loses to another process gets None."""
         task = self._finalizing.get(call_id)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason))
+            with bind(call_id=call_id):
+                task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason))
             self._finalizing[call_id] = task
             task.add_done_callback(lambda _done: self._finalizing.pop(call_id, None))
         return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
     async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
         now = self.clock()
-        if not await self.store.transition_call(
-            call_id,
-            ["starting", "active"],
-            "ending",
-            end_reason=reason,
-            owner=self.owner,
-            lease_until=now + self.lease_seconds,
-        ):
+        try:
+            won = await self.store.transition_call(
+                call_id,
+                ["starting", "active"],
+                "ending",
+                end_reason=reason,
+                owner=self.owner,
+                lease_until=now + self.lease_seconds,
+            )
+        except StorageFull:
+            return await self._end_without_storage(call_id, reason)
+        if not won:
             return None
         call = await self.store.get_call(call_id)
         assert call is not None
         return await self._complete_ending(call)
 
+    async def _last_history_and_leave(self, call: CallRecord) -> _UnsavedEnding:
+        """Read the history one last time (kept in memory) and stop the agent; writes nothing."""
+        ending = _UnsavedEnding(call.call_id, call.end_reason or "ended", self.clock())
+        if call.agent_id is None:
+            return ending
+        if not call.private:
+            try:
+                ending.generation = await self.store.memory_generation(call.user_id)
+                history = await self.agora.history(call.agent_id)
+                ending.window = [(i.role, i.content) for i in history.contents]
+                ending.at = self.clock()
+            except AgoraNotFound:
+                log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
+            except AgoraError as exc:
+                log.warning("call %s: last history read failed: %s", call.call_id, exc)
+        ending.stopped = await self._leave_quietly(call.agent_id)
+        return ending
+
+    async def _record_ending(self, call: CallRecord, ending: _UnsavedEnding) -> None:
+        if ending.window is not None and not call.private:
+            await self.memory.record_snapshot(
+                call,
+                ending.window,
+                max_history=self.settings.agora.max_history,
+                generation=ending.generation,
+                captured=int(ending.at * 1000),
+                at=ending.at,
+            )
+
     async def _complete_ending(self, call: CallRecord) -> CallEnded | None:
-        """The idempotent tail of finalize: last history read, leave, mark ended, queue processing."""
-        if call.agent_id is not None:
-            if not call.private:
-                try:
-                    history = await self.agora.history(call.agent_id)
-                    await self.memory.record_snapshot(
-                        call,
-                        [(i.role, i.content) for i in history.contents],
-                        max_history=self.settings.agora.max_history,
-                    )
-                except AgoraNotFound:
-                    log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
-                except AgoraError as exc:
-                    log.warning("call %s: last history read failed: %s", call.call_id, exc)
-            await self._leave_quietly(call.agent_id)
+        """The idempotent tail of finalize: last history read, leave, mark ended, queue processing.
+
+        A full disk does not keep the agent running: it is stopped first, the member is told the call could
+        not be saved yet, and what was said is kept in memory and stored by `save_unsaved` once there is space."""
+        ending = await self._last_history_and_leave(call)
+        saved = True
+        try:
+            await self._record_ending(call, ending)
+        except StorageFull:
+            saved = False
         now = self.clock()
-        won = await self.store.transition_call(call.call_id, ["ending"], "ended", ended_at=now)
+        try:
+            won = await self.store.transition_call(
+                call.call_id, ["ending"], "ended", ended_at=now, agent_stop_pending=not ending.stopped
+            )
+        except StorageFull:
+            return await self._unsaved_ending(call, ending)
+        if won and not ending.stopped and call.agent_id is not None:
+            log.warning("call %s ended but Agora would not stop its agent; retrying in the background", call.call_id)
+            self._keep_stopping(call.call_id, call.agent_id)
         self.memory.release_call(call.call_id)
         self._token_expires.pop(call.call_id, None)
         self._open_pages.pop(call.call_id, None)
         if not won:
             return None
+        if not saved:
+            return await self._unsaved_ending(call, ending)
         turns = await self.store.count_call_turns(call.call_id)
         if not call.private and turns:
             await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + self._history_grace(call))
@@ -520,8 +630,71 @@ class CallService:
             if call.notify_token and call.card_message_id is not None
             else None,
         )
+        self.counters.call_ended(ended.reason, ended.turns_stored)
+        ids = {"call_id": ended.call_id, "user_id": ended.user_id, "guild_id": ended.guild_id}
+        log.info("call ended (%s), %d lines stored", ended.reason, ended.turns_stored, extra=ids)
         await self._notify(ended)
         return ended
+
+    async def _end_without_storage(self, call_id: str, reason: str) -> CallEnded | None:
+        """The database cannot be written at all (disk full): still stop the agent and end the call for the
+        member; the store catches up in `save_unsaved`."""
+        if call_id in self._unsaved:
+            return None
+        call = await self.store.get_call(call_id)
+        if call is None or call.state not in ("starting", "active"):
+            return None
+        ending = await self._last_history_and_leave(replace(call, end_reason=reason))
+        return await self._unsaved_ending(call, ending)
+
+    async def _unsaved_ending(self, call: CallRecord, ending: _UnsavedEnding) -> CallEnded:
+        self._unsaved[call.call_id] = ending
+        log.error(
+            "call %s ended but the database is full: its end and last history are kept in memory and stored "
+            "when there is space again (free disk space next to memory.database_path)",
+            call.call_id,
+        )
+        if not ending.stopped and call.agent_id is not None:
+            self._keep_stopping(call.call_id, call.agent_id)
+        ended = CallEnded(
+            call_id=call.call_id,
+            user_id=call.user_id,
+            guild_id=call.guild_id,
+            reason=ending.reason,
+            turns_stored=await self.store.count_call_turns(call.call_id),
+            private=call.private,
+            saved=False,
+        )
+        await self._notify(ended)
+        return ended
+
+    async def save_unsaved(self) -> int:
+        """Store the endings a full disk kept in memory (from the periodic sweep); stops while still full."""
+        saved = 0
+        for call_id, ending in list(self._unsaved.items()):
+            try:
+                call = await self.store.get_call(call_id)
+                if call is not None:
+                    if call.state in ("starting", "active"):
+                        await self.store.transition_call(
+                            call_id, ["starting", "active"], "ending", end_reason=ending.reason
+                        )
+                    await self._record_ending(call, ending)
+                    await self.store.transition_call(
+                        call_id, ["ending"], "ended", ended_at=ending.at, agent_stop_pending=not ending.stopped
+                    )
+                    if not call.private and await self.store.count_call_turns(call_id):
+                        await self.store.enqueue_job(
+                            POST_CALL_JOB, call_id, self.clock(), not_before=self.clock() + self._history_grace(call)
+                        )
+            except StorageFull:
+                log.warning("the database is still full; %d ended calls wait to be stored", len(self._unsaved))
+                return saved
+            del self._unsaved[call_id]
+            self.memory.release_call(call_id)
+            saved += 1
+            log.info("call %s: stored after the disk had room again", call_id)
+        return saved
 
     def _history_grace(self, call: CallRecord) -> float:
         """How long post-call processing waits for Agora's final history: not at all once it arrived, or when
@@ -534,7 +707,10 @@ class CallService:
     # ---- webhooks --------------------------------------------------------------------------------------
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
-        """Verify a Notification Center delivery and process it in the background; False on a bad signature."""
+        """Verify a Notification Center delivery and store what it carries; False on a bad signature.
+
+        The delivery is kept in the local inbox first; WebhookNotStored (answered with a 5xx) when it could not
+        be stored, so Agora resends it."""
         secret = self.settings.agora.webhook_secret
         if secret is None:
             log.warning("an Agora webhook arrived but agora.webhook_secret (AGORA_WEBHOOK_SECRET) is not set")
@@ -547,8 +723,45 @@ class CallService:
         except ValueError as exc:
             log.warning("ignored a malformed Agora webhook: %s", exc)
             return True
-        self._spawn(self.handle_notification(notification))
+        kept = self.inbox.put(raw_body)
+        try:
+            await self.handle_notification(notification)
+        except Exception as exc:
+            where = "kept in the local inbox" if kept else "NOT kept (the inbox could not be written)"
+            log.warning(
+                "webhook notice %s could not be stored (%s: %s); %s, asking Agora to resend",
+                notification.notice_id,
+                type(exc).__name__,
+                exc,
+                where,
+            )
+            raise WebhookNotStored(notification.notice_id) from exc
+        if kept is not None:
+            self.inbox.remove(kept)
         return True
+
+    async def drain_inbox(self) -> int:
+        """Process deliveries kept in the local inbox (a database error stopped them); at start-up and from
+        the periodic sweep. One that still fails stays for the next drain (a notice older than the replay
+        window is dropped then, being ignored as stale). Returns how many were processed."""
+        processed = 0
+        for path in self.inbox.pending():
+            try:
+                notification = parse_notification(path.read_bytes())
+            except (OSError, ValueError) as exc:
+                log.warning("dropped unreadable webhook %s from the inbox: %s", path.name, exc)
+                self.inbox.remove(path)
+                continue
+            try:
+                await self.handle_notification(notification)
+            except Exception as exc:
+                log.warning("webhook inbox: notice %s still cannot be stored: %s", notification.notice_id, exc)
+                continue
+            self.inbox.remove(path)
+            processed += 1
+        if processed:
+            log.info("webhook inbox: processed %d kept deliveries", processed)
+        return processed
 
     async def handle_notification(self, notification: Notification) -> None:
         """Process one delivery. A notice already processed is skipped; it is recorded only after processing,
@@ -559,6 +772,11 @@ class CallService:
         notice = notification.notice_id
         if notice in self._notices_in_flight:
             log.info("webhook notice %s was already processed", notice)
+            return
+        age = self.clock() - notification.notify_ms / 1000
+        if age > NOTICE_KEEP_SECONDS - STALE_NOTICE_MARGIN_SECONDS:
+            # Agora retries within minutes; a delivery this old is a replay whose notice id may be forgotten.
+            log.warning("ignored webhook notice %s sent %.0f days ago (a replay)", notice, age / 86400)
             return
         self._notices_in_flight.add(notice)  # before any await, so a copy arriving meanwhile is skipped
         try:
@@ -589,7 +807,16 @@ class CallService:
                 log.info("call %s: history webhook added %d turns", call.call_id, result.added)
             if call.state in ("starting", "active", "ending"):
                 self._final_history.add(call.call_id)
-            # The final history is in: learning from the call need not wait any longer.
+            # The final history is in: learning from the call need not wait any longer. A call that ended with
+            # nothing stored (the agent had stopped before any checkpoint) is queued now that it has lines.
+            current = await self.store.get_call(call.call_id)
+            if (
+                current is not None
+                and current.state == "ended"
+                and not current.private
+                and await self.store.count_call_turns(call.call_id)
+            ):
+                await self.store.enqueue_job(POST_CALL_JOB, call.call_id, self.clock())
             await self.store.expedite_job(POST_CALL_JOB, call.call_id, self.clock())
         if notification.event_type == EVENT_AGENT_TOKEN_EXPIRING and call.state == "active":
             await self.renew_agent_token(call.call_id)
@@ -617,6 +844,16 @@ class CallService:
         """After a (re)start, and then periodically: every call not ended that no live bot process looks after
         (its lease ran out, or was released) is taken over, looked up at Agora, and resumed or finalized."""
         counts = {"resumed": 0, "finalized": 0, "failed": 0}
+        try:
+            await self.drain_inbox()
+        except Exception:
+            log.exception("the webhook inbox could not be processed at start-up; the sweep retries")
+        for ended in await self.store.calls_with_agent_to_stop():
+            if ended.agent_id is None or await self._leave_quietly(ended.agent_id):
+                await self.store.update_call(ended.call_id, agent_stop_pending=False)
+                log.info("call %s: its agent, still running at the last shutdown, is stopped", ended.call_id)
+            else:
+                self._keep_stopping(ended.call_id, ended.agent_id)
         for call in await self.store.open_calls():
             if call.call_id in self._tasks or call.call_id in self._finalizing or call.call_id in self._starting:
                 continue
@@ -643,6 +880,12 @@ class CallService:
                 log.warning("call %s: Agora unreachable during reconcile, resuming checkpoints: %s", call.call_id, exc)
                 info = None
             if info is None or info.status in RUNNING_STATUSES:
+                if info is not None:
+                    # Save what Agora still offers now: its history window keeps sliding while we wait.
+                    try:
+                        await self.checkpoint(call.call_id)
+                    except Exception:
+                        log.exception("call %s: checkpoint after the restart failed; the loop retries", call.call_id)
                 self._watch(call.call_id)
                 counts["resumed"] += 1
             else:
@@ -655,7 +898,7 @@ class CallService:
         running, so members keep talking through a restart; the next process reconciles them."""
         self._closing = True
         grace = self.settings.calls.shutdown_grace_seconds if grace_seconds is None else grace_seconds
-        tasks = [*self._tasks.values(), *self._closing_pages.values()]
+        tasks = [*self._tasks.values(), *self._closing_pages.values(), *self._stopping.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -727,13 +970,31 @@ class CallService:
     async def wait_pages_closed(self) -> None:
         await asyncio.gather(*self._closing_pages.values(), return_exceptions=True)
 
-    async def call_for_link(self, link_token: str) -> CallRecord | None:
+    async def call_for_link(self, link_token: str, *, browser: str | None = None) -> CallRecord | None:
+        """The call of a link, until the link expires; the browser the link is bound to (see `browser_allowed`)
+        keeps it after the expiry while the call is open, so it can always end it."""
         call = await self.store.get_call_by_link_hash(self.links.hash(link_token))
         if call is None:
             return None
-        if call.link_expires_at is not None and self.clock() > call.link_expires_at:
+        bound_here = (
+            call.browser_hash is not None
+            and browser is not None
+            and self.browser_allowed(call, browser)
+            and call.state in ("starting", "active", "ending")
+        )
+        if not bound_here and call.link_expires_at is not None and self.clock() > call.link_expires_at:
             return None
         return call
+
+    def browser_allowed(self, call: CallRecord, browser: str | None) -> bool:
+        """Whether this browser (its cookie) may use the call's link: any, until one opened it."""
+        if call.browser_hash is None:
+            return True
+        return browser is not None and secrets.compare_digest(call.browser_hash, self.links.hash(browser))
+
+    async def bind_browser(self, call: CallRecord, browser: str) -> bool:
+        """Bind the link to the browser that opened it first; False when another browser has it."""
+        return await self.store.bind_call_browser(call.call_id, self.links.hash(browser))
 
     def user_token(self, call: CallRecord) -> str:
         agora = self.settings.agora

@@ -92,11 +92,14 @@ class ChatService:
                     yield delta
             return
 
+        generation = await self.store.memory_generation(user_id)  # a forget or pause from now on fences the writes
         context = await self.memory.build_context(user_id, persona=self.persona, query=message)
         async with self._lock(user_id):
             chat = await self._session(user_id, guild_id)
             history = await self._history(chat.chat_id)
-            await self.store.append_chat_turn(chat.chat_id, user_id, "user", message, self._clock())
+            await self.store.append_chat_turn(
+                chat.chat_id, user_id, "user", message, self._clock(), generation=generation
+            )
         messages = [*context, *history, {"role": "user", "content": message}]
 
         parts: list[str] = []
@@ -106,7 +109,9 @@ class ChatService:
                 yield delta
         answer = "".join(parts)
         if answer.strip():
-            await self.store.append_chat_turn(chat.chat_id, user_id, "assistant", answer, self._clock())
+            await self.store.append_chat_turn(
+                chat.chat_id, user_id, "assistant", answer, self._clock(), generation=generation
+            )
 
     async def close_idle_sessions(self) -> int:
         """End every session silent for longer than the idle gap and queue it; returns how many were ended."""

@@ -192,6 +192,7 @@ class PostCallProcessor:
             now = self._clock()
             await self.store.fail_job(job.job_id, now, "conversation still open", retry_at=now + self.lease_seconds)
             return
+        generation = await self.store.memory_generation(convo.user_id)  # before anything is read: see the fence
         user = await self.store.get_user(convo.user_id)
         if convo.private or (user is not None and not user.memory_enabled):
             await self._finish(job, "private or memory paused")
@@ -229,6 +230,7 @@ class PostCallProcessor:
             new_facts=plan.new_facts,
             confirmed=plan.confirmed,
             summary=extraction.summary or None,
+            generation=generation,
         )
         if count is None:
             log.info("post-call job %d: lease lost to another worker; its result was discarded", job.job_id)

@@ -32,6 +32,9 @@ class MemoryStore(AccountStore, ConversationStore, FactStore, PrivacyStore, Prot
 
 log = logging.getLogger(__name__)
 
+SCRUB_RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Waits between scrub attempts while another connection keeps deleted pages alive (about 2 minutes in all)."""
+
 FINAL_CAPTURE = 2**53
 MERGE_ATTEMPTS = 5
 """A snapshot merge that lost a race with another writer of the call is read and merged again, this many times."""
@@ -73,19 +76,28 @@ class MemoryService:
         captured: int | None = None,
         final: bool = False,
         at: float | None = None,
+        generation: int | None = None,
     ) -> MergeResult:
         """Merge one history snapshot of a call into its stored turns, atomically.
 
-        `max_history=None` means the window is known to be the whole conversation (an import)."""
+        `max_history=None` means the window is known to be the whole conversation (an import). `generation` is
+        the member's memory generation read before the snapshot was taken (default: now): a forget or pause
+        since then makes the write a no-op."""
         at = time.time() if at is None else at
+        if generation is None:
+            generation = await self.store.memory_generation(call.user_id)
         complete = max_history is None or len(window) < max_history
         lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
         capture = FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000))
         async with lock:
             for _attempt in range(MERGE_ATTEMPTS - 1):
                 with contextlib.suppress(TurnsChanged):  # another process wrote meanwhile: read and merge again
-                    return await self._merge(call, window, complete=complete, capture=capture, final=final, at=at)
-            return await self._merge(call, window, complete=complete, capture=capture, final=final, at=at)
+                    return await self._merge(
+                        call, window, complete=complete, capture=capture, final=final, at=at, generation=generation
+                    )
+            return await self._merge(
+                call, window, complete=complete, capture=capture, final=final, at=at, generation=generation
+            )
 
     async def _merge(
         self,
@@ -96,6 +108,7 @@ class MemoryService:
         capture: int,
         final: bool,
         at: float,
+        generation: int,
     ) -> MergeResult:
         current = await self.store.get_call(call.call_id)
         anchored = bool(current and current.history_anchored)
@@ -104,7 +117,8 @@ class MemoryService:
             tail = await self.store.call_tail(call.call_id, 2 * len(window) + 2)
             appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
             if appended is not None:
-                await self._apply_append(call, tail, appended, at, version)
+                if not await self._apply_append(call, tail, appended, at, generation, version):
+                    return MergeResult([], anchored, 0, 0, 0)
                 grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
                 gaps = count_gaps(tail[-1].segment + 1, anchored)
                 return MergeResult([], anchored, len(appended.new), int(grown), gaps)
@@ -134,20 +148,30 @@ class MemoryService:
             ):
                 updates.append(TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured))
         if inserts or updates or result.anchored != anchored:
-            await self.store.apply_call_turns(
+            written = await self.store.apply_call_turns(
                 call.call_id,
                 call.user_id,
                 inserts,
                 updates,
                 anchored=result.anchored,
                 checkpoint_at=at,
+                generation=generation,
                 expected_version=version,
             )
+            if not written:
+                log.info("call %s: memory was forgotten or paused meanwhile; the snapshot is dropped", call.call_id)
+                return MergeResult([], anchored, 0, 0, 0)
         return result
 
     async def _apply_append(
-        self, call: CallRecord, tail: list[TurnRecord], appended: Append, at: float, version: int | None
-    ) -> None:
+        self,
+        call: CallRecord,
+        tail: list[TurnRecord],
+        appended: Append,
+        at: float,
+        generation: int,
+        version: int | None,
+    ) -> bool:
         last = tail[-1]
         updates = []
         if appended.replaced_last is not None:
@@ -158,9 +182,17 @@ class MemoryService:
             for i, u in enumerate(appended.new)
         ]
         if inserts or updates:
-            await self.store.apply_call_turns(
-                call.call_id, call.user_id, inserts, updates, anchored=False, checkpoint_at=at, expected_version=version
+            return await self.store.apply_call_turns(
+                call.call_id,
+                call.user_id,
+                inserts,
+                updates,
+                anchored=False,
+                checkpoint_at=at,
+                generation=generation,
+                expected_version=version,
             )
+        return True
 
     def release_call(self, call_id: str) -> None:
         self._call_locks.pop(call_id, None)
@@ -251,24 +283,63 @@ class MemoryService:
         return removed
 
     def _schedule_scrub(self) -> None:
-        """Rows are gone at once; the index and log residue is scrubbed right after, off the caller's path."""
+        """Rows are gone at once; the index and log residue is scrubbed right after, off the caller's path.
+
+        The deleting transaction recorded the scrub, so a crash before it completes is finished at the next
+        start (`finish_pending_scrubs`); a reader that keeps old pages alive is waited out by retrying."""
         if self._scrub_task is not None and not self._scrub_task.done():
             self._scrub_again = True
             return
         self._scrub_task = asyncio.get_running_loop().create_task(self._scrub_loop())
 
     async def _scrub_loop(self) -> None:
+        delays = iter(SCRUB_RETRY_DELAYS)
         while True:
             self._scrub_again = False
             try:
-                await self.store.scrub()
+                complete = await self.store.scrub()
             except Exception:
-                log.exception("scrubbing deleted memory from the database file failed; will retry on next delete")
+                log.exception("scrubbing deleted memory from the database file failed; retrying")
+                complete = False
+            if complete and not self._scrub_again:
                 return
-            if not self._scrub_again:
-                return
+            if not complete:
+                delay = next(delays, None)
+                if delay is None:
+                    log.warning(
+                        "deleted memory is still in the database file: another program (a backup, a database "
+                        "shell) keeps it open; the periodic sweep and the next start scrub it"
+                    )
+                    return
+                await asyncio.sleep(delay)
 
-    async def wait_scrubbed(self) -> None:
-        """Wait until deleted text is gone from indexes and the write-ahead log too."""
-        while self._scrub_task is not None and not self._scrub_task.done():
-            await asyncio.shield(self._scrub_task)
+    async def finish_pending_scrubs(self) -> bool:
+        """At start-up and from the periodic sweep: complete a scrub a crash or a busy reader left pending.
+        True when nothing is pending any more."""
+        if self._scrub_task is not None and not self._scrub_task.done():
+            return False
+        if not await self.store.pending_scrub():
+            return True
+        try:
+            return await self.store.scrub()
+        except Exception:
+            log.exception("finishing a pending scrub failed; the next sweep tries again")
+            return False
+
+    async def stop_scrubbing(self) -> None:
+        """Stop retrying (shutdown): the recorded scrub is finished at the next start."""
+        task, self._scrub_task = self._scrub_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def wait_scrubbed(self, within: float | None = None) -> bool:
+        """Wait until deleted text is gone from indexes and the write-ahead log too. False when that could not
+        be done (yet) `within` that many seconds, or after the retries ran out."""
+        try:
+            async with asyncio.timeout(within):
+                while self._scrub_task is not None and not self._scrub_task.done():
+                    await asyncio.shield(self._scrub_task)
+        except TimeoutError:
+            return False
+        return not await self.store.pending_scrub()

@@ -175,6 +175,36 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         2,
+        "forget fences, durable scrubs, agents still to stop",
+        """
+        -- A member's memory generation: every forget and every pause bumps it in the same transaction, and
+        -- every write of that member's memory checks, inside its own transaction, that the generation it read
+        -- before it started is still current. Rows outlive the member's other rows on purpose.
+        CREATE TABLE memory_fences (
+            user_id    INTEGER PRIMARY KEY,
+            generation INTEGER NOT NULL DEFAULT 0
+        );
+
+        -- Deleted text still to be scrubbed from indexes, free pages and the write-ahead log. Written in the
+        -- deleting transaction, removed only once a scrub completed, so a crash or a busy reader cannot lose it.
+        CREATE TABLE pending_scrubs (
+            scrub_id   INTEGER PRIMARY KEY,
+            created_at REAL NOT NULL
+        );
+
+        -- A call that ended while Agora would not stop its agent: the leave is retried until it succeeds.
+        ALTER TABLE calls ADD COLUMN agent_stop_pending INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX calls_agent_stop_pending ON calls (agent_stop_pending) WHERE agent_stop_pending = 1;
+
+        -- When retention purged the call's transcript: history arriving later (a replayed webhook) is ignored.
+        ALTER TABLE calls ADD COLUMN transcript_purged_at REAL;
+
+        -- The keyed hash of the browser that opened the call link first (a cookie): only it may use the link.
+        ALTER TABLE calls ADD COLUMN browser_hash TEXT;
+        """,
+    ),
+    (
+        3,
         "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
         """
         ALTER TABLE calls ADD COLUMN lease_until REAL;

@@ -67,6 +67,9 @@ class CallRecord:
     owner: str | None = None
     notify_token: str | None = None
     summary: str | None = None
+    agent_stop_pending: bool = False
+    transcript_purged_at: float | None = None
+    browser_hash: str | None = None
     lease_until: float | None = None  # `owner` (a bot process) looks after the call until then
     card_message_id: int | None = None  # the member's Discord card (with `notify_token`), editable by any process
     turns_version: int = 0  # counts the writes of the call's turns, so concurrent merges cannot both apply

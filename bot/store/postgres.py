@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import fields
+from dataclasses import fields as dataclass_fields
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -34,16 +34,16 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
-from bot.store.repository import OpenCallExists, SchemaTooNew, TurnsChanged
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, TurnsChanged
 
-_CALL_COLUMNS = [f.name for f in fields(CallRecord)]
-_CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
+_CALL_COLUMNS = [f.name for f in dataclass_fields(CallRecord)]
+_CHAT_COLUMNS = [f.name for f in dataclass_fields(ChatRecord)]
 _TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
 _FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"
 )
-_GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
+_GUILD_SETTING_NAMES = {f.name for f in dataclass_fields(GuildSettings)} - {"guild_id"}
 _UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
 _OPEN = "('starting', 'active', 'ending')"
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -160,26 +160,32 @@ class PostgresStore:
         return None if row is None else _user(row)
 
     async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord:
-        row = await self._one(
-            "INSERT INTO users (user_id, memory_enabled, consent, consent_at, created_at) VALUES ($1, $2, $3, $4, $4) "
-            "ON CONFLICT (user_id) DO UPDATE SET consent = excluded.consent, consent_at = excluded.consent_at, "
-            "memory_enabled = excluded.memory_enabled RETURNING *",
-            user_id,
-            remember,
-            "remember" if remember else "no_memory",
-            at,
-        )
+        async with self._tx() as db:
+            row = await db.fetchrow(
+                "INSERT INTO users (user_id, memory_enabled, consent, consent_at, created_at) "
+                "VALUES ($1, $2, $3, $4, $4) ON CONFLICT (user_id) DO UPDATE SET consent = excluded.consent, "
+                "consent_at = excluded.consent_at, memory_enabled = excluded.memory_enabled RETURNING *",
+                user_id,
+                remember,
+                "remember" if remember else "no_memory",
+                at,
+            )
+            if not remember:
+                await _stop_remembering(db, user_id)
         assert row is not None
         return _user(row)
 
     async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord:
-        row = await self._one(
-            "INSERT INTO users (user_id, memory_enabled, created_at) VALUES ($1, $2, $3) "
-            "ON CONFLICT (user_id) DO UPDATE SET memory_enabled = excluded.memory_enabled RETURNING *",
-            user_id,
-            enabled,
-            at,
-        )
+        async with self._tx() as db:
+            row = await db.fetchrow(
+                "INSERT INTO users (user_id, memory_enabled, created_at) VALUES ($1, $2, $3) "
+                "ON CONFLICT (user_id) DO UPDATE SET memory_enabled = excluded.memory_enabled RETURNING *",
+                user_id,
+                enabled,
+                at,
+            )
+            if not enabled:
+                await _stop_remembering(db, user_id)
         assert row is not None
         return _user(row)
 
@@ -253,6 +259,17 @@ class PostgresStore:
     async def count_open_calls(self) -> int:
         return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM calls WHERE state IN {_OPEN}"))
 
+    async def calls_with_agent_to_stop(self) -> list[CallRecord]:
+        rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending ORDER BY started_at")
+        return [_call(r) for r in rows]
+
+    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
+        await self._write(
+            "UPDATE calls SET browser_hash = $2 WHERE call_id = $1 AND browser_hash IS NULL", call_id, browser_hash
+        )
+        bound = await self.pool.fetchval("SELECT browser_hash FROM calls WHERE call_id = $1", call_id)
+        return bool(bound == browser_hash)
+
     async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int:
         return int(
             await self.pool.fetchval(
@@ -274,26 +291,26 @@ class PostgresStore:
         )
 
     async def transition_call(
-        self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields_: Any
+        self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields: Any
     ) -> bool:
-        _check_call_fields(fields_)
-        assignments = ", ".join(["state = $3", *(f"{k} = ${i}" for i, k in enumerate(fields_, start=4))])
+        _check_call_fields(fields)
+        assignments = ", ".join(["state = $3", *(f"{k} = ${i}" for i, k in enumerate(fields, start=4))])
         changed = await self._write(
             f"UPDATE calls SET {assignments} WHERE call_id = $1 AND state = ANY($2::text[])",
             call_id,
             list(from_states),
             to_state,
-            *(_to_db(v) for v in fields_.values()),
+            *(_to_db(v) for v in fields.values()),
         )
         return changed == 1
 
-    async def update_call(self, call_id: str, **fields_: Any) -> None:
-        _check_call_fields(fields_)
-        if not fields_:
+    async def update_call(self, call_id: str, **fields: Any) -> None:
+        _check_call_fields(fields)
+        if not fields:
             return
-        assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(fields_, start=2))
+        assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(fields, start=2))
         await self._write(
-            f"UPDATE calls SET {assignments} WHERE call_id = $1", call_id, *(_to_db(v) for v in fields_.values())
+            f"UPDATE calls SET {assignments} WHERE call_id = $1", call_id, *(_to_db(v) for v in fields.values())
         )
 
     async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool:
@@ -361,9 +378,12 @@ class PostgresStore:
         *,
         anchored: bool,
         checkpoint_at: float,
+        generation: int | None = None,
         expected_version: int | None = None,
-    ) -> None:
+    ) -> bool:
         async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id):
+                return False
             # The call row is locked until commit, so concurrent merges of one call apply one after the other.
             status = await db.execute(
                 "UPDATE calls SET history_anchored = history_anchored OR $2, last_checkpoint_at = $3, "
@@ -390,9 +410,14 @@ class PostgresStore:
                         for t in inserts
                     ],
                 )
+            return True
 
-    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
+    async def append_chat_turn(
+        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+    ) -> int | None:
         async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, chat_id=chat_id):
+                return None
             # Locking the chat row serialises appends to one chat, so two never take the same seq.
             await db.execute("UPDATE chats SET last_message_at = $2 WHERE chat_id = $1", chat_id, at)
             turn_id = await db.fetchval(
@@ -648,6 +673,7 @@ class PostgresStore:
             )
             if row is None:
                 return None
+            await _forgotten(db, user_id, time.time())
             await db.execute(
                 "DELETE FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2", list(turn_ids), user_id
             )
@@ -663,6 +689,7 @@ class PostgresStore:
             owner = await db.fetchval("SELECT user_id FROM calls WHERE call_id = $1 FOR UPDATE", call_id)
             if owner != user_id:
                 return None
+            await _forgotten(db, user_id, time.time())
             return await _delete_conversation(db, "call_id", call_id)
 
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
@@ -670,6 +697,7 @@ class PostgresStore:
             owner = await db.fetchval("SELECT user_id FROM chats WHERE chat_id = $1 FOR UPDATE", chat_id)
             if owner != user_id:
                 return None
+            await _forgotten(db, user_id, time.time())
             return await _delete_conversation(db, "chat_id", chat_id)
 
     async def forget_user(self, user_id: int) -> ForgetResult:
@@ -683,15 +711,27 @@ class PostgresStore:
             await db.execute("UPDATE calls SET summary = NULL, private = TRUE WHERE user_id = $1", user_id)
             chats = _count(await db.execute("DELETE FROM chats WHERE user_id = $1", user_id))
             await db.execute("DELETE FROM users WHERE user_id = $1", user_id)
+            await _forgotten(db, user_id, time.time())
         return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
 
-    async def scrub(self) -> None:
+    async def scrub(self) -> bool:
         """Reclaim dead rows and index entries of deleted text. What may remain in the data files and WAL until
         PostgreSQL reuses the space is reported by tests/store/test_postgres.py, not hidden."""
         async with self.pool.acquire() as db:
+            pending = await db.fetchval("SELECT MAX(scrub_id) FROM pending_scrubs")
             for table in ("turns", "facts", "calls", "chats"):
                 await db.execute(f"VACUUM {table}")
             await db.execute("CHECKPOINT")
+            if pending is not None:
+                await db.execute("DELETE FROM pending_scrubs WHERE scrub_id <= $1", pending)
+        return True
+
+    async def pending_scrub(self) -> bool:
+        return await self._one("SELECT 1 FROM pending_scrubs LIMIT 1") is not None
+
+    async def memory_generation(self, user_id: int) -> int:
+        value = await self.pool.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1", user_id)
+        return int(value or 0)
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
@@ -722,6 +762,15 @@ class PostgresStore:
                     older_than,
                 )
             )
+            await db.execute(
+                "UPDATE calls SET transcript_purged_at = $3 WHERE guild_id IS NOT DISTINCT FROM $1 AND started_at < $2 "
+                "AND state IN ('ended', 'failed') AND transcript_purged_at IS NULL",
+                guild_id,
+                older_than,
+                time.time(),
+            )
+            if calls + chats:
+                await db.execute("INSERT INTO pending_scrubs (created_at) VALUES ($1)", time.time())
         return calls + chats
 
     # ---- jobs ------------------------------------------------------------------------------------------
@@ -782,6 +831,13 @@ class PostgresStore:
                 retry_at,
             )
 
+    async def job_queue(self) -> tuple[int, float | None]:
+        """Jobs waiting or running, and the creation time of the oldest of them (None when there are none)."""
+        row = await self._one("SELECT COUNT(*), MIN(created_at) FROM jobs WHERE state IN ('pending', 'running')")
+        if row is None:
+            return 0, None
+        return int(row[0]), None if row[1] is None else float(row[1])
+
     async def job_state(self, kind: str, ref_id: str) -> str | None:
         state = await self.pool.fetchval("SELECT state FROM jobs WHERE kind = $1 AND ref_id = $2", kind, ref_id)
         return None if state is None else str(state)
@@ -798,7 +854,7 @@ class PostgresStore:
                 notice_id,
                 at,
             )
-            await db.execute("DELETE FROM notices WHERE received_at < $1", at - 7 * 86400)
+            await db.execute("DELETE FROM notices WHERE received_at < $1", at - NOTICE_KEEP_SECONDS)
             return _count(status) == 1
 
     async def get_meta(self, key: str) -> str | None:
@@ -826,6 +882,7 @@ class PostgresStore:
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
+        generation: int | None = None,
     ) -> int | None:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
         table = "calls" if call_id else "chats"
@@ -840,13 +897,7 @@ class PostgresStore:
             )
             if _count(status) != 1:
                 return None
-            allowed = await db.fetchval(
-                f"SELECT 1 FROM {table} WHERE {column} = $1 AND user_id = $2 AND NOT private "
-                "AND NOT EXISTS (SELECT 1 FROM users WHERE user_id = $2 AND NOT memory_enabled)",
-                ref,
-                user_id,
-            )
-            if allowed is None:
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id, chat_id=chat_id):
                 return 0
             for fact_id in dict.fromkeys(confirmed):
                 status = await db.execute(
@@ -888,6 +939,55 @@ class PostgresStore:
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
+
+async def memory_write_allowed(
+    db: Connection,
+    user_id: int,
+    generation: int | None,
+    *,
+    call_id: str | None = None,
+    chat_id: str | None = None,
+) -> bool:
+    """The fence every write of a member's memory passes, inside the write's own transaction (as on SQLite: see
+    `bot.store.sqlite.memory_write_allowed`). The member's fence row is read FOR SHARE, so a forget or pause that
+    bumps it waits for this write to commit, or this write sees the new generation."""
+    if generation is not None:
+        current = await db.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1 FOR SHARE", user_id)
+        if int(current or 0) != generation:
+            return False
+    if await db.fetchval("SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled", user_id) is not None:
+        return False
+    if call_id is not None or chat_id is not None:
+        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        table = "calls" if call_id else "chats"
+        purged = " AND transcript_purged_at IS NULL" if call_id else ""
+        row = await db.fetchval(
+            f"SELECT 1 FROM {table} WHERE {column} = $1 AND user_id = $2 AND NOT private{purged}", ref, user_id
+        )
+        if row is None:
+            return False
+    return True
+
+
+async def _bump_generation(db: Connection, user_id: int) -> None:
+    await db.execute(
+        "INSERT INTO memory_fences (user_id, generation) VALUES ($1, 1) "
+        "ON CONFLICT (user_id) DO UPDATE SET generation = memory_fences.generation + 1",
+        user_id,
+    )
+
+
+async def _forgotten(db: Connection, user_id: int, at: float) -> None:
+    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs."""
+    await _bump_generation(db, user_id)
+    await db.execute("INSERT INTO pending_scrubs (created_at) VALUES ($1)", at)
+
+
+async def _stop_remembering(db: Connection, user_id: int) -> None:
+    """Memory paused (or "without memory" chosen): a running call stops being recorded at once."""
+    await _bump_generation(db, user_id)
+    await db.execute(f"UPDATE calls SET private = TRUE WHERE user_id = $1 AND state IN {_OPEN}", user_id)
 
 
 async def _delete_conversation(db: Connection, column: str, ref: str) -> ForgetResult:

@@ -22,6 +22,14 @@ from bot.store.models import (
     UserRecord,
 )
 
+NOTICE_KEEP_SECONDS = 7 * 86400
+"""How long webhook notice ids are kept for de-duplication; older deliveries are refused by their signed
+timestamp (Agora's retries end within minutes), so a replay can never outlive its notice id."""
+
+
+class StorageFull(Exception):
+    """The database could not be written because the disk is full (or the file has reached its size limit)."""
+
 
 class SchemaTooNew(Exception):
     """The database was written by a newer version of the bot."""
@@ -73,6 +81,10 @@ class ConversationStore(Protocol):
     async def open_call_for_user(self, user_id: int) -> CallRecord | None: ...
     async def open_calls(self) -> list[CallRecord]: ...
     async def count_open_calls(self) -> int: ...
+    async def calls_with_agent_to_stop(self) -> list[CallRecord]:
+        """Ended calls whose agent Agora would not stop yet (`agent_stop_pending`)."""
+        ...
+
     async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int: ...
     async def count_guild_calls_since(self, guild_id: int, since: float) -> int: ...
     async def transition_call(
@@ -89,6 +101,10 @@ class ConversationStore(Protocol):
 
     async def release_call_leases(self, owner: str) -> None:
         """A process handing its calls off (shutdown): another may take them at once."""
+        ...
+
+    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
+        """Bind the call's link to a browser unless it is bound already; True when bound to this one."""
         ...
 
     # chats
@@ -112,13 +128,27 @@ class ConversationStore(Protocol):
         *,
         anchored: bool,
         checkpoint_at: float,
+        generation: int | None = None,
         expected_version: int | None = None,
-    ) -> None:
-        """Apply one merge result atomically (all or nothing). With `expected_version` (the call's `turns_version`
-        when its turns were read), raise TurnsChanged and write nothing if another writer came first."""
+    ) -> bool:
+        """Apply one merge result atomically (all or nothing). False, writing nothing, when the memory fence
+        refuses it (see `memory_generation`). With `expected_version` (the call's `turns_version` when its turns
+        were read), raise TurnsChanged, writing nothing, when another writer (perhaps another process) came first."""
         ...
 
-    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int: ...
+    async def append_chat_turn(
+        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+    ) -> int | None:
+        """The new turn's id, or None when the memory fence refuses the write."""
+        ...
+
+    async def memory_generation(self, user_id: int) -> int:
+        """The member's memory generation. A writer reads it before it starts reading what it will write and
+        passes it to the write: every forget and every pause bumps it, so a write that started before one of
+        them is refused inside its own transaction. The write is also refused while memory is paused or when
+        its call or chat is gone or private."""
+        ...
+
     async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]: ...
     async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
         """The turn with its neighbours in the same call or chat, in order."""
@@ -174,6 +204,7 @@ class FactStore(Protocol):
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
+        generation: int | None = None,
     ) -> int | None:
         """Write one conversation's facts and summary and finish its job, all in one transaction.
 
@@ -202,8 +233,13 @@ class PrivacyStore(Protocol):
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None: ...
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None: ...
     async def forget_user(self, user_id: int) -> ForgetResult: ...
-    async def scrub(self) -> None:
-        """Remove residue of deleted text from indexes, free pages and the write-ahead log."""
+    async def scrub(self) -> bool:
+        """Remove residue of deleted text from indexes, free pages and the write-ahead log. False when it could
+        not complete yet (another connection holds a read transaction); the pending scrub stays recorded."""
+        ...
+
+    async def pending_scrub(self) -> bool:
+        """Whether deleted text still waits for a complete scrub (recorded in the deleting transaction)."""
         ...
 
     async def export_user(self, user_id: int) -> dict[str, Any]: ...
@@ -223,6 +259,7 @@ class JobStore(Protocol):
     async def finish_job(self, job_id: int, at: float) -> None: ...
     async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None: ...
     async def job_state(self, kind: str, ref_id: str) -> str | None: ...
+    async def job_queue(self) -> tuple[int, float | None]: ...
 
     # webhook de-duplication and small key/value state
     async def notice_seen(self, notice_id: str) -> bool: ...

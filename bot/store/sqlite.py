@@ -12,8 +12,8 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.repository import OpenCallExists, SchemaTooNew, TurnsChanged
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull, TurnsChanged
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 _CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -48,6 +48,8 @@ _FACT_COLUMNS = (
 _GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
 _UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
 _FTS_WORD = re.compile(r"\w+", re.UNICODE)
+SCRUB_BUSY_TIMEOUT_MS = 200
+"""How long a scrub waits for another connection's read transaction before it reports "not yet"."""
 
 
 def fts_query(text: str, max_terms: int = 12) -> str | None:
@@ -98,6 +100,10 @@ class SqliteStore:
                 await self._db.close()
                 self._db = None
 
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
     @property
     def db(self) -> aiosqlite.Connection:
         if self._db is None:
@@ -137,14 +143,16 @@ class SqliteStore:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        await self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            await self.db.execute("ROLLBACK")
-            raise
-        else:
-            await self.db.execute("COMMIT")
+        with _storage_errors():
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if self.db.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+                    await self.db.execute("ROLLBACK")
+                raise
+            else:
+                await self.db.execute("COMMIT")
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -158,8 +166,9 @@ class SqliteStore:
 
     async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
         """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed."""
-        async with self._lock, self.db.execute(sql, tuple(params)) as cur:
-            return max(cur.rowcount, 0)
+        with _storage_errors():
+            async with self._lock, self.db.execute(sql, tuple(params)) as cur:
+                return max(cur.rowcount, 0)
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)
@@ -184,6 +193,8 @@ class SqliteStore:
                 "memory_enabled = excluded.memory_enabled",
                 (user_id, int(remember), consent, at, at),
             )
+            if not remember:
+                await _stop_remembering(db, user_id)
         user = await self.get_user(user_id)
         assert user is not None
         return user
@@ -195,6 +206,8 @@ class SqliteStore:
                 "ON CONFLICT (user_id) DO UPDATE SET memory_enabled = excluded.memory_enabled",
                 (user_id, int(enabled), at),
             )
+            if not enabled:
+                await _stop_remembering(db, user_id)
         user = await self.get_user(user_id)
         assert user is not None
         return user
@@ -285,6 +298,10 @@ class SqliteStore:
         )
         return [_call(r) for r in rows]
 
+    async def calls_with_agent_to_stop(self) -> list[CallRecord]:
+        rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending = 1 ORDER BY started_at")
+        return [_call(r) for r in rows]
+
     async def count_open_calls(self) -> int:
         return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
 
@@ -316,6 +333,13 @@ class SqliteStore:
             (to_state, *(_to_db(v) for v in fields_.values()), call_id, *from_states),
         )
         return changed == 1
+
+    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
+        await self._write(
+            "UPDATE calls SET browser_hash = ? WHERE call_id = ? AND browser_hash IS NULL", (browser_hash, call_id)
+        )
+        bound = await self._scalar("SELECT browser_hash FROM calls WHERE call_id = ?", (call_id,))
+        return bool(bound == browser_hash)
 
     async def update_call(self, call_id: str, **fields_: Any) -> None:
         _check_call_fields(fields_)
@@ -393,9 +417,12 @@ class SqliteStore:
         *,
         anchored: bool,
         checkpoint_at: float,
+        generation: int | None = None,
         expected_version: int | None = None,
-    ) -> None:
+    ) -> bool:
         async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id):
+                return False
             cur = await db.execute(
                 "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
                 "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
@@ -428,9 +455,14 @@ class SqliteStore:
                         for t in inserts
                     ],
                 )
+            return True
 
-    async def append_chat_turn(self, chat_id: str, user_id: int, role: str, content: str, at: float) -> int:
+    async def append_chat_turn(
+        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+    ) -> int | None:
         async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, chat_id=chat_id):
+                return None
             cur = await db.execute(
                 "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
                 "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text')",
@@ -662,6 +694,7 @@ class SqliteStore:
             return None
         async with self._tx() as db:
             await db.execute("DELETE FROM facts WHERE fact_id = ? AND user_id = ?", (fact_id, user_id))
+            await _forgotten(db, user_id, self._now())
             await db.executemany(
                 "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
             )
@@ -677,6 +710,7 @@ class SqliteStore:
         if call is None or call.user_id != user_id:
             return None
         async with self._tx() as db:
+            await _forgotten(db, user_id, self._now())
             return await _delete_conversation(db, call_id=call_id)
 
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
@@ -684,6 +718,7 @@ class SqliteStore:
         if chat is None or chat.user_id != user_id:
             return None
         async with self._tx() as db:
+            await _forgotten(db, user_id, self._now())
             return await _delete_conversation(db, chat_id=chat_id)
 
     async def forget_user(self, user_id: int) -> ForgetResult:
@@ -697,17 +732,52 @@ class SqliteStore:
             await db.execute("UPDATE calls SET summary = NULL, private = 1 WHERE user_id = ?", (user_id,))
             chats = await _changes(db, "DELETE FROM chats WHERE user_id = ?", (user_id,))
             await db.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
+            await _forgotten(db, user_id, self._now())
         return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
 
-    async def scrub(self) -> None:
+    async def scrub(self) -> bool:
+        """Optimize the full-text indexes and truncate the write-ahead log. False when another connection's
+        read transaction keeps old pages alive (the log cannot be truncated yet): the pending scrub stays
+        recorded and the caller tries again later. The scrub record is removed only after a complete scrub."""
         async with self._lock:
+            pending = await self._locked_scalar("SELECT MAX(scrub_id) FROM pending_scrubs")
             for statement in (
                 "INSERT INTO turns_fts (turns_fts) VALUES ('optimize')",
                 "INSERT INTO facts_fts (facts_fts) VALUES ('optimize')",
-                "PRAGMA wal_checkpoint(TRUNCATE)",  # returns a row: its cursor must be closed, or COMMITs fail
             ):
                 async with self.db.execute(statement):
                     pass
+            if not await self._truncate_wal():
+                return False
+            if pending is not None:
+                async with self.db.execute("DELETE FROM pending_scrubs WHERE scrub_id <= ?", (pending,)):
+                    pass
+                await self._truncate_wal()  # the log now holds only that deletion
+            return True
+
+    async def _truncate_wal(self) -> bool:
+        """Checkpoint and truncate the log, waiting only briefly for readers (the whole store waits meanwhile)."""
+        async with self.db.execute(f"PRAGMA busy_timeout = {SCRUB_BUSY_TIMEOUT_MS}"):
+            pass
+        try:
+            # returns a row: its cursor must be closed, or COMMITs fail
+            async with self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
+                row = await cur.fetchone()
+        finally:
+            async with self.db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}"):
+                pass
+        return row is not None and int(row[0]) == 0
+
+    async def _locked_scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        rows = list(await self.db.execute_fetchall(sql, tuple(params)))
+        return rows[0][0] if rows else None
+
+    async def pending_scrub(self) -> bool:
+        return await self._one("SELECT 1 FROM pending_scrubs LIMIT 1") is not None
+
+    async def memory_generation(self, user_id: int) -> int:
+        value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
+        return int(value or 0)
 
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
@@ -728,12 +798,19 @@ class SqliteStore:
                 "AND started_at < ? AND state IN ('ended', 'failed'))",
                 (guild_id, older_than),
             )
+            await db.execute(
+                "UPDATE calls SET transcript_purged_at = ? WHERE guild_id IS ? AND started_at < ? "
+                "AND state IN ('ended', 'failed') AND transcript_purged_at IS NULL",
+                (self._now(), guild_id, older_than),
+            )
             chats = await _changes(
                 db,
                 "DELETE FROM turns WHERE chat_id IN (SELECT chat_id FROM chats WHERE guild_id IS ? "
                 "AND started_at < ? AND ended_at IS NOT NULL)",
                 (guild_id, older_than),
             )
+            if calls + chats:
+                await db.execute("INSERT INTO pending_scrubs (created_at) VALUES (?)", (self._now(),))
         return calls + chats
 
     # ---- jobs ------------------------------------------------------------------------------------------
@@ -789,6 +866,13 @@ class SqliteStore:
                     (error[:500], retry_at, at, job_id),
                 )
 
+    async def job_queue(self) -> tuple[int, float | None]:
+        """Jobs waiting or running, and the creation time of the oldest of them (None when there are none)."""
+        row = await self._one("SELECT COUNT(*), MIN(created_at) FROM jobs WHERE state IN ('pending', 'running')")
+        if row is None:
+            return 0, None
+        return int(row[0]), None if row[1] is None else float(row[1])
+
     async def job_state(self, kind: str, ref_id: str) -> str | None:
         state = await self._scalar("SELECT state FROM jobs WHERE kind = ? AND ref_id = ?", (kind, ref_id))
         return None if state is None else str(state)
@@ -804,7 +888,7 @@ class SqliteStore:
                 "INSERT INTO notices (notice_id, received_at) VALUES (?, ?) ON CONFLICT (notice_id) DO NOTHING",
                 (notice_id, at),
             )
-            await db.execute("DELETE FROM notices WHERE received_at < ?", (at - 7 * 86400,))
+            await db.execute("DELETE FROM notices WHERE received_at < ?", (at - NOTICE_KEEP_SECONDS,))
             return cur.rowcount == 1
 
     async def get_meta(self, key: str) -> str | None:
@@ -831,6 +915,7 @@ class SqliteStore:
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
+        generation: int | None = None,
     ) -> int | None:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
         table = "calls" if call_id else "chats"
@@ -843,13 +928,8 @@ class SqliteStore:
             )
             if cur.rowcount != 1:
                 return None
-            async with db.execute(
-                f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0 "
-                "AND NOT EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0)",
-                (ref, user_id, user_id),
-            ) as cur:
-                if await cur.fetchone() is None:
-                    return 0
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id, chat_id=chat_id):
+                return 0
             for fact_id in dict.fromkeys(confirmed):
                 cur = await db.execute(
                     "UPDATE facts SET mentions = mentions + 1, confirmed_at = MAX(confirmed_at, ?), updated_at = ? "
@@ -886,6 +966,73 @@ class SqliteStore:
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A full disk (SQLITE_FULL) crosses the store boundary as StorageFull, which callers can act on."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+            raise StorageFull(str(exc)) from exc
+        raise
+
+
+async def memory_write_allowed(
+    db: aiosqlite.Connection,
+    user_id: int,
+    generation: int | None,
+    *,
+    call_id: str | None = None,
+    chat_id: str | None = None,
+) -> bool:
+    """The fence every write of a member's memory passes, inside the write's own transaction.
+
+    False when the member forgot something or paused memory since the writer read `generation` (from
+    `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
+    chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
+    generation check."""
+    if generation is not None:
+        async with db.execute("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,)) as cur:
+            row = await cur.fetchone()
+        if (int(row[0]) if row else 0) != generation:
+            return False
+    async with db.execute("SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0", (user_id,)) as cur:
+        if await cur.fetchone() is not None:
+            return False
+    if call_id is not None or chat_id is not None:
+        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        table = "calls" if call_id else "chats"
+        purged = " AND transcript_purged_at IS NULL" if call_id else ""
+        async with db.execute(
+            f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0{purged}", (ref, user_id)
+        ) as cur:
+            if await cur.fetchone() is None:
+                return False
+    return True
+
+
+async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:
+    await db.execute(
+        "INSERT INTO memory_fences (user_id, generation) VALUES (?, 1) "
+        "ON CONFLICT (user_id) DO UPDATE SET generation = generation + 1",
+        (user_id,),
+    )
+
+
+async def _forgotten(db: aiosqlite.Connection, user_id: int, at: float) -> None:
+    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs."""
+    await _bump_generation(db, user_id)
+    await db.execute("INSERT INTO pending_scrubs (created_at) VALUES (?)", (at,))
+
+
+async def _stop_remembering(db: aiosqlite.Connection, user_id: int) -> None:
+    """Memory paused (or "without memory" chosen): a running call stops being recorded at once."""
+    await _bump_generation(db, user_id)
+    await db.execute(
+        "UPDATE calls SET private = 1 WHERE user_id = ? AND state IN ('starting', 'active', 'ending')", (user_id,)
+    )
 
 
 def _split_sql(script: str) -> list[str]:
@@ -967,6 +1114,7 @@ def _call(row: aiosqlite.Row) -> CallRecord:
     data = {name: row[name] for name in _CALL_COLUMNS}
     data["private"] = bool(data["private"])
     data["history_anchored"] = bool(data["history_anchored"])
+    data["agent_stop_pending"] = bool(data["agent_stop_pending"])
     return CallRecord(**data)
 
 

@@ -19,6 +19,15 @@ CALL_STATES: frozenset[str] = frozenset({"starting", "active", "ending", "ended"
 PAGE_STATES: frozenset[str] = frozenset({"starting", "active", "ending"})
 
 
+class OpenElsewhere(Exception):
+    """Raised by ``open_page`` when the link was opened first in another browser (it is bound to that one)."""
+
+
+class WebhookRetryLater(Exception):
+    """Raised by ``receive_webhook`` when a verified delivery could not be stored: answered with a 503 so
+    the sender delivers it again."""
+
+
 @dataclass(frozen=True)
 class PageSession:
     """What the call page needs to join the channel. Never contains the App Certificate."""
@@ -33,6 +42,7 @@ class PageSession:
     max_minutes: int
     page_id: str = ""
     """Names this opening of the page: a close beacon from a page that was since reloaded carries an older one."""
+    browser_key: str | None = None  # set as a cookie: the link now works in this browser only
 
 
 @dataclass(frozen=True)
@@ -56,17 +66,21 @@ class CallStatus:
 
 @runtime_checkable
 class CallPageBackend(Protocol):
-    async def open_page(self, link_token: str) -> PageSession | None:
-        """The join parameters for a link, or None for a wrong, expired, reused or ended link."""
+    async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
+        """The join parameters for a link, or None for a wrong, expired or ended link. ``browser`` is the
+        browser cookie, if any; OpenElsewhere when the link is bound to another browser."""
         ...
 
-    async def status(self, link_token: str) -> CallStatus | None:
-        """The call's status, or None for an unknown link."""
+    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+        """The call's status, or None for an unknown link (or one bound to another browser)."""
         ...
 
-    async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
+    async def hang_up(
+        self, link_token: str, *, via: str, page_id: str | None = None, browser: str | None = None
+    ) -> CallStatus | None:
         """End the call (idempotent). ``via`` is "page" (End call button) or "beacon" (tab closed); ``page_id``
-        is the ``PageSession.page_id`` of the page that sent it, when it says."""
+        is the ``PageSession.page_id`` of the page that sent it, when it says. The browser the link is bound to
+        can always end its call while it is active, also after the link expired."""
         ...
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
@@ -78,3 +92,37 @@ class CallPageBackend(Protocol):
     async def health(self) -> dict[str, object]:
         """A JSON-serialisable report, e.g. {"database": "ok", "active_calls": 3}. Raise when unhealthy."""
         ...
+
+
+class OperatorView(Protocol):
+    """The process's health and figures for `/healthz` and `/metrics` (bot.monitor.Monitor)."""
+
+    async def report(self) -> dict[str, object]:
+        """The /healthz document; ``status`` "unavailable" answers 503."""
+        ...
+
+    async def prometheus(self) -> bytes:
+        """The /metrics body in Prometheus' text format."""
+        ...
+
+
+class NoCalls:
+    """The backend when Agora is not configured: no call links exist, webhooks are refused; /healthz still
+    answers (from the OperatorView)."""
+
+    async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
+        return None
+
+    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+        return None
+
+    async def hang_up(
+        self, link_token: str, *, via: str, page_id: str | None = None, browser: str | None = None
+    ) -> CallStatus | None:
+        return None
+
+    async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
+        return False
+
+    async def health(self) -> dict[str, object]:
+        return {"calls": "not configured (agora.* settings)"}

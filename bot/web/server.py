@@ -2,7 +2,9 @@
 
 Routes
 ------
-``GET  /call/{link_token}``                 the call page, or the "no longer valid" page (404)
+``GET  /call/{link_token}``                 the call page, the "no longer valid" page (404), or "already open
+                                            elsewhere" (409) when another browser opened the link first (the
+                                            first one gets a cookie binding the link to it)
 ``GET  /api/calls/{link_token}/status``     JSON ``CallStatus`` or 404 ``{"error": "invalid link"}``
 ``POST /api/calls/{link_token}/hangup``     JSON ``CallStatus`` or 404 (accepts any body: fetch or sendBeacon)
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
@@ -31,7 +33,15 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from bot.web.backend import PAGE_STATES, CallPageBackend, CallStatus, PageSession
+from bot.web.backend import (
+    PAGE_STATES,
+    CallPageBackend,
+    CallStatus,
+    OpenElsewhere,
+    OperatorView,
+    PageSession,
+    WebhookRetryLater,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,7 @@ MAX_HANGUP_BODY_BYTES = 4096
 MAX_TOKEN_LENGTH = 128
 WEBHOOK_TIMEOUT_SECONDS = 8.0  # Agora NCS wants an answer within 10 s
 HEALTH_TIMEOUT_SECONDS = 5.0
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_STATUS_POLL_INTERVAL = 4.0
 
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
@@ -50,6 +61,8 @@ _LINK_PREVIEW_UA = re.compile(
     re.IGNORECASE,
 )
 _PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
+BROWSER_COOKIE = "memcall_browser"
+BROWSER_COOKIE_MAX_AGE = 30 * 86400
 
 
 def is_valid_link_token(token: str) -> bool:
@@ -112,6 +125,7 @@ class _PageSettings:
 
 
 BACKEND_KEY = web.AppKey("call_page_backend", CallPageBackend)
+MONITOR_KEY = web.AppKey("operator_view", OperatorView)
 SETTINGS_KEY = web.AppKey("call_page_settings", _PageSettings)
 
 _PREVIEW_HTML = """<!doctype html>
@@ -125,6 +139,28 @@ _PREVIEW_HTML = """<!doctype html>
 <meta property="og:description" content="Open this link in your browser to join your voice call.">
 </head>
 <body><p>Open this link in your browser to join your voice call.</p></body>
+</html>
+"""
+
+
+_ELSEWHERE_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<meta name="referrer" content="no-referrer">
+<title>Call already open elsewhere</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/static/call.css">
+</head>
+<body>
+<main class="card" aria-labelledby="title">
+  <h1 id="title">This call is already open elsewhere</h1>
+  <p>A call link works only in the browser that opened it first. Continue the call there.</p>
+  <p>To move the call here, type <code>/hangup</code> in Discord, then <code>/call</code> for a new link.</p>
+</main>
+</body>
 </html>
 """
 
@@ -165,6 +201,7 @@ def create_app(
     sdk_url: str,
     public_url: str,
     status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
+    monitor: OperatorView | None = None,
 ) -> web.Application:
     """Build the aiohttp application. ``sdk_url`` is the Agora Web SDK (UMD build exposing global AgoraRTC);
     ``public_url`` is the externally visible base URL (https in production), used to check the Origin of
@@ -190,6 +227,9 @@ def create_app(
     app.router.add_post("/api/calls/{link_token}/hangup", _api_hangup, name="api_hangup")
     app.router.add_post("/agora/webhook", _agora_webhook, name="agora_webhook")
     app.router.add_get("/healthz", _healthz, name="healthz")
+    if monitor is not None:
+        app[MONITOR_KEY] = monitor
+        app.router.add_get("/metrics", _metrics, name="metrics")
     app.router.add_static("/static/", STATIC_DIR, name="static", show_index=False, follow_symlinks=False)
     return app
 
@@ -289,13 +329,32 @@ async def _call_page(request: web.Request) -> web.StreamResponse:
     if not is_valid_link_token(token):
         return _invalid_page(request)
     settings = request.app[SETTINGS_KEY]
-    # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not consume a single-use link.
+    # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not bind the link to themselves.
     if request.method == "HEAD" or _LINK_PREVIEW_UA.search(request.headers.get("User-Agent", "")):
         return web.Response(text=settings.preview_html, content_type="text/html", charset="utf-8")
-    session = await request.app[BACKEND_KEY].open_page(token)
+    try:
+        session = await request.app[BACKEND_KEY].open_page(token, browser=_browser(request))
+    except OpenElsewhere:
+        return web.Response(status=409, text=_ELSEWHERE_HTML, content_type="text/html", charset="utf-8")
     if session is None or session.state not in PAGE_STATES:
         return _invalid_page(request)
-    return web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
+    response = web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
+    if session.browser_key is not None:
+        response.set_cookie(
+            BROWSER_COOKIE,
+            session.browser_key,
+            max_age=BROWSER_COOKIE_MAX_AGE,
+            path="/",
+            httponly=True,
+            samesite="Lax",  # sent when the member opens the link from Discord again (a top-level navigation)
+            secure=settings.public_url.startswith("https://"),
+        )
+    return response
+
+
+def _browser(request: web.Request) -> str | None:
+    value = request.cookies.get(BROWSER_COOKIE)
+    return value if value and is_valid_link_token(value) else None
 
 
 def _invalid_link_json() -> web.Response:
@@ -312,7 +371,7 @@ async def _api_status(request: web.Request) -> web.Response:
     token = request.match_info["link_token"]
     if not is_valid_link_token(token):
         return _invalid_link_json()
-    return _status_json(await request.app[BACKEND_KEY].status(token))
+    return _status_json(await request.app[BACKEND_KEY].status(token, browser=_browser(request)))
 
 
 class _BodyTooLarge(Exception):
@@ -342,7 +401,7 @@ def _parse_via(request: web.Request, body: bytes) -> str:
     if text:
         try:
             parsed = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: plain text
             parsed = text
         candidates.append(parsed.get("via") if isinstance(parsed, dict) else parsed)
     for candidate in candidates:
@@ -372,7 +431,8 @@ async def _api_hangup(request: web.Request) -> web.Response:
     via = _parse_via(request, body)
     page = request.query.get("page")
     page_id = page if page and is_valid_link_token(page) else None
-    return _status_json(await request.app[BACKEND_KEY].hang_up(token, via=via, page_id=page_id))
+    backend = request.app[BACKEND_KEY]
+    return _status_json(await backend.hang_up(token, via=via, page_id=page_id, browser=_browser(request)))
 
 
 async def _agora_webhook(request: web.Request) -> web.Response:
@@ -386,19 +446,33 @@ async def _agora_webhook(request: web.Request) -> web.Response:
     except TimeoutError:
         log.warning("Agora webhook handling took longer than %.0f s", WEBHOOK_TIMEOUT_SECONDS)
         return web.json_response({"code": 1, "msg": "busy"}, status=503)
+    except WebhookRetryLater:
+        return web.json_response({"code": 1, "msg": "not stored, send again"}, status=503)
     if not ok:
         return web.json_response({"code": 1, "msg": "invalid signature"}, status=401)
     return web.json_response({"code": 0, "msg": "success"})
 
 
 async def _healthz(request: web.Request) -> web.Response:
+    monitor = request.app.get(MONITOR_KEY)
     try:
         async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
-            report = await request.app[BACKEND_KEY].health()
+            report = await (monitor.report() if monitor is not None else request.app[BACKEND_KEY].health())
     except Exception as exc:  # includes TimeoutError
         log.warning("health check failed: %s", type(exc).__name__)
         return web.json_response({"status": "unavailable"}, status=503)
-    return web.json_response(report, dumps=lambda obj: json.dumps(obj, default=str))
+    status = 503 if report.get("status") == "unavailable" else 200
+    return web.json_response(report, status=status, dumps=lambda obj: json.dumps(obj, default=str))
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    try:
+        async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
+            body = await request.app[MONITOR_KEY].prometheus()
+    except Exception as exc:  # includes TimeoutError
+        log.warning("metrics failed: %s", type(exc).__name__)
+        return web.Response(text="# metrics unavailable\n", status=503)
+    return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -430,11 +504,12 @@ class WebServer:
         public_url: str,
         status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
         shutdown_timeout: float = 5.0,
+        monitor: OperatorView | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.app = create_app(
-            backend, sdk_url=sdk_url, public_url=public_url, status_poll_interval=status_poll_interval
+            backend, sdk_url=sdk_url, public_url=public_url, status_poll_interval=status_poll_interval, monitor=monitor
         )
         self.public_url = public_url.rstrip("/")
         self._shutdown_timeout = shutdown_timeout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator
@@ -965,3 +966,17 @@ async def test_token_expiry_warning_is_emitted_once(
 
     assert webhook_receiver.event_types == [101, 104]
     assert webhook_receiver.received[1]["payload"]["message"] == "Task exceeded maximum lifetime"
+
+
+async def test_retries_come_at_once_then_at_increasing_intervals(webhook_receiver: WebhookReceiver) -> None:
+    async with running_emulator(
+        clock=lambda: FROZEN_NOW, webhook_url=webhook_receiver.url, webhook_retry_delays=(0.0, 0.1, 0.25)
+    ) as emulator:
+        webhook_receiver.fail_next = 3
+        async with authorized_http(emulator) as http:
+            await started_agent(http, emulator)
+        await emulator.wait_webhooks_idle()
+    times = [attempt.sent_at for attempt in emulator.webhook_attempts]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert len(gaps) == 3
+    assert gaps[0] < gaps[1] < gaps[2] and gaps[1] >= 0.1 and gaps[2] >= 0.25

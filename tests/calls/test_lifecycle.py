@@ -348,6 +348,7 @@ async def test_learning_starts_at_once_when_the_webhook_ended_the_call(world: Ca
     world.emu.user_left(agent.agent_id)
     world.emu.advance(31)  # idle timeout: Agora stops the agent and sends 102 and 103
     await eventually(lambda: world.log.ended)
+    await world.emu.wait_webhooks_idle()  # webhooks are stored before they are answered
     await world.calls.wait_background()
 
     job = await world.store.claim_job(world.clock(), 60)

@@ -46,6 +46,8 @@ async def services(world: CallWorld, fake_llm: FakeLLM) -> AsyncIterator[Service
         calls=world.calls,
         web=world.web,
         llm=llm,
+        counters=world.monitor.counters,
+        monitor=world.monitor,
     )
     services.postcall = PostCallProcessor(world.store, llm, clock=world.clock, on_processed=services.notify_processed)
     services.chat = ChatService(world.store, world.memory, llm, idle_minutes=30, persona=world.settings.memory.persona)

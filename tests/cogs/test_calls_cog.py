@@ -170,3 +170,23 @@ async def test_unanswered_memory_choice_expires_and_starts_nothing(simcord_env, 
     assert "no call was started" in prompt.response.content and prompt.response.components == []
     assert await world.store.get_user(alice.id) is None
     assert world.emu.agents == {}
+
+
+async def test_hangup_on_a_full_disk_stops_the_agent_and_says_so_plainly(simcord_env, world: CallWorld, member) -> None:
+    from tests.calls.test_disk_full import fill_the_disk, free_space, long_lines
+
+    _, channel, alice = member
+    await remembered_call(simcord_env, world, channel, alice)
+    call = await world.store.open_call_for_user(alice.id)
+    world.emu.user_joined(call.agent_id)
+    world.emu.script(call.agent_id, long_lines(4))
+    await fill_the_disk(world)
+
+    done = await alice.slash(channel, "hangup")
+
+    assert done.ephemeral and "storage is full" in done.response.content
+    assert "went wrong" not in done.response.content.lower()
+    assert world.emu.agent(call.agent_id).status == "STOPPED"
+    await free_space(world)
+    assert await world.calls.save_unsaved() == 1
+    assert len(await world.store.call_turns(call.call_id)) == 5

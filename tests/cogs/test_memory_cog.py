@@ -434,6 +434,32 @@ async def test_forget_everything_times_out_safely(simcord_env, world: CallWorld,
     assert await world.store.count_conversations(alice.id) == 4
 
 
+async def test_pause_pressed_during_a_running_call_stops_recording_it_at_once(
+    simcord_env, world: CallWorld, members
+) -> None:
+    channel, alice, _ = members
+    await world.store.set_consent(alice.id, True, world.clock())
+    started = await world.calls.start(user_id=alice.id, guild_id=77)
+    agent = world.emu.agent_by_label("call_id", started.call_id)
+    world.emu.user_joined(agent.agent_id)
+    world.emu.script(agent.agent_id, [("user", "I only drink oat milk."), ("assistant", "Noted.")])
+    assert await world.calls.checkpoint(started.call_id)
+
+    shown = await alice.slash(channel, "memory")
+    await alice.click(shown.response, label="Pause memory")
+    assert "Memory is **paused**" in shown.response.embeds[0].description
+    world.emu.script(agent.agent_id, [("user", "My bank PIN is zqx9137."), ("assistant", "I won't keep that.")])
+    assert await world.calls.checkpoint(started.call_id)
+    await world.calls.hang_up(alice.id)
+    await world.emu.wait_webhooks_idle()
+    await world.calls.wait_background()
+
+    said = [t.content for t in await world.store.call_turns(started.call_id)]
+    assert "I only drink oat milk." in said
+    assert not [line for line in said if "zqx9137" in line or line == "I won't keep that."]
+    assert "zqx9137" not in json.dumps(await world.memory.export(alice.id))
+
+
 async def test_a_click_keeps_the_panel_alive_for_another_full_timeout(simcord_env, world: CallWorld, members) -> None:
     channel, alice, _ = members
     for n in range(10):

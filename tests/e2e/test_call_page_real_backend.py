@@ -68,6 +68,35 @@ async def test_closing_the_tab_sends_the_beacon_that_ends_the_call(browser, sdk_
         await second.close()
 
 
+async def test_end_call_works_after_the_link_expired_in_the_browser_that_opened_it(
+    browser, sdk_stub_url: str, tmp_path: Path
+) -> None:
+    async with call_world(tmp_path, sdk_url=sdk_stub_url) as world:
+        await world.store.set_consent(78, True, world.clock())
+        started = await world.calls.start(user_id=78, guild_id=5)
+        call = await world.store.get_call(started.call_id)
+        page = await browser.new_page()
+        other = await browser.new_page()  # another browser context: no cookie
+        try:
+            url = started.link_url.replace(world.settings.web.public_url, world.web.url)
+            await page.goto(url)
+            await page.get_by_role("button", name="Start call").click()
+            await page.evaluate("([uid]) => window.__agoraStub.emit('user-published', uid, 'audio')", [call.agent_uid])
+            await expect(page.get_by_role("status")).to_have_text("Agent joined — speak any time")
+            elsewhere = await other.goto(url)
+            assert elsewhere is not None and elsewhere.status == 409
+            await expect(other.get_by_role("heading")).to_have_text("This call is already open elsewhere")
+
+            world.clock.advance(world.settings.web.link_ttl_minutes * 60 + 60)
+            await page.get_by_role("button", name="End call").click()
+            await expect(page.get_by_role("status")).to_have_text("Call ended")
+        finally:
+            await page.close()
+            await other.close()
+        assert (await world.store.get_call(started.call_id)).state == "ended"
+        assert world.emu.agent(call.agent_id).status == "STOPPED"
+
+
 @pytest.mark.parametrize("first", ["reload_get", "beacon"])
 async def test_reloading_the_page_keeps_the_call_whichever_request_arrives_first(
     browser, sdk_stub_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
@@ -88,15 +117,15 @@ async def test_reloading_the_page_keeps_the_call_whichever_request_arrives_first
         open_page, hang_up = adapter.open_page, adapter.hang_up
         reopened, beacon_done = asyncio.Event(), asyncio.Event()
 
-        async def ordered_open_page(token: str):
-            session = await open_page(token)
+        async def ordered_open_page(token: str, **kwargs: object):
+            session = await open_page(token, **kwargs)
             reopened.set()
             return session
 
-        async def ordered_hang_up(token: str, *, via: str, page_id: str | None = None):
+        async def ordered_hang_up(token: str, *, via: str, page_id: str | None = None, **kwargs: object):
             if via == "beacon" and first == "reload_get":
                 await asyncio.wait_for(reopened.wait(), 10)
-            status = await hang_up(token, via=via, page_id=page_id)
+            status = await hang_up(token, via=via, page_id=page_id, **kwargs)
             if via == "beacon":
                 beacon_done.set()
             return status

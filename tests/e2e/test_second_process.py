@@ -3,20 +3,20 @@ any call (it used to print a traceback after checkpointing the other process's c
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
 from bot.app import open_services
 from bot.client import run_bot
+from bot.doctor import StartupProblem
 from tests.fakes.agora_emulator import running_emulator
 from tests.fakes.discord_gateway import FakeDiscord
 from tests.harness import free_port, make_settings
 
 
 async def test_second_process_on_the_same_port_stops_clearly_without_touching_calls(
-    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeDiscord()
     await fake.start()
@@ -38,10 +38,8 @@ async def test_second_process_on_the_same_port_stops_clearly_without_touching_ca
                 before = await first.store.get_call(started.call_id)
                 history_reads = emu.count_calls("history")
 
-                with caplog.at_level(logging.ERROR):
-                    assert await run_bot(settings) == 1
-                assert f"web.port {port} on 127.0.0.1 is already in use" in caplog.text
-                assert "Traceback" not in caplog.text
+                with pytest.raises(StartupProblem, match=rf"web.port {port} on 127.0.0.1 is already in use"):
+                    await run_bot(settings)  # `python -m bot run` prints the one line and exits non-zero
                 assert emu.count_calls("history") == history_reads, "the second process read no call's history"
                 assert await first.store.get_call(started.call_id) == before, "nor changed the call"
     finally:

@@ -75,6 +75,8 @@ TEST_APP_CERTIFICATE = "5CFd2fd1755d40ecb72977518be15d3b"
 TEST_CUSTOMER_ID = "3f0c9a1e5b7d4c2a8e6f1b3d5a7c9e0f"
 TEST_CUSTOMER_SECRET = "9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
 TEST_WEBHOOK_SECRET = "emulator-webhook-secret"
+DEFAULT_WEBHOOK_RETRY_DELAYS = (0.0, 0.1, 0.3)
+"""Waits before NCS retries 1, 2 and 3: at once, then increasing (see ``AgoraEmulator._deliver``)."""
 
 API_PREFIX = "/api/conversational-ai-agent"
 STATUS_CODES = {
@@ -165,6 +167,7 @@ class WebhookAttempt(NamedTuple):
     event_type: int
     status: int | None
     error: str | None
+    sent_at: float = 0.0  # time.monotonic() when the attempt was made
 
 
 @dataclass
@@ -282,6 +285,17 @@ class _FailureRule:
         )
 
 
+@dataclass
+class ResponseGate:
+    """See ``AgoraEmulator.hold_responses``: ``reached`` is set when a held answer is ready."""
+
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        self.opened.set()
+
+
 @dataclass(frozen=True)
 class _Notification:
     envelope: dict[str, Any]
@@ -315,6 +329,7 @@ class AgoraEmulator:
         webhook_mode: WebhookMode = "normal",
         webhook_timeout: float = 5.0,
         webhook_max_retries: int = 3,
+        webhook_retry_delays: Sequence[float] = DEFAULT_WEBHOOK_RETRY_DELAYS,
     ) -> None:
         self.app_id = app_id
         self.app_certificate = app_certificate
@@ -326,6 +341,7 @@ class AgoraEmulator:
         self.webhook_mode: WebhookMode = webhook_mode
         self.webhook_timeout = webhook_timeout
         self.webhook_max_retries = webhook_max_retries
+        self.webhook_retry_delays = tuple(webhook_retry_delays)
         self.start_status = start_status
         self.auto_user_join = auto_user_join
         self.latency = 0.0
@@ -346,6 +362,7 @@ class AgoraEmulator:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._agent_sequence = 0
+        self._gates: dict[str, ResponseGate] = {}
 
     async def start(self) -> Self:
         app = web.Application(middlewares=[self._pipeline])
@@ -504,6 +521,13 @@ class AgoraEmulator:
         """The next ``n`` requests for ``operation`` ARE processed (a join creates its agent) but the answer
         is the error ``status``: a response lost after the service acted."""
         self._add_failure(n, status, operation, reason, detail, None, False, after_processing=True)
+
+    def hold_responses(self, operation: str) -> ResponseGate:
+        """Requests for ``operation`` are processed but their answers wait until the gate is released: a
+        request in flight, for races ("forget while the hang-up's history read is on its way")."""
+        gate = ResponseGate()
+        self._gates[operation] = gate
+        return gate
 
     def clear_failures(self) -> None:
         self._failure_rules.clear()
@@ -682,15 +706,21 @@ class AgoraEmulator:
                 self._outbox.task_done()
 
     async def _deliver(self, notification: _Notification) -> None:
-        """POST with both signatures; retried (immediately) up to ``webhook_max_retries`` times unless the
-        receiver answers 200 with a JSON body."""
+        """POST with both signatures; retried up to ``webhook_max_retries`` times unless the receiver answers
+        200 with a JSON body: the first retry at once, the next ones after increasing waits
+        (``webhook_retry_delays``), as NCS documents (spec §6: "resends immediately, then at increasing
+        intervals, and gives up after 3 retries"). The real intervals are not published; the defaults here
+        are short so tests stay fast, and a test that needs a longer window sets its own."""
         assert self._webhook_session is not None
         url = self.webhook_url
         if not url:
             return
         headers = {"Content-Type": "application/json", **sign_body(self.webhook_secret, notification.body)}
         timeout = aiohttp.ClientTimeout(total=self.webhook_timeout)
-        for _ in range(1 + self.webhook_max_retries):
+        for attempt in range(1 + self.webhook_max_retries):
+            if attempt > 0 and self.webhook_retry_delays:
+                await asyncio.sleep(self.webhook_retry_delays[min(attempt - 1, len(self.webhook_retry_delays) - 1)])
+            sent_at = time.monotonic()
             status: int | None = None
             error: str | None = None
             try:
@@ -702,7 +732,9 @@ class AgoraEmulator:
                 json.loads(text)
             except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
-            self.webhook_attempts.append(WebhookAttempt(notification.notice_id, notification.event_type, status, error))
+            self.webhook_attempts.append(
+                WebhookAttempt(notification.notice_id, notification.event_type, status, error, sent_at)
+            )
             if status == 200 and error is None:
                 self.delivered.append(notification.envelope)
                 return
@@ -726,6 +758,10 @@ class AgoraEmulator:
     async def _pipeline(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
         operation = request.match_info.route.name or "unknown"
         response = await self._respond(request, handler, operation)
+        gate = self._gates.get(operation)
+        if gate is not None:
+            gate.reached.set()
+            await gate.opened.wait()
         if self.latency:
             await asyncio.sleep(self.latency)
         self.requests.append(RequestRecord(request.method, request.path, response.status))

@@ -665,6 +665,10 @@ class FakeDiscord:
         self.identify_payloads: list[dict[str, Any]] = []
         #: Known users by id (created on first use).
         self.users: dict[str, dict[str, Any]] = {}
+        #: Bot tokens Discord refuses (401), as after "Reset Token" in the Developer Portal.
+        self.refused_tokens: set[str] = set()
+        #: The application's Interactions Endpoint URL (set, Discord sends interactions there, not the gateway).
+        self.interactions_endpoint_url: str | None = None
 
         self._interactions_by_id: dict[str, _Interaction] = {}
         self._interactions_by_token: dict[str, _Interaction] = {}
@@ -1229,6 +1233,8 @@ class FakeDiscord:
 
         if path.startswith(self._bot_auth_prefixes) and not request.headers.get("Authorization", "").startswith("Bot "):
             return _json_response({"message": "401: Unauthorized", "code": 0}, 401)
+        if request.headers.get("Authorization", "").removeprefix("Bot ") in self.refused_tokens:
+            return _json_response({"message": "401: Unauthorized", "code": 0}, 401)
 
         body, files, problem = await self._read_body(request)
         incoming = _IncomingRequest(request.method, shown_path, params, request.query, body, files, op)
@@ -1407,7 +1413,7 @@ class FakeDiscord:
             "flags": 0,
             "flags_new": "0",
             "redirect_uris": [],
-            "interactions_endpoint_url": None,
+            "interactions_endpoint_url": self.interactions_endpoint_url,
             "role_connections_verification_url": None,
             "owner": owner,
             "approximate_guild_count": 1,

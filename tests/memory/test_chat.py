@@ -230,3 +230,15 @@ async def test_a_consumer_that_stops_early_stores_no_partial_answer(store, chat,
             break
     session = await store.open_chat_for_user(USER)
     assert [t.role for t in await store.chat_turns(session.chat_id)] == ["user"]
+
+
+async def test_forget_everything_while_an_answer_streams_stores_nothing_of_it(store, chat, memory, fake_llm) -> None:
+    fake_llm.queue_reply("Your zqxchatsecret is safe with me, I will remember it for a long time.")
+    stream = chat.reply(USER, GUILD, "Remember my zqxchatsecret please.")
+    first = await anext(stream)  # the member's line is stored; the answer is on its way
+    result = await memory.forget_everything(USER)
+    rest = "".join([delta async for delta in stream])
+    assert (first + rest).startswith("Your zqxchatsecret")
+    assert result.turns == 1
+    assert await store.count_turns(USER) == 0, "the answer finished after the forget was stored anyway"
+    assert await store.open_chat_for_user(USER) is None

@@ -432,3 +432,18 @@ def test_reconcile_plans_confirmations_and_replacements() -> None:
         ("The user moved to Berlin.", []),
         ("The user's jazz band is The Quiet.", []),
     ]
+
+
+async def test_a_fact_forgotten_while_the_llm_answers_is_not_learned_again(store, memory, fake_llm, llm) -> None:
+    known = await store.add_fact(USER, "The user's dog is called Biscuit.", TUESDAY - 86400)
+    call = await ended_call(store, memory, DOG_CALL)
+
+    async def forget_then_answer(body: dict) -> str:
+        assert await memory.forget_fact(USER, known.fact_id) is not None  # /forget while the job runs
+        learned = fact("Biscuit, the user's dog, turned three.", "My dog is called Biscuit and he turned three")
+        return reply("Talked about Biscuit.", learned)
+
+    fake_llm.set_responder(forget_then_answer)
+    await run_all(processor(store, llm))
+    assert await store.count_facts(USER, include_superseded=True) == 0, "the forgotten fact came back"
+    assert await store.job_state(POST_CALL_JOB, call.call_id) == "done"

@@ -15,11 +15,13 @@ from bot.store.pg_migrations import PG_MIGRATIONS
 PINNED = {
     "sqlite": {
         1: "2660b398da8c67aab21ab612bc1bc902c509c3220fc8491a01080eb572bcc166",
-        2: "5d65592368ae7c39e569697a32d4e441570aa504d81c68358e2e9cbfb875f2a0",
+        2: "66821567e62aea38a5e5c4612b363f0d80d2f085540450d4afc4a874332e5d93",
+        3: "5d65592368ae7c39e569697a32d4e441570aa504d81c68358e2e9cbfb875f2a0",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
-        2: "2f90171b0ab186d613c32b8e99717d37d335aac857350a8c5588b9bef917baab",
+        2: "8b5ee98f6112fa0d0a7d5c4fc11f94060024acdf1612bca2cd403720b3ad57e9",
+        3: "2f90171b0ab186d613c32b8e99717d37d335aac857350a8c5588b9bef917baab",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

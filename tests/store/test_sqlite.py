@@ -10,6 +10,7 @@ import pytest
 
 from bot.memory.service import MemoryService
 from bot.store.migrations import LATEST_VERSION
+from bot.store.models import ChatRecord
 from bot.store.repository import SchemaTooNew
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
@@ -181,3 +182,31 @@ async def test_memory_page_is_paginated_with_counts(store: SqliteStore, memory) 
     assert first.fact_count == 20
     assert [f.text for f in first.facts][:2] == ["fact number 19", "fact number 18"]
     assert len(third.facts) == 4
+
+
+async def test_the_memory_fence_refuses_writes_started_before_a_forget_or_pause(store: SqliteStore) -> None:
+    from bot.store.models import NewTurn
+
+    call = make_call(user_id=5)
+    await store.create_call(call)
+    chat = ChatRecord("chat-fence", 5, None, False, 1.0, 1.0)
+    await store.create_chat(chat)
+    line = [NewTurn("user", "hello", 1.0, 0, 0, False, 0)]
+    before = await store.memory_generation(5)
+    assert await store.apply_call_turns(call.call_id, 5, line, [], anchored=True, checkpoint_at=1.0, generation=before)
+
+    await store.forget_fact(5, (await store.add_fact(5, "a fact", 1.0)).fact_id)  # any forget moves the fence
+    assert await store.memory_generation(5) == before + 1
+    late = [NewTurn("user", "late", 2.0, 1, 0, False, 0)]
+    assert not await store.apply_call_turns(
+        call.call_id, 5, late, [], anchored=True, checkpoint_at=2.0, generation=before
+    )
+    assert await store.append_chat_turn(chat.chat_id, 5, "user", "late", 2.0, generation=before) is None
+    now = await store.memory_generation(5)
+    assert await store.append_chat_turn(chat.chat_id, 5, "user", "fresh", 2.0, generation=now)
+
+    await store.set_memory_enabled(5, False, 3.0)  # a pause moves it too, and stops writes while paused
+    assert await store.memory_generation(5) == now + 1
+    assert not await store.apply_call_turns(call.call_id, 5, late, [], anchored=True, checkpoint_at=3.0)
+    assert [t.content for t in await store.call_turns(call.call_id)] == ["hello"]
+    assert await store.count_turns(6) == 0

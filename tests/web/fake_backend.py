@@ -112,7 +112,7 @@ class FakeCallPageBackend:
 
     # ---- CallPageBackend ------------------------------------------------------------------------------
 
-    async def open_page(self, link_token: str) -> PageSession | None:
+    async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
         self.log.append(("open_page", link_token))
         call = self.calls.get(link_token)
         if call is None or call.session.expires_at <= datetime.now(UTC) or call.state in ("ended", "failed"):
@@ -122,12 +122,14 @@ class FakeCallPageBackend:
         call.opens += 1
         return replace(call.session, state=call.state)
 
-    async def status(self, link_token: str) -> CallStatus | None:
+    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
         self.log.append(("status", link_token))
         call = self.calls.get(link_token)
         return call.status() if call else None
 
-    async def hang_up(self, link_token: str, *, via: str, page_id: str | None = None) -> CallStatus | None:
+    async def hang_up(
+        self, link_token: str, *, via: str, page_id: str | None = None, browser: str | None = None
+    ) -> CallStatus | None:
         self.log.append(("hang_up", link_token))
         call = self.calls.get(link_token)
         if call is None:

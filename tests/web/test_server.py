@@ -364,7 +364,7 @@ async def test_backend_error_is_a_500_without_the_token(
 ) -> None:
     token = fake_backend.add_call()
 
-    async def broken(link_token: str) -> CallStatus | None:
+    async def broken(link_token: str, **_: object) -> CallStatus | None:
         raise KeyError(link_token)
 
     fake_backend.status = broken  # type: ignore[method-assign]

@@ -1,0 +1,132 @@
+"""What `check` inspects and `run` requires before it starts: the same findings, so they cannot disagree.
+
+Nothing here changes anything: the database is opened read-only (never created or migrated) and the web
+address is only resolved and bound for a moment. Each finding is one line an operator can act on.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from bot.config import Settings
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS
+
+Level = Literal["ok", "warning", "FAIL"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Level
+    text: str
+
+    @property
+    def failed(self) -> bool:
+        return self.level == "FAIL"
+
+
+class StartupProblem(Exception):
+    """A known reason the bot cannot start; the message is the one line to print (no traceback)."""
+
+
+def _ok(text: str) -> Finding:
+    return Finding("ok", text)
+
+
+def _fail(text: str) -> Finding:
+    return Finding("FAIL", text)
+
+
+def inspect_database(path: Path) -> Finding:
+    """The database file as `migrate` would find it, read without writing anything."""
+    where = f"memory.database_path {path}"
+    if path.is_dir():
+        return _fail(f"{where} is a directory: point it at a file, e.g. {path / 'bot.db'}")
+    if not path.exists():
+        parent = _existing_parent(path)
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            return _fail(f"{where} does not exist and {parent} is not a writable folder, so it cannot be created")
+        return _ok(f"{path} does not exist yet: `migrate` (or starting the bot) creates it at schema {LATEST_VERSION}")
+    if not os.access(path, os.R_OK | os.W_OK):
+        return _fail(f"{where} is not readable and writable by this user")
+    try:
+        version = _read_schema_version(path)
+    except sqlite3.DatabaseError as exc:
+        return _fail(
+            f"{where} is not a usable SQLite database ({exc}): restore a backup with "
+            "`python -m bot restore FILE`, or move the file away to start empty"
+        )
+    if version > LATEST_VERSION:
+        return _fail(too_new_text(path, version))
+    pending = [f"{number} {name}" for number, name, _sql in MIGRATIONS if number > version]
+    if pending:
+        return _ok(f"{path} is at schema {version}: `migrate` (or starting the bot) would apply {', '.join(pending)}")
+    return _ok(f"{path} is reachable and migrated (schema {version})")
+
+
+def too_new_text(path: Path, version: int) -> str:
+    return (
+        f"the database {path} has schema version {version}, but this bot only knows up to {LATEST_VERSION}: "
+        "upgrade the bot, or point memory.database_path at another file"
+    )
+
+
+def _existing_parent(path: Path) -> Path:
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+def _read_schema_version(path: Path) -> int:
+    db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
+    try:
+        row = db.execute("PRAGMA quick_check").fetchone()
+        if row is None or row[0] != "ok":
+            raise sqlite3.DatabaseError(f"integrity check: {row[0] if row else 'no answer'}")
+        exists = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")
+        if exists.fetchone() is None:
+            return 0
+        found = db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        return int(found[0]) if found else 0
+    finally:
+        db.close()
+
+
+def inspect_listen_address(host: str, port: int) -> Finding:
+    """Can the call page server listen on web.host:web.port? Resolves and binds for a moment."""
+    where = f"web.host:web.port (WEB_HOST, WEB_PORT) {host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError):
+        return _fail(f"web.host (WEB_HOST) {host!r} does not resolve to an address: use e.g. 0.0.0.0 or 127.0.0.1")
+    family, kind, proto, _name, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does
+        sock.bind(address)
+        sock.listen(1)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return _fail(f"{where} is already in use (another copy of the bot?): stop it or choose another port")
+        if exc.errno == errno.EADDRNOTAVAIL:
+            return _fail(f"{where}: {host} is not an address of this machine")
+        if exc.errno == errno.EACCES:
+            return _fail(f"{where}: not allowed to listen there (ports below 1024 need privileges)")
+        return _fail(f"{where}: cannot listen ({exc.strerror or exc})")
+    finally:
+        sock.close()
+    return _ok(f"the call page server can listen on {host}:{port}")
+
+
+def startup_findings(settings: Settings) -> list[Finding]:
+    """Everything local that would stop `run`: the database and the web server's address."""
+    return [
+        inspect_database(settings.memory.database_path),
+        inspect_listen_address(settings.web.host, settings.web.port),
+    ]

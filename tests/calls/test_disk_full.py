@@ -1,0 +1,59 @@
+"""A full disk mid-call: hang-up still stops the agent, the member is told plainly, and the call is stored once
+there is space again (issue 13, item 10). SQLite's own page limit makes the database file full for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.store.repository import StorageFull
+from cogs.calls import ended_text
+from tests.calls.test_lifecycle import ALICE, start_call, stored
+from tests.harness import CallWorld, call_world
+
+
+@pytest.fixture
+async def world(tmp_path: Path):
+    async with call_world(tmp_path, webhooks=False) as w:
+        yield w
+
+
+async def fill_the_disk(world: CallWorld) -> None:
+    async with world.store.db.execute("PRAGMA page_count") as cur:
+        pages = (await cur.fetchone())[0]
+    async with world.store.db.execute(f"PRAGMA max_page_count = {pages}"):
+        pass
+
+
+async def free_space(world: CallWorld) -> None:
+    async with world.store.db.execute("PRAGMA max_page_count = 1073741823"):
+        pass
+
+
+def long_lines(n: int) -> list[tuple[str, str]]:
+    return [("user" if i % 2 == 0 else "assistant", f"line {i} " + "words spoken at length " * 200) for i in range(n)]
+
+
+async def test_hang_up_on_a_full_disk_stops_the_agent_and_stores_the_call_later(world: CallWorld) -> None:
+    started, agent = await start_call(world)
+    convo = long_lines(6)
+    world.emu.script(agent.agent_id, convo)
+    await fill_the_disk(world)
+    with pytest.raises(StorageFull):
+        await world.store.add_fact(ALICE, "x " * 5000, world.clock())  # the disk is full for real
+
+    ended = await world.calls.hang_up(ALICE)
+
+    assert world.emu.agent(agent.agent_id).status == "STOPPED"
+    assert not ended.saved
+    text = ended_text(ended)
+    assert "storage is full" in text and "saved automatically" in text and "went wrong" not in text
+    assert await stored(world, started.call_id) == []
+
+    await free_space(world)
+    assert await world.calls.save_unsaved() == 1
+    call = await world.store.get_call(started.call_id)
+    assert call.state == "ended" and call.end_reason == "hangup"
+    assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
+    assert await world.store.job_state("post_call", started.call_id) == "pending"

@@ -1,0 +1,67 @@
+"""A call link works in the first browser that opens it (a cookie), and that browser can always end its call
+while it is active, also after the link's lifetime (issue 13 item 6, issue 10 item 8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.calls.test_lifecycle import link_token, start_call
+from tests.harness import CallWorld, call_world
+
+
+@pytest.fixture
+async def world(tmp_path: Path):
+    async with call_world(tmp_path) as w:
+        yield w
+
+
+async def test_the_link_is_bound_to_the_first_browser_that_opens_it(world: CallWorld) -> None:
+    started, agent = await start_call(world)
+    token = link_token(started)
+    async with httpx.AsyncClient(base_url=world.web.url) as first, httpx.AsyncClient(base_url=world.web.url) as other:
+        opened = await first.get(f"/call/{token}")
+        assert opened.status_code == 200
+        cookie = opened.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
+        assert (await first.get(f"/call/{token}")).status_code == 200, "a reload in the same browser works"
+
+        elsewhere = await other.get(f"/call/{token}")
+        assert elsewhere.status_code == 409
+        assert "already open elsewhere" in elsewhere.text and "/hangup" in elsewhere.text
+        assert (await other.post(f"/api/calls/{token}/hangup", json={"via": "page"})).status_code == 404
+        assert (await other.get(f"/api/calls/{token}/status")).status_code == 404
+        assert (await world.store.get_call(started.call_id)).state == "active"
+
+        ended = await first.post(f"/api/calls/{token}/hangup", json={"via": "page"})
+        assert ended.status_code == 200 and ended.json()["state"] == "ended"
+    assert world.emu.agent(agent.agent_id).status == "STOPPED"
+
+
+@pytest.mark.parametrize("via", ["page", "beacon"])
+async def test_after_the_link_lifetime_the_page_that_opened_the_call_can_still_end_it(
+    world: CallWorld, via: str
+) -> None:
+    started, agent = await start_call(world)
+    token = link_token(started)
+    async with httpx.AsyncClient(base_url=world.web.url) as page, httpx.AsyncClient(base_url=world.web.url) as other:
+        assert (await page.get(f"/call/{token}")).status_code == 200
+        world.clock.advance(world.settings.web.link_ttl_minutes * 60 + 60)  # calls outlast their links
+
+        assert (await other.get(f"/call/{token}")).status_code in (404, 409)
+        assert (await page.get(f"/api/calls/{token}/status")).json()["state"] == "active"
+        body = {"content": b"beacon"} if via == "beacon" else {"json": {"via": "page"}}
+        response = await page.post(f"/api/calls/{token}/hangup", **body)
+    assert response.status_code == 200 and response.json()["state"] == "ended"
+    assert world.emu.agent(agent.agent_id).status == "STOPPED"
+
+
+async def test_an_expired_link_never_opened_stays_invalid(world: CallWorld) -> None:
+    started, _agent = await start_call(world)
+    token = link_token(started)
+    world.clock.advance(world.settings.web.link_ttl_minutes * 60 + 60)
+    async with httpx.AsyncClient(base_url=world.web.url) as browser:
+        assert (await browser.get(f"/call/{token}")).status_code == 404
+        assert (await browser.post(f"/api/calls/{token}/hangup", json={"via": "page"})).status_code == 404
