@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from bot.app import build_agora_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
-from bot.doctor import Finding, StartupProblem, inspect_database, startup_findings
+from bot.doctor import Finding, StartupProblem, inspect_configured_database, startup_findings
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
 from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
@@ -182,7 +182,7 @@ async def _check_discord(token: str) -> bool:
 
 
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:
-    database = inspect_database(settings.memory.database_path)
+    database = inspect_configured_database(settings)
     if database.failed:
         raise CommandFailed(database.text)
     try:
@@ -288,9 +288,18 @@ async def context(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _sqlite_only(settings: Settings, command: str) -> None:
+    if settings.memory.database_url is not None:
+        raise CommandFailed(
+            f"{command} handles the SQLite file (memory.database_path); with memory.database_url (PostgreSQL) use "
+            "pg_dump and pg_restore, or `python -m bot copy-db --from <database url> --to sqlite:///backup.db`"
+        )
+
+
 async def backup(settings: Settings, args: argparse.Namespace) -> int:
     from bot.store.backup import BackupError, backup_database
 
+    _sqlite_only(settings, "backup")
     try:
         size = await asyncio.to_thread(
             backup_database,
@@ -307,6 +316,7 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
 async def restore(settings: Settings, args: argparse.Namespace) -> int:
     from bot.store.backup import BackupError, restore_database
 
+    _sqlite_only(settings, "restore")
     try:
         saved = await asyncio.to_thread(
             restore_database,

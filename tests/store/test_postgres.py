@@ -10,6 +10,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from bot.__main__ import main
 from bot.app import build_store, open_services
 from bot.config import load_settings
 from bot.memory.service import MemoryService
@@ -134,3 +135,16 @@ async def test_wrong_password_or_host_fails_at_open_naming_postgresql(postgres_c
     store = PostgresStore(postgres_cluster.url("no_such_database"))
     with pytest.raises(asyncpg.InvalidCatalogNameError):
         await store.open()
+
+
+def test_migrate_and_the_sqlite_only_commands_with_a_database_url(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMORY_DATABASE_URL", postgres_url)
+    assert main(["migrate"]) == 0
+    out = capsys.readouterr().out
+    assert f"is at schema {PG_LATEST_VERSION}." in out and "postgresql://" in out
+    assert not (tmp_path / "data" / "bot.db").exists(), "no SQLite file was made"
+    assert main(["backup", str(tmp_path / "b.db")]) == 1
+    assert "with memory.database_url (PostgreSQL) use pg_dump" in capsys.readouterr().err
