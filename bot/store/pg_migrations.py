@@ -183,6 +183,14 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE calls ADD COLUMN turns_version INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        4,
+        "bring a database made by an early version of migration 1 to today's schema",
+        """
+        -- Only SQLite databases were made by the early versions of migration 1; kept so versions match.
+        SELECT 1;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

@@ -21,7 +21,7 @@ from typing import Any
 import aiosqlite
 
 from bot.store.export import build_export
-from bot.store.migrations import LATEST_VERSION, MIGRATIONS
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
 from bot.store.models import (
     CallRecord,
     CallState,
@@ -125,6 +125,10 @@ class SqliteStore:
             if version <= current:
                 continue
             async with self._transaction():
+                for needed, repair in REPAIRS.get(version, []):
+                    if list(await self.db.execute_fetchall(needed)):
+                        for statement in _split_sql(repair):
+                            await self.db.execute(statement)
                 for statement in _split_sql(sql):
                     await self.db.execute(statement)
                 await self.db.execute(
