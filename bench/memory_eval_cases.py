@@ -72,15 +72,28 @@ def default_root() -> Path:
     return Path(override) if override else DEFAULT_ROOT
 
 
+def where(root: Path | None = None) -> tuple[Path, str]:
+    """The folder the cases are read from and what chose it: ``root`` (--cases), $MEMORY_EVAL_DIR, or the
+    default ``../shared/benchmarks/memory-eval`` beside the repository."""
+    if root is not None:
+        return root, "--cases"
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]), f"${ENV_VAR}"
+    return DEFAULT_ROOT, "the default beside the repository"
+
+
 def load_cases(root: Path | None = None) -> list[EvalCase]:
     """All cases under ``root`` (default: ``$MEMORY_EVAL_DIR`` or the shared folder beside the repository).
 
-    Ordered layer1 then layer2, by file name. Raises FileNotFoundError when the folder is missing and
-    ValueError when a case is malformed or has no gold facts in either file.
+    Ordered layer1 then layer2, by file name. Raises FileNotFoundError, saying where it looked, when the folder
+    is missing, and ValueError when a case is malformed or has no gold facts in either file.
     """
-    root = root if root is not None else default_root()
+    root, chosen_by = where(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"memory-eval cases not found at {root}: set {ENV_VAR} to their folder")
+        raise FileNotFoundError(
+            f"memory-eval cases not found at {root} (from {chosen_by}): pass --cases DIR or set {ENV_VAR} to the "
+            "folder that holds layer1/, layer2/ and gold_facts.json"
+        )
     gold = _read_gold(DERIVED_GOLD_PATH, "derived")
     gold.update(_read_gold(root / SHIPPED_GOLD_NAME, "shipped"))
     cases = []
@@ -88,6 +101,21 @@ def load_cases(root: Path | None = None) -> list[EvalCase]:
         for path in sorted((root / layer).glob("*.yaml")):
             cases.append(_parse_case(path, layer, gold))
     return cases
+
+
+def audit(cases: list[EvalCase]) -> list[str]:
+    """Problems with the gold facts of ``cases``: facts no verbatim context could contain (absent from the case's
+    histories), and entries of SHIPPED_FACT_FIXES that upstream has fixed (so the fix is no longer needed)."""
+    problems = []
+    for case in cases:
+        text = case.history_text
+        for fact in case.required_facts:
+            if not fact_present(fact, text):
+                problems.append(f"{case.test_id}: gold fact {fact!r} does not occur in its histories")
+        for original in SHIPPED_FACT_FIXES.get(case.test_id, {}):
+            if case.gold_source == "shipped" and fact_present(list(original), text):
+                problems.append(f"{case.test_id}: SHIPPED_FACT_FIXES entry {original!r} is no longer needed")
+    return problems
 
 
 def fact_present(fact: Fact, text: str) -> bool:

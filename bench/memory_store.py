@@ -4,7 +4,10 @@ Fills a SQLite store with many users, turns and facts (default 10,000 / 1,000,00
 throwaway PostgreSQL cluster (`copy-db`'s code; or `--postgres-url`), then prints, for each backend, p50 and p99 for
 the operations a person waits on:
 
-- building a call-start context for a user with 5,000 turns and 500 facts (target p99 < 5 ms)
+- building a call-start context for a user with 5,000 turns and 500 facts (target p99 < 5 ms), with nothing
+  kept from an earlier build, as at the start of a call
+- building the query-aware context for one utterance of that user during a call, leaving out the call's own
+  lines (target p99 < 5 ms: the live voice path does this on every turn), over a rotation of utterances
 - merging a 32-message history snapshot into a 500-turn call (target p99 < 5 ms)
 - listing a user's /memory page (target p99 < 5 ms)
 - forgetting everything about a user (target < 50 ms), and separately the scrub that follows off the hot path
@@ -31,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.memory.service import MemoryService
-from bot.memory.tokens import estimate_message_tokens
+from bot.memory.tokens import message_tokens
 from bot.store.copy import copy_database
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
@@ -105,6 +108,14 @@ WORDS = [
     "twelve",
 ]
 HEAVY_USER = 1
+UTTERANCES = [
+    "when is my flight to the doctor appointment on Friday",
+    "can you remind me what my sister said about the dinner",
+    "I need to change the payment for my phone plan",
+    "what was the name of the school my son goes to",
+    "did I tell you about the new job and the project deadline",
+    "my dog has to see the doctor again next week",
+]
 FORGET_RUNS = 30
 
 
@@ -188,25 +199,27 @@ async def measure(store: Store, heavy_call: str, runs: int, users: int, rng: ran
 
     samples = []
     for _ in range(runs):
+        memory.context.forget_cached()
         start = time.perf_counter()
         await memory.build_context(HEAVY_USER)
         samples.append(time.perf_counter() - start)
-    report("context build (5,000 turns, 500 facts)", samples, 5)
+    report("call-start context build (5,000 turns, 500 facts)", samples, 5)
 
     samples = []
-    for _ in range(runs):
+    for i in range(runs):
+        utterance = UTTERANCES[i % len(UTTERANCES)]
         start = time.perf_counter()
-        await memory.build_context(HEAVY_USER, query="when is my flight to the doctor appointment on Friday")
+        await memory.build_context(HEAVY_USER, query=utterance, exclude_call_id=heavy_call)
         samples.append(time.perf_counter() - start)
-    report("query-aware context build (same user)", samples, None)
+    report("query-aware build per utterance (same user)", samples, 5)
 
     for label, user in (("typical returning user", 2), ("heavy user", HEAVY_USER)):
         messages = await memory.build_context(user)
-        memory_tokens = sum(estimate_message_tokens(m["content"]) for m in messages[1:])
+        memory_tokens = sum(message_tokens(m["content"]) for m in messages[1:])
         turns, facts = await store.count_turns(user), await store.count_facts(user)
         print(
             f"call-start context, {label} ({turns:,} lines, {facts} facts): {memory_tokens} memory tokens "
-            f"+ {estimate_message_tokens(messages[0]['content'])} persona (budget 1500)"
+            f"+ {message_tokens(messages[0]['content'])} persona (budget 1500)"
         )
 
     call = await store.get_call(heavy_call)

@@ -19,6 +19,7 @@ from bot.calls.service import CallService
 from bot.config import Settings
 from bot.doctor import StartupProblem
 from bot.llm import LLMClient
+from bot.memory import tokens
 from bot.memory.chat import ChatService
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
@@ -63,6 +64,7 @@ class Services:
 
     async def start_background(self) -> None:
         """Web server, call reconcile, the post-call queue and the periodic sweeps."""
+        await asyncio.to_thread(tokens.encoding)  # load the tokenizer's vocabulary off the event loop, once
         if not await self.memory.finish_pending_scrubs():
             log.warning("deleted memory could not be scrubbed from the database file yet; the sweep retries")
         if self.web is not None:

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from bot.app import open_services
+from bot.memory import tokens
 from tests.factories import make_call
 from tests.harness import make_settings
 
@@ -30,3 +31,14 @@ async def test_full_services_without_agora_or_llm_still_start(tmp_path: Path) ->
         assert services.calls is None and services.web is not None  # the web server still serves /healthz
         assert services.chat is not None and not services.chat.enabled
         assert services.postcall is not None
+
+
+async def test_starting_loads_the_tokenizer_before_the_first_call(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tokens, "_encoding", None)
+    settings = make_settings(tmp_path, agora={"app_id": None, "customer_id": None})
+    async with open_services(settings, full=True) as services:
+        await services.start_background()
+        try:
+            assert tokens._encoding is not None  # loaded off the event loop, not inside a member's first call
+        finally:
+            await services.stop_background()

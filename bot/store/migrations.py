@@ -205,6 +205,58 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         3,
+        "full-text indexes with the porter stemmer (a search for 'renew' finds 'renewed', 'renewal')",
+        """
+        DROP TRIGGER turns_fts_insert;
+        DROP TRIGGER turns_fts_delete;
+        DROP TRIGGER turns_fts_update;
+        DROP TABLE turns_fts;
+        DROP TRIGGER facts_fts_insert;
+        DROP TRIGGER facts_fts_delete;
+        DROP TRIGGER facts_fts_update;
+        DROP TABLE facts_fts;
+
+        CREATE VIRTUAL TABLE turns_fts USING fts5 (
+            content, owner_key, content='turns', content_rowid='turn_id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
+            INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
+        END;
+        CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
+            INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+            VALUES ('delete', old.turn_id, old.content, old.owner_key);
+        END;
+        CREATE TRIGGER turns_fts_update AFTER UPDATE OF content ON turns BEGIN
+            INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+            VALUES ('delete', old.turn_id, old.content, old.owner_key);
+            INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
+        END;
+        INSERT INTO turns_fts (turns_fts) VALUES ('rebuild');
+
+        -- Facts get the member scope inside the index too, so a fact search costs that member's facts only.
+        ALTER TABLE facts ADD COLUMN owner_key TEXT GENERATED ALWAYS AS ('u' || user_id) VIRTUAL;
+        CREATE VIRTUAL TABLE facts_fts USING fts5 (
+            text, owner_key, content='facts', content_rowid='fact_id',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER facts_fts_insert AFTER INSERT ON facts BEGIN
+            INSERT INTO facts_fts (rowid, text, owner_key) VALUES (new.fact_id, new.text, new.owner_key);
+        END;
+        CREATE TRIGGER facts_fts_delete AFTER DELETE ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text, owner_key)
+            VALUES ('delete', old.fact_id, old.text, old.owner_key);
+        END;
+        CREATE TRIGGER facts_fts_update AFTER UPDATE OF text ON facts BEGIN
+            INSERT INTO facts_fts (facts_fts, rowid, text, owner_key)
+            VALUES ('delete', old.fact_id, old.text, old.owner_key);
+            INSERT INTO facts_fts (rowid, text, owner_key) VALUES (new.fact_id, new.text, new.owner_key);
+        END;
+        INSERT INTO facts_fts (facts_fts) VALUES ('rebuild');
+        """,
+    ),
+    (
+        4,
         "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
         """
         ALTER TABLE calls ADD COLUMN lease_until REAL;
@@ -213,7 +265,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         """,
     ),
     (
-        4,
+        5,
         "bring a database made by an early version of migration 1 to today's schema",
         """
         -- Migration 1 was edited in place twice after it shipped, so a database created before an edit never got
@@ -234,7 +286,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):
 # {version: [(query that returns a row when needed, statements)]}. Run in the migration's transaction, before it.
 REPAIRS: dict[int, list[tuple[str, str]]] = {
-    4: [
+    3: [
         (
             "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pragma_table_xinfo('turns') WHERE name = 'owner_key')",
             """

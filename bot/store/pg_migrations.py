@@ -176,6 +176,28 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         3,
+        "full-text indexes with the porter stemmer (a search for 'renew' finds 'renewed', 'renewal')",
+        """
+        -- English Snowball stemming without a stop-word list, like SQLite's FTS5 porter tokenizer.
+        CREATE TEXT SEARCH DICTIONARY memory_stem (TEMPLATE = snowball, Language = english);
+        CREATE TEXT SEARCH CONFIGURATION memory (COPY = simple);
+        ALTER TEXT SEARCH CONFIGURATION memory
+            ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, hword_asciipart, hword_part, hword_numpart
+            WITH memory_stem;
+        ALTER TABLE turns DROP COLUMN search;
+        ALTER TABLE turns ADD COLUMN search TSVECTOR GENERATED ALWAYS AS (
+            to_tsvector('memory', content) || to_tsvector('simple', 'u' || user_id::text)
+        ) STORED;
+        CREATE INDEX turns_search ON turns USING GIN (search);
+        ALTER TABLE facts DROP COLUMN search;
+        ALTER TABLE facts ADD COLUMN search TSVECTOR GENERATED ALWAYS AS (
+            to_tsvector('memory', text) || to_tsvector('simple', 'u' || user_id::text)
+        ) STORED;
+        CREATE INDEX facts_search ON facts USING GIN (search);
+        """,
+    ),
+    (
+        4,
         "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
         """
         ALTER TABLE calls ADD COLUMN lease_until DOUBLE PRECISION;
@@ -184,7 +206,7 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         """,
     ),
     (
-        4,
+        5,
         "bring a database made by an early version of migration 1 to today's schema",
         """
         -- Only SQLite databases were made by the early versions of migration 1; kept so versions match.

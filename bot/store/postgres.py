@@ -34,6 +34,7 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
+from bot.store.ranking import WORD, first_stage, fts_terms, rerank
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, TurnsChanged
 
 _CALL_COLUMNS = [f.name for f in dataclass_fields(CallRecord)]
@@ -46,7 +47,6 @@ _FACT_COLUMNS = (
 _GUILD_SETTING_NAMES = {f.name for f in dataclass_fields(GuildSettings)} - {"guild_id"}
 _UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
 _OPEN = "('starting', 'active', 'ending')"
-_WORD = re.compile(r"\w+", re.UNICODE)
 # Serialises migrations when several processes start at once on an empty database.
 _MIGRATION_LOCK = 0x6D656D6F7279
 
@@ -55,18 +55,6 @@ Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
 
 def _prefixed(columns: str, alias: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
-
-
-def ts_query(text: str, max_terms: int = 12) -> str | None:
-    """Free text as a safe `to_tsquery('simple', …)` OR-query of quoted terms, the same terms as SQLite's FTS5 query
-    (words longer than two characters, at most 12); user text never reaches tsquery syntax unquoted."""
-    terms: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        if len(word) > 2 and word not in terms:
-            terms.append(word)
-    if not terms:
-        return None
-    return " | ".join(f"'{t}'" for t in terms[:max_terms])
 
 
 def _count(status: str) -> int:
@@ -450,22 +438,81 @@ class PostgresStore:
         )
         return [_turn(r) for r in rows]
 
-    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
-        terms = ts_query(query)
-        if terms is None:
+    async def search_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        return [turn for turn, _ in await self.rank_turns(user_id, query, limit, exclude_call_id=exclude_call_id)]
+
+    async def rank_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[tuple[TurnRecord, float]]:
+        """The member's lines matching any word of ``query`` (stemmed), best BM25 first, with the score; lines of
+        ``exclude_call_id`` left out. Scored as on SQLite (bot.store.ranking)."""
+        excluded: list[int] = []
+        if exclude_call_id is not None:
+            excluded = [
+                int(r[0]) for r in await self._all("SELECT turn_id FROM turns WHERE call_id = $1", exclude_call_id)
+            ]
+        first = await self._first_stage("turns", "turn_id", user_id, query, limit, excluded)
+        if not first:
+            return []
+        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ANY($1::bigint[])", list(first))
+        found = [(int(r["turn_id"]), len(WORD.findall(r["content"])), _turn(r)) for r in rows]
+        return rerank(first, found, limit)
+
+    async def _first_stage(
+        self, table: str, key: str, user_id: int, query: str, limit: int, excluded: Sequence[int]
+    ) -> dict[int, float]:
+        """One round trip: the member's row count and, per query term, the member's rows holding it."""
+        terms = fts_terms(query)
+        if not terms:
+            return {}
+        current = " AND t.superseded_by IS NULL AND t.invalidated_at IS NULL" if table == "facts" else ""
+        rows = await self._all(
+            f"SELECT 0 AS i, NULL::bigint[] AS ids, (SELECT COUNT(*) FROM {table} WHERE user_id = $1) AS n "
+            f"UNION ALL SELECT q.i, array_agg(t.{key}), 0 FROM unnest($2::text[]) WITH ORDINALITY AS q(term, i) "
+            f"JOIN {table} t ON t.search @@ (to_tsquery('simple', $3) && phraseto_tsquery('memory', q.term)){current} "
+            "GROUP BY q.i",
+            user_id,
+            terms,
+            f"u{int(user_id)}",
+        )
+        total = next(int(r["n"]) for r in rows if r["i"] == 0)
+        postings = [list(r["ids"]) for r in rows if r["i"] != 0 and r["ids"]]
+        return first_stage(total, postings, excluded, limit)
+
+    async def recent_turns_of(
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 "
+            "AND (call_id IS NULL OR call_id IS DISTINCT FROM $2) ORDER BY spoken_at DESC, seq DESC LIMIT $3",
+            user_id,
+            exclude_call_id,
+            limit,
+        )
+        return [_turn(r) for r in reversed(rows)]
+
+    async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
+        if not positions:
             return []
         rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns, to_tsquery('simple', $2) AS q "
-            "WHERE search @@ (to_tsquery('simple', $1) && q) "
-            "ORDER BY ts_rank(search, q, 1) DESC, turn_id LIMIT $3",
-            f"u{int(user_id)}",
-            terms,
-            limit,
+            f"SELECT {_prefixed(_TURN_COLUMNS, 't')} FROM unnest($1::text[], $2::integer[]) WITH ORDINALITY "
+            "AS p(ref, seq, i) JOIN turns t ON (t.call_id = p.ref OR t.chat_id = p.ref) AND t.seq = p.seq ORDER BY p.i",
+            [ref for ref, _ in positions],
+            [seq for _, seq in positions],
         )
         return [_turn(r) for r in rows]
 
-    async def count_turns(self, user_id: int) -> int:
-        return int(await self.pool.fetchval("SELECT COUNT(*) FROM turns WHERE user_id = $1", user_id))
+    async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int:
+        return int(
+            await self.pool.fetchval(
+                "SELECT (SELECT COUNT(*) FROM turns WHERE user_id = $1) "
+                "- (SELECT COUNT(*) FROM turns WHERE call_id = $2)",
+                user_id,
+                outside_call_id,
+            )
+        )
 
     # ---- facts and summaries ---------------------------------------------------------------------------
 
@@ -551,18 +598,20 @@ class PostgresStore:
         return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM facts WHERE user_id = $1 {where}", user_id))
 
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
-        terms = ts_query(query)
-        if terms is None:
+        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
+
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        """The member's current facts matching any word of ``query`` (stemmed), best BM25 first."""
+        first = await self._first_stage("facts", "fact_id", user_id, query, limit, ())
+        if not first:
             return []
         rows = await self._all(
-            f"SELECT {_FACT_COLUMNS} FROM facts, to_tsquery('simple', $2) AS q "
-            "WHERE search @@ (to_tsquery('simple', $1) && q) AND superseded_by IS NULL AND invalidated_at IS NULL "
-            "ORDER BY ts_rank(search, q, 1) DESC, fact_id LIMIT $3",
-            f"u{int(user_id)}",
-            terms,
-            limit,
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = ANY($1::bigint[]) "
+            "AND superseded_by IS NULL AND invalidated_at IS NULL",
+            list(first),
         )
-        return [_fact(r) for r in rows]
+        found = [(int(r["fact_id"]), len(WORD.findall(r["text"])), _fact(r)) for r in rows]
+        return rerank(first, found, limit)
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)

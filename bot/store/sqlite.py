@@ -8,6 +8,7 @@ across processes sharing the file too.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import re
 import sqlite3
@@ -36,6 +37,8 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
+from bot.store.ranking import BM25_B, BM25_K1, RERANK_DEPTH, fts_terms
+from bot.store.ranking import idf as _idf
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull, TurnsChanged
 
 _CALL_COLUMNS = [f.name for f in fields(CallRecord)]
@@ -54,13 +57,24 @@ SCRUB_BUSY_TIMEOUT_MS = 200
 
 def fts_query(text: str, max_terms: int = 12) -> str | None:
     """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
-    terms = []
-    for word in _FTS_WORD.findall(text.lower()):
-        if len(word) > 2 and word not in terms:
-            terms.append(word)
-    if not terms:
-        return None
-    return " OR ".join(f'"{t}"' for t in terms[:max_terms])
+    terms = fts_terms(text, max_terms)
+    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+
+
+def _second(pair: tuple[int, float]) -> float:
+    return pair[1]
+
+
+def _varint(blob: bytes) -> int:
+    """The first SQLite varint of ``blob`` (an FTS5 docsize record starts with the first column's size)."""
+    value = 0
+    for i, byte in enumerate(blob[:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return value
 
 
 class SqliteStore:
@@ -490,20 +504,120 @@ class SqliteStore:
         )
         return [_turn(r) for r in rows]
 
-    async def search_turns(self, user_id: int, query: str, limit: int) -> list[TurnRecord]:
-        match = fts_query(query)
-        if match is None:
-            return []
-        rows = await self._all(
-            f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))} FROM turns_fts "
-            "JOIN turns t ON t.turn_id = turns_fts.rowid "
-            "WHERE turns_fts MATCH ? ORDER BY bm25(turns_fts, 1.0, 0.0) LIMIT ?",
-            (f"owner_key:u{int(user_id)} AND content:({match})", limit),
+    async def search_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        return [turn for turn, _ in await self.rank_turns(user_id, query, limit, exclude_call_id=exclude_call_id)]
+
+    async def rank_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[tuple[TurnRecord, float]]:
+        """The member's lines matching any word of ``query`` (porter-stemmed), best BM25 first, with the score
+        (higher is better); lines of ``exclude_call_id`` left out. See ``_bm25`` for how it is scored."""
+        columns = ", ".join("t." + c.strip() for c in _TURN_COLUMNS.split(","))
+        ranked = await self._bm25(
+            "turns_fts",
+            "content",
+            user_id,
+            query,
+            limit,
+            records=f"SELECT {columns}, d.sz FROM turns t JOIN turns_fts_docsize d ON d.id = t.turn_id "
+            "WHERE t.turn_id IN (SELECT value FROM json_each(?))",
+            excluded=None if exclude_call_id is None else ("turns WHERE call_id = ?", exclude_call_id),
         )
+        return [(_turn(row), score) for row, score in ranked]
+
+    async def _bm25(
+        self,
+        table: str,
+        column: str,
+        user_id: int,
+        query: str,
+        limit: int,
+        *,
+        records: str,
+        excluded: tuple[str, Any] | None = None,
+    ) -> list[tuple[aiosqlite.Row, float]]:
+        """Okapi BM25 of ``query`` over one member's rows of an FTS5 table, best ``limit`` first, in two round
+        trips to SQLite.
+
+        FTS5's own bm25() counts each term's documents over the whole table (every member's lines) on every
+        query, which costs tens of milliseconds on a large database; here the counts come from the member's own
+        rows: one indexed lookup per query term (stemmed by the table's tokenizer) gives the rows holding it,
+        as one comma-separated list per term (far cheaper than a result row per posting); ``excluded`` ("table
+        WHERE ...", parameter) names rowids to leave out. Term frequency is taken as 1 (lines are short). Rows
+        are first ordered by the sum of their terms' IDF; the best ``RERANK_DEPTH * limit`` are then read with
+        ``records`` (a SELECT over json_each(?) of rowids whose last column is the FTS docsize record), scored
+        with the length normalisation, and the best ``limit`` returned with their score."""
+        terms = fts_terms(query)
+        if not terms:
+            return []
+        owner = f"owner_key:u{int(user_id)}"
+        selects = [f"SELECT -1, COUNT(*) FROM {table} WHERE {table} MATCH ?"]
+        selects += [f"SELECT {i}, group_concat(rowid) FROM {table} WHERE {table} MATCH ?" for i in range(len(terms))]
+        params: list[Any] = [owner, *(f'{owner} AND {column}:"{term}"' for term in terms)]
+        if excluded is not None:
+            selects.append(f"SELECT -2, group_concat(rowid) FROM {excluded[0]}")
+            params.append(excluded[1])
+        rows = await self._all(" UNION ALL ".join(selects), params)
+        total = next(int(r[1]) for r in rows if r[0] == -1)
+        postings = [[int(rowid) for rowid in r[1].split(",")] for r in rows if r[0] >= 0 and r[1]]
+        score: dict[int, float] = {}
+        get = score.get
+        for rowids in postings:
+            weight = _idf(total, len(rowids))
+            for rowid in rowids:
+                score[rowid] = get(rowid, 0.0) + weight
+        for r in rows:
+            if r[0] == -2 and r[1]:
+                for rowid in r[1].split(","):
+                    score.pop(int(rowid), None)
+        first = dict(heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second))
+        if not first:
+            return []
+        found = await self._all(records, (json.dumps(list(first)),))
+        length = {r[0]: _varint(r[-1]) for r in found}
+        average = sum(length.values()) / len(length) if length else 1.0
+        scored = []
+        for row in found:
+            norm = 1 - BM25_B + BM25_B * length[row[0]] / (average or 1.0)
+            scored.append((first[row[0]] * (BM25_K1 + 1) / (1 + BM25_K1 * norm), row))
+        scored.sort(key=lambda s: (-s[0], -s[1][0]))
+        return [(row, value) for value, row in scored[:limit]]
+
+    async def recent_turns_of(
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]:
+        """Like ``recent_turns``, leaving out the lines of ``exclude_call_id``."""
+        rows = await self._all(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND (call_id IS NULL OR call_id IS NOT ?) "
+            "ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            (user_id, exclude_call_id, limit),
+        )
+        return [_turn(r) for r in reversed(rows)]
+
+    async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
+        """The lines at (conversation id, seq) positions, where the id is a call's or a chat's; missing ones are
+        skipped. One indexed lookup per position."""
+        if not positions:
+            return []
+        lookups = " UNION ALL ".join(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? AND seq = ? UNION ALL "
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? AND seq = ?"
+            for _ in positions
+        )
+        rows = await self._all(lookups, [v for ref, seq in positions for v in (ref, seq, ref, seq)])
         return [_turn(r) for r in rows]
 
-    async def count_turns(self, user_id: int) -> int:
-        return int(await self._scalar("SELECT COUNT(*) FROM turns WHERE user_id = ?", (user_id,)))
+    async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int:
+        """The member's lines, not counting those of ``outside_call_id``."""
+        return int(
+            await self._scalar(
+                "SELECT (SELECT COUNT(*) FROM turns WHERE user_id = ?) "
+                "- (SELECT COUNT(*) FROM turns WHERE call_id = ?)",
+                (user_id, outside_call_id),
+            )
+        )
 
     # ---- facts and summaries ---------------------------------------------------------------------------
 
@@ -579,16 +693,22 @@ class SqliteStore:
         return int(await self._scalar(f"SELECT COUNT(*) FROM facts WHERE user_id = ? {where}", (user_id,)))
 
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
-        match = fts_query(query)
-        if match is None:
-            return []
-        rows = await self._all(
-            f"SELECT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM facts_fts "
-            "JOIN facts f ON f.fact_id = facts_fts.rowid WHERE facts_fts MATCH ? AND f.user_id = ? "
-            "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL ORDER BY bm25(facts_fts) LIMIT ?",
-            (match, user_id, limit),
+        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
+
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        """The member's current facts matching any word of ``query`` (porter-stemmed), best BM25 first."""
+        columns = ", ".join("f." + c.strip() for c in _FACT_COLUMNS.split(","))
+        ranked = await self._bm25(
+            "facts_fts",
+            "text",
+            user_id,
+            query,
+            limit,
+            records=f"SELECT {columns}, d.sz FROM facts f JOIN facts_fts_docsize d ON d.id = f.fact_id "
+            "WHERE f.fact_id IN (SELECT value FROM json_each(?)) "
+            "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL",
         )
-        return [_fact(r) for r in rows]
+        return [(FactRecord(*tuple(row)[:-1]), score) for row, score in ranked]
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
         column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)

@@ -1,4 +1,4 @@
-"""The memory-eval benchmark loader and its gold facts (shipped and hand-derived)."""
+"""The memory-eval loader, on the project's own small evaluation set and on cases made up in a temporary folder."""
 
 from __future__ import annotations
 
@@ -9,70 +9,60 @@ from pathlib import Path
 
 import pytest
 
-from bench.memory_eval_cases import (
-    DERIVED_GOLD_PATH,
-    ENV_VAR,
-    SHIPPED_FACT_FIXES,
-    EvalCase,
-    default_root,
-    fact_present,
-    load_cases,
-)
+from bench.memory_eval_cases import ENV_VAR, SHIPPED_FACT_FIXES, audit, fact_present, load_cases
 
-CASES = load_cases()
-CASE_IDS = [case.test_id for case in CASES]
+MINI = Path(__file__).resolve().parent / "memory_eval_mini"
+CASES = load_cases(MINI)
 
 
-def test_all_forty_cases_load() -> None:
-    assert len(CASES) == 40
-    assert len(set(CASE_IDS)) == 40
-    assert Counter(case.layer for case in CASES) == {"layer1": 20, "layer2": 20}
-    assert Counter(case.gold_source for case in CASES) == {"shipped": 6, "derived": 34}
+def test_the_small_set_loads_in_layer_order_with_its_own_gold() -> None:
+    assert [c.test_id for c in CASES] == [
+        "mini_layer1_01_library_card",
+        "mini_layer1_02_bike_repair",
+        "mini_layer2_01_two_dogs",
+        "mini_layer2_02_phone_plans",
+    ]
+    assert Counter(case.layer for case in CASES) == {"layer1": 2, "layer2": 2}
+    assert {case.gold_source for case in CASES} == {"shipped"}
+    dogs = CASES[2]
+    assert len(dogs.sessions) == 2 and dogs.sessions[1].timestamp == datetime(2025, 1, 21, 14, 0)
+    assert dogs.sessions[0].messages[0] == {"role": "user", "content": "I'd like to book check-ups for my two dogs."}
+    assert dogs.required_facts == ["Biscuit", "Pepper", "Dr. Alvarez", "salmon"]
+    assert audit(CASES) == []
 
 
-def test_derived_gold_covers_exactly_the_cases_without_shipped_gold() -> None:
-    derived = json.loads(DERIVED_GOLD_PATH.read_text(encoding="utf-8"))
-    shipped = json.loads((default_root() / "gold_facts.json").read_text(encoding="utf-8"))
-    assert "verbatim" in derived["_comment"]
-    derived_ids = set(derived) - {"_comment"}
-    shipped_ids = set(shipped) - {"_comment"}
-    assert derived_ids.isdisjoint(shipped_ids)
-    assert derived_ids | shipped_ids == set(CASE_IDS)
-
-
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
-def test_case_shape(case: EvalCase) -> None:
+@pytest.mark.parametrize("case", CASES, ids=[c.test_id for c in CASES])
+def test_case_shape(case) -> None:
     assert case.title and case.user_question
-    assert len(case.sessions) >= (2 if case.layer == "layer2" else 1)
     timestamps = [session.timestamp for session in case.sessions]
-    assert all(isinstance(ts, datetime) for ts in timestamps)
     assert timestamps == sorted(timestamps)
     for session in case.sessions:
-        assert session.messages
         for message in session.messages:
-            assert message["role"] in {"user", "assistant"}
-            assert isinstance(message["content"], str) and message["content"]
+            assert message["role"] in {"user", "assistant"} and message["content"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
-def test_every_required_fact_occurs_in_the_histories(case: EvalCase) -> None:
-    assert len(case.required_facts) >= 2
-    if case.gold_source == "derived":
-        assert len(case.required_facts) <= 5
-    text = case.history_text
-    missing = [fact for fact in case.required_facts if not fact_present(fact, text)]
-    assert missing == []
+def write_case(root: Path, facts: list, text: str = "My code is ZX-81.", test_id: str = "tiny") -> None:
+    (root / "layer1").mkdir(parents=True, exist_ok=True)
+    (root / "layer1" / f"01_{test_id}.yaml").write_text(
+        f"test_id: {test_id}\ncategory: layer1\ntitle: Tiny\nuser_question: What code?\n"
+        "conversation_histories:\n- timestamp: '2024-01-02 03:04:05'\n  messages:\n"
+        f"  - role: user\n    content: {text}\n",
+        encoding="utf-8",
+    )
+    (root / "gold_facts.json").write_text(json.dumps({test_id: {"required_facts": facts}}))
 
 
-def test_shipped_fact_fixes_are_still_needed_and_only_add_forms() -> None:
-    shipped = json.loads((default_root() / "gold_facts.json").read_text(encoding="utf-8"))
-    by_id = {case.test_id: case for case in CASES}
-    for test_id, fixes in SHIPPED_FACT_FIXES.items():
-        text = by_id[test_id].history_text
-        for original, added in fixes.items():
-            assert list(original) in shipped[test_id]["required_facts"]
-            assert not fact_present(list(original), text), "fixed upstream: drop the entry"
-            assert [*original, *added] in by_id[test_id].required_facts
+def test_audit_names_gold_facts_missing_from_the_histories_and_stale_fixes(tmp_path: Path) -> None:
+    write_case(tmp_path, ["ZX-81", ["ZX-82", "zx 82"]])
+    [case] = load_cases(tmp_path)
+    assert audit([case]) == [f"tiny: gold fact {['ZX-82', 'zx 82']!r} does not occur in its histories"]
+    test_id, fixes = next(iter(SHIPPED_FACT_FIXES.items()))
+    original = next(iter(fixes))
+    write_case(
+        tmp_path / "fixed", ["ZX-81", list(original)], text=f"My code is ZX-81, card {original[0]}.", test_id=test_id
+    )
+    [fixed] = load_cases(tmp_path / "fixed")
+    assert audit([fixed]) == [f"{test_id}: SHIPPED_FACT_FIXES entry {original!r} is no longer needed"]
 
 
 def test_fact_present() -> None:
@@ -85,14 +75,7 @@ def test_fact_present() -> None:
 
 
 def test_env_override_and_missing_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "layer1").mkdir()
-    (tmp_path / "layer1" / "01_tiny.yaml").write_text(
-        "test_id: tiny\ncategory: layer1\ntitle: Tiny\nuser_question: What code?\n"
-        "conversation_histories:\n- timestamp: '2024-01-02 03:04:05'\n  messages:\n"
-        "  - role: user\n    content: My code is ZX-81.\n",
-        encoding="utf-8",
-    )
-    (tmp_path / "gold_facts.json").write_text(json.dumps({"tiny": {"required_facts": ["ZX-81"]}}))
+    write_case(tmp_path, ["ZX-81"])
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     [case] = load_cases()
     assert case.test_id == "tiny"
@@ -100,5 +83,12 @@ def test_env_override_and_missing_folder(tmp_path: Path, monkeypatch: pytest.Mon
     assert case.sessions[0].timestamp == datetime(2024, 1, 2, 3, 4, 5)
     assert case.sessions[0].messages == [{"role": "user", "content": "My code is ZX-81."}]
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "nowhere"))
-    with pytest.raises(FileNotFoundError, match=ENV_VAR):
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'nowhere'}.*{ENV_VAR}"):
         load_cases()
+
+
+def test_a_case_without_gold_facts_is_refused(tmp_path: Path) -> None:
+    write_case(tmp_path, ["ZX-81"])
+    (tmp_path / "gold_facts.json").write_text("{}")
+    with pytest.raises(ValueError, match="no gold facts for 'tiny'"):
+        load_cases(tmp_path)

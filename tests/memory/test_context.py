@@ -98,6 +98,142 @@ async def test_context_never_exceeds_the_budget(tmp_path_factory, case) -> None:
         await store.close()
 
 
+DAY = 86400.0
+T0 = 1_700_000_000.0
+
+
+async def remember(
+    store: SqliteStore, memory: MemoryService, user_id: int, lines: list[tuple[str, str]], at: float
+) -> str:
+    call = make_call(user_id=user_id, state="ended", started_at=at)
+    await store.create_call(call)
+    await memory.record_snapshot(call, lines, max_history=None, at=at)
+    return call.call_id
+
+
+WORDS = ["weather", "lunch", "music", "cloud", "traffic", "coffee", "movie", "river"]
+WORDS += ["walk", "rain", "book", "paint", "soup", "train", "park", "tea"]
+
+
+def chatter(n: int) -> list[tuple[str, str]]:
+    """Different lines with nothing worth keeping: no names, numbers, dates or decisions."""
+    return [
+        (
+            "user" if i % 2 else "assistant",
+            f"the {WORDS[i % 16]} and the {WORDS[(i // 16) % 16]} were {WORDS[(i * 7) % 16]}",
+        )
+        for i in range(n)
+    ]
+
+
+def memory_tokens(messages: list[dict[str, str]]) -> int:
+    return estimate_message_tokens(messages[1]["content"])
+
+
+async def test_query_context_takes_every_matching_line_it_can_afford_not_ten(store, memory) -> None:
+    garden = [("user", f"in the garden I planted bed {i} with tulip bulbs") for i in range(40)]
+    interleaved = [line for pair in zip(garden, chatter(40), strict=True) for line in pair]
+    await remember(store, memory, 5, interleaved, T0)
+    await remember(store, memory, 5, chatter(200), T0 + DAY)
+    messages = await memory.build_context(5, query="What did I plant in my garden?", budget_tokens=800)
+    block = messages[1]["content"]
+    assert block.count("tulip bulbs") > 10
+    assert 0.95 * 800 <= memory_tokens(messages) <= 800
+
+
+async def test_a_matching_question_brings_its_answer_and_nothing_else_comes_along(store, memory) -> None:
+    await remember(
+        store,
+        memory,
+        6,
+        [
+            ("assistant", "Which dentist do you see these days?"),
+            ("user", "Dr. Okafor on Elm Road."),
+            ("user", "my dentist is lovely"),
+            ("assistant", "noted, that sounds nice"),
+        ],
+        T0,
+    )
+    await remember(store, memory, 6, chatter(60), T0 + 30 * DAY)
+    messages = await memory.build_context(6, query="remind me about my dentist", budget_tokens=250)
+    block = messages[1]["content"]
+    assert "Dr. Okafor on Elm Road." in block  # the answer to a matching question
+    assert "my dentist is lovely" in block
+    assert "noted, that sounds nice" not in block  # a neighbour that answers nothing stays out
+    assert block.index("Which dentist") < block.index("Dr. Okafor") < block.index("my dentist is lovely")
+
+
+async def test_near_duplicate_lines_are_kept_once(store, memory) -> None:
+    await remember(
+        store,
+        memory,
+        7,
+        [
+            ("user", "My policy number is HX-4471, thanks."),
+            ("assistant", "my policy number is HX-4471 thanks"),
+            ("user", "The policy covers the boat too."),
+        ],
+        T0,
+    )
+    block = (await memory.build_context(7, query="what is my policy number"))[1]["content"]
+    assert block.lower().count("hx-4471") == 1
+    assert "covers the boat" in block
+
+
+async def test_the_current_call_can_be_left_out(store, memory) -> None:
+    await remember(store, memory, 8, [("user", "My locker code is 3141.")], T0)
+    current = await remember(store, memory, 8, [("user", "What is my locker code again?")], T0 + DAY)
+    messages = await memory.build_context(8, query="what is my locker code", exclude_call_id=current)
+    block = messages[1]["content"]
+    assert "3141" in block and "again?" not in block
+    start = (await memory.build_context(8, exclude_call_id=current))[1]["content"]
+    assert "3141" in start and "again?" not in start
+
+
+async def test_call_start_prefers_lines_with_specifics_over_recent_chatter(store, memory) -> None:
+    await store.add_fact(9, "Has a cat called Miso", T0)
+    await remember(store, memory, 9, [("user", "My member number is 55-1234 and I renew in March 2025.")], T0)
+    latest = chatter(120)
+    await remember(store, memory, 9, latest, T0 + 10 * DAY)
+    messages = await memory.build_context(9, budget_tokens=300)
+    block = messages[1]["content"]
+    assert block.index("Has a cat called Miso") < block.index("55-1234")  # facts first
+    assert latest[-1][1] in block  # the latest exchange, for continuity
+    assert 0.95 * 300 <= memory_tokens(messages) <= 300
+
+
+async def test_one_date_header_per_conversation_and_short_role_tags(store, memory) -> None:
+    await remember(store, memory, 10, [("user", "I booked the Lisbon trip"), ("assistant", "Lovely")], T0)
+    await remember(store, memory, 10, [("user", "I moved the Lisbon trip to May"), ("assistant", "Done")], T0 + DAY)
+    block = (await memory.build_context(10))[1]["content"]
+    headers = [line for line in block.splitlines() if line.startswith("Call on ")]
+    assert headers == ["Call on 2023-11-14:", "Call on 2023-11-15:"]
+    assert '- them: "I booked the Lisbon trip"' in block and '- you: "Lovely"' in block
+    assert block.index("Call on 2023-11-14:") < block.index("booked") < block.index("Call on 2023-11-15:")
+
+
+async def test_lines_kept_between_utterances_follow_what_is_remembered_and_forgotten(store, memory) -> None:
+    old = await remember(store, memory, 11, [("user", "My gate code is 7788.")], T0)
+    current = make_call(user_id=11)
+    await store.create_call(current)
+    await memory.record_snapshot(current, [("user", "what was my gate code")], max_history=32, at=T0 + DAY)
+    ask = {"query": "what is the gate code", "exclude_call_id": current.call_id}
+    assert "7788" in (await memory.build_context(11, **ask))[1]["content"]
+    # The call goes on: its own lines never show, however many there are.
+    await memory.record_snapshot(
+        current, [("user", "what was my gate code"), ("user", "gate code again please")], max_history=32, at=T0 + DAY
+    )
+    assert "again please" not in (await memory.build_context(11, **ask))[1]["content"]
+    # A line said elsewhere meanwhile (a text chat) is there on the next utterance.
+    await remember(store, memory, 11, [("user", "The new gate code is 9911.")], T0 + DAY)
+    assert "9911" in (await memory.build_context(11, **ask))[1]["content"]
+    # Forgetting a conversation removes its lines from the very next build.
+    await memory.forget_conversation(11, "call", old)
+    assert "7788" not in (await memory.build_context(11, **ask))[1]["content"]
+    await memory.forget_everything(11)
+    assert len(await memory.build_context(11, **ask)) == 1
+
+
 @pytest.mark.parametrize(
     "attack",
     [

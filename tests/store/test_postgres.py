@@ -109,7 +109,7 @@ async def test_forget_removes_every_row_and_reports_what_the_cluster_files_still
         assert hits == 0, f"{table} still holds forgotten text"
     assert await store.search_turns(77, MARKERS[0], 10) == []
     assert await store.search_facts(77, MARKERS[2], 10) == []
-    assert await store.pool.fetchval("SELECT COUNT(*) FROM turns WHERE search @@ to_tsquery('simple', 'zqxkeepme')")
+    assert await store.pool.fetchval("SELECT COUNT(*) FROM turns WHERE search @@ to_tsquery('memory', 'zqxkeepme')")
     await store.close()
 
     residue = _scan(postgres_cluster, "zqxmarker")

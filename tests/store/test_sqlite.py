@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from bot.memory.service import MemoryService
-from bot.store.migrations import LATEST_VERSION
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 from bot.store.models import ChatRecord
 from bot.store.repository import SchemaTooNew
-from bot.store.sqlite import SqliteStore
+from bot.store.sqlite import SqliteStore, _split_sql
 from tests.factories import make_call
 
 
@@ -90,6 +90,60 @@ async def test_full_text_search_is_scoped_to_the_user(store: SqliteStore, memory
     hits = await store.search_turns(1, "biscuit dog", 10)
     assert [t.user_id for t in hits] == [1]
     assert await store.search_turns(1, '" OR * NEAR(', 10) == []
+
+
+async def test_search_stems_words_and_can_leave_out_the_current_call(store: SqliteStore, memory) -> None:
+    earlier, current = make_call(user_id=1, state="ended"), make_call(user_id=1)
+    for call, line in ((earlier, "I renewed the library card"), (current, "renewal of my card, please")):
+        await store.create_call(call)
+        await memory.record_snapshot(call, [("user", line)], max_history=32)
+    ranked = await store.rank_turns(1, "renewing", 10)
+    assert sorted(t.content for t, _ in ranked) == ["I renewed the library card", "renewal of my card, please"]
+    assert all(score > 0 for _, score in ranked)
+    assert [t.call_id for t in await store.search_turns(1, "renew", 10, exclude_call_id=current.call_id)] == [
+        earlier.call_id
+    ]
+
+
+async def test_fact_ranking_is_scoped_to_the_member_and_to_current_facts(store: SqliteStore) -> None:
+    mine = await store.add_fact(1, "Drinks green tea every morning", 1.0)
+    old = await store.add_fact(1, "Drinks black tea", 1.0)
+    newer = await store.add_fact(1, "Switched from black tea to coffee", 2.0)
+    await store.supersede_fact(old.fact_id, newer.fact_id, 2.0)
+    await store.add_fact(2, "Drinks tea", 1.0)
+    ranked = await store.rank_facts(1, "which teas", 10)
+    assert {f.fact_id for f, _ in ranked} == {mine.fact_id, newer.fact_id}
+    assert all(f.user_id == 1 and score > 0 for f, score in ranked)
+
+
+async def test_migration_3_rebuilds_the_full_text_indexes_with_stemming(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL)")
+    for statement in _split_sql(MIGRATIONS[0][2]):
+        db.execute(statement)
+    db.execute("INSERT INTO schema_migrations VALUES (1, 'initial schema', 0)")
+    db.execute(
+        "INSERT INTO chats (chat_id, user_id, started_at, last_message_at) VALUES ('c1', 7, 0, 0)",
+    )
+    db.execute(
+        "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
+        "VALUES (7, 'c1', 0, 'user', 'We booked the flights', 0, 'text')"
+    )
+    db.execute(
+        "INSERT INTO facts (user_id, text, created_at, updated_at, confirmed_at) VALUES (7, 'Owns cats', 0, 0, 0)"
+    )
+    db.commit()
+    assert db.execute("SELECT rowid FROM turns_fts WHERE turns_fts MATCH 'flight'").fetchall() == []
+    db.close()
+    s = SqliteStore(path)
+    await s.open()
+    try:
+        assert await s.schema_version() == LATEST_VERSION
+        assert [t.content for t in await s.search_turns(7, "flight booking", 5)] == ["We booked the flights"]
+        assert [f.text for f in await s.search_facts(7, "cat", 5)] == ["Owns cats"]
+    finally:
+        await s.close()
 
 
 async def test_retention_purges_old_transcripts_of_that_server_only(store: SqliteStore, memory) -> None:
