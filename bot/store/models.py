@@ -123,6 +123,42 @@ class FactRecord:
 
 
 @dataclass(frozen=True)
+class Conversation:
+    """A call or a text chat, by id: the one place that knows where each kind lives (its table, and the column
+    that points at it from turns, facts' sources and summaries)."""
+
+    kind: Literal["call", "chat"]
+    ref_id: str
+
+    @classmethod
+    def of(cls, *, call_id: str | None = None, chat_id: str | None = None) -> Conversation:
+        if call_id:
+            return cls("call", call_id)
+        if chat_id:
+            return cls("chat", chat_id)
+        raise ValueError("a conversation needs a call_id or a chat_id")
+
+    @classmethod
+    def of_turn(cls, turn: TurnRecord) -> Conversation:
+        return cls.of(call_id=turn.call_id, chat_id=turn.chat_id)
+
+    @classmethod
+    def named(cls, kind: str, ref_id: str) -> Conversation:
+        """From a stored kind ("call" or "chat", as ConversationSummary.kind and the forget traces give it)."""
+        if kind not in ("call", "chat"):
+            raise ValueError(f"unknown conversation kind {kind!r}")
+        return cls("call" if kind == "call" else "chat", ref_id)
+
+    @property
+    def table(self) -> str:
+        return "calls" if self.kind == "call" else "chats"
+
+    @property
+    def column(self) -> str:
+        return "call_id" if self.kind == "call" else "chat_id"
+
+
+@dataclass(frozen=True)
 class NewTurn:
     role: Role
     content: str

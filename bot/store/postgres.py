@@ -23,6 +23,7 @@ from bot.store.models import (
     CallRecord,
     CallState,
     ChatRecord,
+    Conversation,
     ConversationSummary,
     FactRecord,
     ForgetResult,
@@ -429,7 +430,8 @@ class PostgresStore:
         return [_turn(r) for r in reversed(rows)]
 
     async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
-        column, ref = ("call_id", turn.call_id) if turn.call_id else ("chat_id", turn.chat_id)
+        convo = Conversation.of_turn(turn)
+        column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE {column} = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq",
             ref,
@@ -614,7 +616,8 @@ class PostgresStore:
         return rerank(first, found, limit)
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT DISTINCT {_prefixed(_FACT_COLUMNS, 'f')} FROM fact_sources s "
             f"JOIN facts f ON f.fact_id = s.fact_id WHERE s.{column} = $1 ORDER BY f.fact_id",
@@ -727,7 +730,8 @@ class PostgresStore:
                 "DELETE FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2", list(turn_ids), user_id
             )
             for kind, ref_id in summaries:
-                table, column = ("calls", "call_id") if kind == "call" else ("chats", "chat_id")
+                target = Conversation.named(kind, ref_id)
+                table, column = target.table, target.column
                 await db.execute(
                     f"UPDATE {table} SET summary = NULL WHERE {column} = $1 AND user_id = $2", ref_id, user_id
                 )
@@ -739,7 +743,7 @@ class PostgresStore:
             if owner != user_id:
                 return None
             await _forgotten(db, user_id, time.time())
-            return await _delete_conversation(db, "call_id", call_id)
+            return await _delete_conversation(db, Conversation("call", call_id))
 
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
         async with self._tx() as db:
@@ -747,7 +751,7 @@ class PostgresStore:
             if owner != user_id:
                 return None
             await _forgotten(db, user_id, time.time())
-            return await _delete_conversation(db, "chat_id", chat_id)
+            return await _delete_conversation(db, Conversation("chat", chat_id))
 
     async def forget_user(self, user_id: int) -> ForgetResult:
         async with self._tx() as db:
@@ -933,8 +937,9 @@ class PostgresStore:
         summary: str | None = None,
         generation: int | None = None,
     ) -> int | None:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
-        table = "calls" if call_id else "chats"
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
         current = "user_id = $3 AND superseded_by IS NULL AND invalidated_at IS NULL"
         async with self._tx() as db:
             status = await db.execute(
@@ -1008,8 +1013,9 @@ async def memory_write_allowed(
     if await db.fetchval("SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled", user_id) is not None:
         return False
     if call_id is not None or chat_id is not None:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
-        table = "calls" if call_id else "chats"
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
         purged = " AND transcript_purged_at IS NULL" if call_id else ""
         row = await db.fetchval(
             f"SELECT 1 FROM {table} WHERE {column} = $1 AND user_id = $2 AND NOT private{purged}", ref, user_id
@@ -1039,8 +1045,9 @@ async def _stop_remembering(db: Connection, user_id: int) -> None:
     await db.execute(f"UPDATE calls SET private = TRUE WHERE user_id = $1 AND state IN {_OPEN}", user_id)
 
 
-async def _delete_conversation(db: Connection, column: str, ref: str) -> ForgetResult:
+async def _delete_conversation(db: Connection, convo: Conversation) -> ForgetResult:
     """Delete a call or chat, its turns and summary, and the facts that came only from it."""
+    column, ref = convo.column, convo.ref_id
     facts = _count(
         await db.execute(
             "DELETE FROM facts WHERE fact_id IN ("
@@ -1052,13 +1059,12 @@ async def _delete_conversation(db: Connection, column: str, ref: str) -> ForgetR
         )
     )
     turns = _count(await db.execute(f"DELETE FROM turns WHERE {column} = $1", ref))
-    table = "calls" if column == "call_id" else "chats"
-    removed = _count(await db.execute(f"DELETE FROM {table} WHERE {column} = $1", ref))
+    removed = _count(await db.execute(f"DELETE FROM {convo.table} WHERE {column} = $1", ref))
     return ForgetResult(
         turns=turns,
         facts=facts,
-        calls=removed if column == "call_id" else 0,
-        chats=removed if column == "chat_id" else 0,
+        calls=removed if convo.kind == "call" else 0,
+        chats=removed if convo.kind == "chat" else 0,
     )
 
 

@@ -27,6 +27,7 @@ from bot.store.models import (
     CallRecord,
     CallState,
     ChatRecord,
+    Conversation,
     ConversationSummary,
     FactRecord,
     ForgetResult,
@@ -497,7 +498,8 @@ class SqliteStore:
         return [_turn(r) for r in reversed(rows)]
 
     async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
-        column, ref = ("call_id", turn.call_id) if turn.call_id else ("chat_id", turn.chat_id)
+        convo = Conversation.of_turn(turn)
+        column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE {column} = ? AND seq BETWEEN ? AND ? ORDER BY seq",
             (ref, turn.seq - before, turn.seq + after),
@@ -711,7 +713,8 @@ class SqliteStore:
         return [(FactRecord(*tuple(row)[:-1]), score) for row, score in ranked]
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT DISTINCT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM fact_sources s "
             f"JOIN facts f ON f.fact_id = s.fact_id WHERE s.{column} = ? ORDER BY f.fact_id",
@@ -772,7 +775,7 @@ class SqliteStore:
         )
         result = []
         for r in rows:
-            column = "call_id" if r["kind"] == "call" else "chat_id"
+            column = Conversation.named(r["kind"], r["ref_id"]).column
             count = await self._scalar(f"SELECT COUNT(*) FROM turns WHERE {column} = ?", (r["ref_id"],))
             first = await self._all(
                 f"SELECT content FROM turns WHERE {column} = ? AND role = 'user' ORDER BY seq LIMIT 2",
@@ -823,7 +826,8 @@ class SqliteStore:
                 "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
             )
             for kind, ref_id in summaries:
-                table, column = ("calls", "call_id") if kind == "call" else ("chats", "chat_id")
+                target = Conversation.named(kind, ref_id)
+                table, column = target.table, target.column
                 await db.execute(
                     f"UPDATE {table} SET summary = NULL WHERE {column} = ? AND user_id = ?", (ref_id, user_id)
                 )
@@ -1041,8 +1045,9 @@ class SqliteStore:
         summary: str | None = None,
         generation: int | None = None,
     ) -> int | None:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
-        table = "calls" if call_id else "chats"
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
         current = "user_id = ? AND superseded_by IS NULL AND invalidated_at IS NULL"
         async with self._tx() as db:
             cur = await db.execute(
@@ -1126,8 +1131,9 @@ async def memory_write_allowed(
         if await cur.fetchone() is not None:
             return False
     if call_id is not None or chat_id is not None:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
-        table = "calls" if call_id else "chats"
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
         purged = " AND transcript_purged_at IS NULL" if call_id else ""
         async with db.execute(
             f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0{purged}", (ref, user_id)
@@ -1192,7 +1198,8 @@ async def _delete_conversation(
     db: aiosqlite.Connection, *, call_id: str | None = None, chat_id: str | None = None
 ) -> ForgetResult:
     """Delete a call or chat, its turns and summary, and the facts that came only from it."""
-    column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+    convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+    column, ref = convo.column, convo.ref_id
     async with db.execute(
         f"SELECT fact_id FROM fact_sources WHERE {column} = ? "
         f"EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != ? "
@@ -1205,7 +1212,7 @@ async def _delete_conversation(
     for fact_id in set(only_here):
         facts += await _changes(db, "DELETE FROM facts WHERE fact_id = ?", (fact_id,))
     turns = await _changes(db, f"DELETE FROM turns WHERE {column} = ?", (ref,))
-    table = "calls" if call_id else "chats"
+    table = convo.table
     removed = await _changes(db, f"DELETE FROM {table} WHERE {column} = ?", (ref,))
     return ForgetResult(turns=turns, facts=facts, calls=removed if call_id else 0, chats=removed if chat_id else 0)
 
