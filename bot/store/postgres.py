@@ -12,12 +12,17 @@ import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import fields as dataclass_fields
 from typing import Any, TypeAlias
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
+from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
+from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
+from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
+from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.export import build_export
 from bot.store.models import (
     CallRecord,
@@ -38,15 +43,6 @@ from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
 from bot.store.ranking import WORD, first_stage, fts_terms, rerank
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, TurnsChanged
 
-_CALL_COLUMNS = [f.name for f in dataclass_fields(CallRecord)]
-_CHAT_COLUMNS = [f.name for f in dataclass_fields(ChatRecord)]
-_TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
-_FACT_COLUMNS = (
-    "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
-    "superseded_by, invalidated_at"
-)
-_GUILD_SETTING_NAMES = {f.name for f in dataclass_fields(GuildSettings)} - {"guild_id"}
-_UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
 _OPEN = "('starting', 'active', 'ending')"
 # Serialises migrations when several processes start at once on an empty database.
 _MIGRATION_LOCK = 0x6D656D6F7279
@@ -1066,12 +1062,6 @@ async def _delete_conversation(db: Connection, convo: Conversation) -> ForgetRes
         calls=removed if convo.kind == "call" else 0,
         chats=removed if convo.kind == "chat" else 0,
     )
-
-
-def _check_call_fields(values: dict[str, Any]) -> None:
-    unknown = set(values) - _UPDATABLE_CALL_FIELDS
-    if unknown:
-        raise ValueError(f"unknown call fields: {sorted(unknown)}")
 
 
 def _to_db(value: Any) -> Any:

@@ -8,19 +8,22 @@ across processes sharing the file too.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import json
-import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
+from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
+from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
+from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
+from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
+from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.export import build_export
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
 from bot.store.models import (
@@ -38,20 +41,9 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.ranking import BM25_B, BM25_K1, RERANK_DEPTH, fts_terms
-from bot.store.ranking import idf as _idf
+from bot.store.ranking import first_stage, fts_terms, rerank
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull, TurnsChanged
 
-_CALL_COLUMNS = [f.name for f in fields(CallRecord)]
-_CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
-_TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
-_FACT_COLUMNS = (
-    "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
-    "superseded_by, invalidated_at"
-)
-_GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
-_UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
-_FTS_WORD = re.compile(r"\w+", re.UNICODE)
 SCRUB_BUSY_TIMEOUT_MS = 200
 """How long a scrub waits for another connection's read transaction before it reports "not yet"."""
 
@@ -60,10 +52,6 @@ def fts_query(text: str, max_terms: int = 12) -> str | None:
     """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
     terms = fts_terms(text, max_terms)
     return " OR ".join(f'"{t}"' for t in terms) if terms else None
-
-
-def _second(pair: tuple[int, float]) -> float:
-    return pair[1]
 
 
 def _varint(blob: bytes) -> int:
@@ -564,28 +552,12 @@ class SqliteStore:
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
         postings = [[int(rowid) for rowid in r[1].split(",")] for r in rows if r[0] >= 0 and r[1]]
-        score: dict[int, float] = {}
-        get = score.get
-        for rowids in postings:
-            weight = _idf(total, len(rowids))
-            for rowid in rowids:
-                score[rowid] = get(rowid, 0.0) + weight
-        for r in rows:
-            if r[0] == -2 and r[1]:
-                for rowid in r[1].split(","):
-                    score.pop(int(rowid), None)
-        first = dict(heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second))
+        excluded_ids = [int(rowid) for r in rows if r[0] == -2 and r[1] for rowid in r[1].split(",")]
+        first = first_stage(total, postings, excluded_ids, limit)
         if not first:
             return []
         found = await self._all(records, (json.dumps(list(first)),))
-        length = {r[0]: _varint(r[-1]) for r in found}
-        average = sum(length.values()) / len(length) if length else 1.0
-        scored = []
-        for row in found:
-            norm = 1 - BM25_B + BM25_B * length[row[0]] / (average or 1.0)
-            scored.append((first[row[0]] * (BM25_K1 + 1) / (1 + BM25_K1 * norm), row))
-        scored.sort(key=lambda s: (-s[0], -s[1][0]))
-        return [(row, value) for value, row in scored[:limit]]
+        return rerank(first, [(int(r[0]), _varint(r[-1]), r) for r in found], limit)
 
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
@@ -1215,12 +1187,6 @@ async def _delete_conversation(
     table = convo.table
     removed = await _changes(db, f"DELETE FROM {table} WHERE {column} = ?", (ref,))
     return ForgetResult(turns=turns, facts=facts, calls=removed if call_id else 0, chats=removed if chat_id else 0)
-
-
-def _check_call_fields(values: dict[str, Any]) -> None:
-    unknown = set(values) - _UPDATABLE_CALL_FIELDS
-    if unknown:
-        raise ValueError(f"unknown call fields: {sorted(unknown)}")
 
 
 def _to_db(value: Any) -> Any:
