@@ -21,6 +21,7 @@ from bot.doctor import StartupProblem
 from bot.llm import LLMClient
 from bot.memory import tokens
 from bot.memory.chat import ChatService
+from bot.memory.live import LiveRecall
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.monitor import Counters, Monitor
@@ -50,6 +51,7 @@ class Services:
     web: WebServer | None = None
     counters: Counters = field(default_factory=Counters)
     monitor: Monitor | None = None
+    live: LiveRecall | None = None
     processed_listeners: list[Callable[[str, str, int], Awaitable[None]]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
@@ -117,6 +119,8 @@ class Services:
         await asyncio.gather(*self._workers, return_exceptions=True)
         if self.web is not None:
             await self.web.stop()
+        if self.live is not None:
+            await self.live.wait_idle()
 
 
 def build_store(settings: Settings) -> Store:
@@ -158,6 +162,21 @@ def build_calls(
     """The call service and its web backend; the tests pass a clock and turn the checkpoint loop off."""
     calls = CallService(store, memory, agora, settings, counters=counters, **overrides)
     return calls, CallPageAdapter(calls, store)
+
+
+def build_live_recall(
+    settings: Settings, memory: MemoryService, llm: LLMClient | None, calls: CallService
+) -> LiveRecall | None:
+    """The voice agent's LLM route (live recall), when it is on and there is an upstream LLM."""
+    if not settings.live_recall_enabled or llm is None:
+        return None
+    return LiveRecall(
+        memory,
+        llm,
+        authorize=calls.call_for_llm_key,
+        max_history=settings.agora.max_history,
+        timeout_seconds=settings.llm.timeout_seconds,
+    )
 
 
 def build_monitor(
@@ -205,9 +224,10 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
             if settings.agora_configured:
                 services.agora = build_agora_client(settings)
                 services.calls, adapter = build_calls(settings, store, memory, services.agora, services.counters)
+                services.live = build_live_recall(settings, memory, services.llm, services.calls)
             services.monitor = build_monitor(store, services.counters, services.agora, adapter)
             backend: CallPageBackend = adapter if adapter is not None else NoCalls()
-            services.web = build_web_server(settings, backend, services.monitor)
+            services.web = build_web_server(settings, backend, services.monitor, live_recall=services.live)
         yield services
     finally:
         await services.stop_background()

@@ -142,6 +142,14 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     else:
         _out("  off      llm.base_url is not set: no fact extraction, summaries or text chat; calls still work")
 
+    _out("Live recall")
+    _out(f"  {'on ' if settings.live_recall_enabled else 'off'}      {settings.live_recall_reason()}")
+    if settings.live_recall_enabled and public.scheme != "https":
+        _out(
+            f"  warning  web.public_url (WEB_PUBLIC_URL) is {settings.web.public_url}: Agora's servers must reach "
+            "the bot's LLM route there; use the public https:// address of your TLS proxy"
+        )
+
     _out()
     _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
     return 0 if ok else 1

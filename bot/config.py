@@ -180,6 +180,9 @@ class MemorySettings(_Section):
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)
     lock_timeout_seconds: float = Field(default=5.0, gt=0, le=600)
+    live_recall: bool | None = None
+    """The bot is the voice agent's LLM (memory per utterance, every turn stored at once). None: on when
+    llm.base_url is set."""
 
 
 class CallSettings(_Section):
@@ -231,6 +234,27 @@ class Settings(_Section):
             if secret is not None:
                 values.append(secret.get_secret_value())
         return values
+
+    @property
+    def live_recall_enabled(self) -> bool:
+        """Whether the voice agent's LLM requests go through the bot (it needs an upstream LLM)."""
+        wanted = self.memory.live_recall
+        return self.llm.enabled and (wanted is None or wanted)
+
+    def live_recall_reason(self) -> str:
+        """Why live recall is on or off, for `check`."""
+        wanted = self.memory.live_recall
+        if wanted is False:
+            return "memory.live_recall is false, so the agent hears only the call-start memory"
+        if not self.llm.enabled:
+            if wanted:
+                return "memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set"
+            return "llm.base_url is not set, so the agent hears only the call-start memory"
+        why = "memory.live_recall is true" if wanted else "llm.base_url is set (memory.live_recall default)"
+        return (
+            f"{why}: the agent's LLM requests go to {self.web.public_url.rstrip('/')}/llm/v1/chat/completions "
+            f"and on to {self.llm.base_url} (model {self.llm.model})"
+        )
 
     @property
     def agora_configured(self) -> bool:

@@ -15,10 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from bot.agora import ConvoAIClient
-from bot.app import build_agora_client, build_calls, build_monitor, build_web_server
+from bot.app import (
+    build_agora_client,
+    build_calls,
+    build_live_recall,
+    build_llm_client,
+    build_monitor,
+    build_web_server,
+)
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallEnded, CallService
 from bot.config import Settings
+from bot.memory.live import LiveRecall
 from bot.memory.service import MemoryService
 from bot.monitor import Counters, Monitor
 from bot.store.postgres import PostgresStore
@@ -111,6 +119,7 @@ class CallWorld:
     log: EndedLog
     adapter: CallPageAdapter
     monitor: Monitor
+    live: LiveRecall | None = None
 
     async def restart(self) -> CallService:
         """A new call service over the same database, as after a bot restart (the old one is shut down)."""
@@ -127,6 +136,8 @@ class CallWorld:
         )
         self.calls.add_listener(self.log)
         self.adapter.calls = self.calls
+        if self.live is not None:
+            self.live._authorize = self.calls.call_for_llm_key
         return self.calls
 
 
@@ -139,16 +150,23 @@ async def call_world(
     start_web: bool = True,
     sdk_url: str = "http://127.0.0.1:9/sdk.js",
     database_url: str | None = None,
+    llm_base_url: str | None = None,
     busy_timeout_ms: int = 5000,
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
 
     With `start_web=False` the caller starts `world.web` (the bot does, in its setup hook, so that the web
-    server's request handlers run as the bot's own work); its port is reserved here so URLs are known."""
+    server's request handlers run as the bot's own work); its port is reserved here so URLs are known.
+    With `llm_base_url` (a fake LLM), live recall is on: the web server serves the agent's LLM route at its real
+    address, which is `web.public_url`."""
     clock = FakeClock()
     emu = AgoraEmulator(clock=clock)
     await emu.start()
+    port = 0 if start_web and llm_base_url is None else free_port()
+    if llm_base_url is not None:
+        sections = {**sections, "llm": {"base_url": llm_base_url, "model": "fake-model", **sections.get("llm", {})}}
+        sections["web"] = {"public_url": f"http://127.0.0.1:{port}", **sections.get("web", {})}
     settings = make_settings(tmp_path, **sections)
     settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
     store: Store = (
@@ -164,21 +182,25 @@ async def call_world(
     calls, adapter = build_calls(settings, store, memory, agora, counters, clock=clock, run_checkpoints=checkpoints)
     log = EndedLog()
     calls.add_listener(log)
+    llm = build_llm_client(settings) if settings.live_recall_enabled else None
+    live = build_live_recall(settings, memory, llm, calls)
     monitor = build_monitor(store, counters, agora, adapter, clock=clock)
-    web = build_web_server(
-        settings, adapter, monitor, host="127.0.0.1", port=0 if start_web else free_port(), sdk_url=sdk_url
-    )
+    web = build_web_server(settings, adapter, monitor, host="127.0.0.1", port=port, sdk_url=sdk_url, live_recall=live)
     if start_web:
         await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"
-    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor)
+    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor, live)
     try:
         yield world
     finally:
         await world.calls.shutdown(grace_seconds=1)
         await memory.wait_scrubbed()
         await web.stop()
+        if live is not None:
+            await live.wait_idle()
+        if llm is not None:
+            await llm.aclose()
         await monitor.close()
         await agora.aclose()
         await emu.stop()

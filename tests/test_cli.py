@@ -9,6 +9,7 @@ import pytest
 
 from bot.__main__ import main
 from bot.store.migrations import LATEST_VERSION
+from tests.harness import free_port
 
 
 @pytest.fixture
@@ -157,3 +158,28 @@ def test_a_full_disk_is_explained_to_members_in_plain_words() -> None:
 
     text = messages.for_error(StorageFull("database or disk is full"))
     assert text is not None and "storage is full" in text and "try again later" in text
+
+
+def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, capsys) -> None:
+    main(["--config", str(config), "check"])
+    assert "off      llm.base_url is not set, so the agent hears only the call-start memory" in capsys.readouterr().out
+    monkeypatch.setenv("MEMORY_LIVE_RECALL", "true")
+    main(["--config", str(config), "check"])
+    assert "off      memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set" in capsys.readouterr().out
+    monkeypatch.delenv("MEMORY_LIVE_RECALL")
+
+    monkeypatch.setenv("LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "on       llm.base_url is set (memory.live_recall default): the agent's LLM requests go to" in out
+    assert "/llm/v1/chat/completions" in out
+    assert "Agora's servers must reach the bot's LLM route" in out, "web.public_url is not HTTPS"
+
+    monkeypatch.setenv("WEB_PUBLIC_URL", "https://calls.example.org")
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "https://calls.example.org/llm/v1/chat/completions" in out and "must reach the bot's LLM" not in out
+
+    monkeypatch.setenv("MEMORY_LIVE_RECALL", "false")
+    main(["--config", str(config), "check"])
+    assert "off      memory.live_recall is false" in capsys.readouterr().out

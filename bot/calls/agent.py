@@ -27,11 +27,13 @@ def _managed_minimax_voice(settings: AgoraSettings) -> bool:
     return settings.tts_vendor is None or (settings.tts_vendor == "minimax" and "key" not in settings.tts_params)
 
 
-def preset_for(settings: AgoraSettings) -> str | None:
-    """Agora-managed presets, minus the categories an admin configured themselves."""
+def preset_for(settings: AgoraSettings, *, live_recall: bool = False) -> str | None:
+    """Agora-managed presets, minus the categories an admin configured themselves (with live recall the bot is
+    the LLM, so the LLM preset goes; ASR and TTS presets stay)."""
     keep = []
+    own_llm = bool(settings.llm_url) or live_recall
     for name in _preset_names(settings):
-        if settings.llm_url and name.startswith(LLM_PRESETS):
+        if own_llm and name.startswith(LLM_PRESETS):
             continue
         if (
             name.startswith(TTS_PRESETS)
@@ -43,8 +45,13 @@ def preset_for(settings: AgoraSettings) -> str | None:
     return ",".join(keep) or None
 
 
-def llm_params(settings: AgoraSettings) -> dict[str, Any]:
-    """``llm.params``: the admin's ``agora.llm_params`` when set, else safe defaults for the LLM in use."""
+def llm_params(settings: AgoraSettings, *, live_recall: bool = False) -> dict[str, Any]:
+    """``llm.params``: the admin's ``agora.llm_params`` when set, else safe defaults for the LLM in use. With live
+    recall the bot's route picks the model (``llm.model``), so none is sent."""
+    if live_recall:
+        params = dict(settings.llm_params if settings.llm_params is not None else DEFAULT_LLM_PARAMS)
+        params.pop("model", None)
+        return params
     if settings.llm_params is not None:
         params = dict(settings.llm_params)
     elif not settings.llm_url and any(p.startswith(PARAMLESS_LLM_PRESETS) for p in _preset_names(settings)):
@@ -80,19 +87,25 @@ def join_properties(
     system_messages: list[dict[str, str]],
     greeting: str,
     labels: dict[str, str],
+    live_llm: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
+    """`live_llm` is (url, key) of the bot's own LLM route: the agent then sends every turn through the bot."""
+    live = live_llm is not None
     llm: dict[str, Any] = {
         "system_messages": system_messages,
         "max_history": settings.max_history,
         "greeting_message": greeting,
         "failure_message": FAILURE_MESSAGE,
     }
-    params = llm_params(settings)
+    params = llm_params(settings, live_recall=live)
     if params:
         llm["params"] = params
     if settings.llm_url:
         llm["url"] = settings.llm_url
         llm["api_key"] = settings.llm_api_key.get_secret_value() if settings.llm_api_key else ""
+    if live_llm is not None:
+        # vendor "custom" makes Agora add turn_id and timestamp to each request.
+        llm.update(url=live_llm[0], api_key=live_llm[1], vendor="custom", style="openai")
     properties: dict[str, Any] = {
         "channel": channel,
         "token": agent_token,
@@ -104,7 +117,7 @@ def join_properties(
         "asr": {"language": settings.asr_language},
         "llm": llm,
     }
-    tts = tts_config(settings, preset_for(settings))
+    tts = tts_config(settings, preset_for(settings, live_recall=live))
     if tts is not None:
         properties["tts"] = tts
     return properties

@@ -35,6 +35,7 @@ from bot.calls.errors import (
 )
 from bot.calls.inbox import WebhookInbox
 from bot.calls.links import LinkTokens
+from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
 from bot.config import Settings
 from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
@@ -260,6 +261,8 @@ class CallService:
         agent_uid = secrets.randbelow(90_000_000) + 10_000_000
         link = self.links.new()
         link_expires = now + self.settings.web.link_ttl_minutes * 60
+        live = self.settings.live_recall_enabled
+        llm_key = new_llm_key(call_id) if live else None
         call = CallRecord(
             call_id=call_id,
             user_id=user_id,
@@ -276,6 +279,7 @@ class CallService:
             link_expires_at=link_expires,
             owner=self.owner,
             lease_until=now + max(self.lease_seconds, STARTING_LEASE_SECONDS),
+            llm_key_hash=hash_llm_key(llm_key) if llm_key else None,
         )
         self._starting.add(call_id)
         try:
@@ -302,8 +306,9 @@ class CallService:
                     system_messages=system_messages,
                     greeting=guild.greeting or agora.greeting,
                     labels={"call_id": call_id},
+                    live_llm=(self.live_llm_url, llm_key) if llm_key else None,
                 )
-                started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora))
+                started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
             except AgoraLimitExceeded as exc:
                 await self._abandon(call, f"agora refused: {exc}")
                 raise CapacityReached() from exc
@@ -336,6 +341,18 @@ class CallService:
             )
         finally:
             self._starting.discard(call_id)
+
+    @property
+    def live_llm_url(self) -> str:
+        return f"{self.settings.web.public_url.rstrip('/')}/llm/v1/chat/completions"
+
+    async def call_for_llm_key(self, key: str) -> CallRecord | None:
+        """The call whose LLM-route key this is, while that call is starting or active; None otherwise."""
+        call_id = call_id_of(key)
+        call = await self.store.get_call(call_id) if call_id else None
+        if call is None or not key_matches(key, call.llm_key_hash):
+            return None
+        return call if call.state in ("starting", "active") else None
 
     async def _abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""

@@ -174,6 +174,13 @@ class LLMClient:
         finally:
             await response.aclose()
 
+    async def open_stream(self, request: dict[str, Any], *, max_retries: int = 0) -> httpx.Response:
+        """Send a chat-completions request body as given (with this client's model) and return the response as
+        soon as its headers arrive, body unread: the caller relays it and must close it. Retried at most
+        ``max_retries`` times, and only before the headers arrive."""
+        payload = {**request, "model": self._model}
+        return await self._send("POST", CHAT_PATH, payload, stream=True, max_retries=max_retries)
+
     async def models(self) -> list[str]:
         """The model ids the server lists at GET ``{base_url}/models``."""
         response = await self._send("GET", MODELS_PATH, None)
@@ -204,12 +211,14 @@ class LLMClient:
         payload: dict[str, Any] | None,
         *,
         stream: bool = False,
+        max_retries: int | None = None,
     ) -> httpx.Response:
         """Send with retries and return a 2xx response; raise the matching LLMError otherwise.
 
         With ``stream`` the returned response body is unread and the caller must close it.
         """
         url = self._base_url + path
+        retries = self._max_retries if max_retries is None else max_retries
         attempt = 0
         while True:
             attempt += 1
@@ -217,7 +226,7 @@ class LLMClient:
             try:
                 response = await self._http.send(request, stream=stream)
             except httpx.TransportError as exc:
-                if attempt > self._max_retries:
+                if attempt > retries:
                     raise self._transport_error(exc, attempt) from exc
                 delay = self._backoff(attempt, None)
                 logger.warning(
@@ -226,14 +235,14 @@ class LLMClient:
                     type(exc).__name__,
                     delay,
                     attempt,
-                    self._max_retries,
+                    retries,
                 )
             else:
                 if response.is_success:
                     return response
                 await response.aread()
                 await response.aclose()
-                if not _retryable(response.status_code) or attempt > self._max_retries:
+                if not _retryable(response.status_code) or attempt > retries:
                     raise self._status_error(response, path, attempt)
                 delay = self._backoff(attempt, _retry_after(response))
                 logger.warning(
@@ -242,7 +251,7 @@ class LLMClient:
                     response.status_code,
                     delay,
                     attempt,
-                    self._max_retries,
+                    retries,
                 )
             await self._sleep(delay)
 

@@ -163,6 +163,35 @@ class MemoryService:
                 return MergeResult([], anchored, 0, 0, 0)
         return result
 
+    async def record_live_turn(
+        self,
+        call: CallRecord,
+        window: Sequence[tuple[Role, str]],
+        *,
+        max_history: int,
+        turn_key: str | None,
+        at: float | None = None,
+        captured: int | None = None,
+        generation: int | None = None,
+    ) -> bool:
+        """Store one line of a running call the moment the bot's LLM route sees it (live recall).
+
+        `window` is the conversation as the agent holds it, ending with the new line: the agent's short-term
+        history (at most `max_history` messages) is a tail window like a checkpoint's, so it merges with
+        checkpoints and webhook 103 in any order without duplicates. `turn_key` (Agora's turn_id and the role)
+        makes a retried request a no-op. `generation` is the member's memory generation read when the request
+        arrived: a forget or pause since then drops the line (forget wins). Returns False when the line was
+        already stored."""
+        if turn_key is not None and await self.store.live_turn_seen(call.call_id, turn_key):
+            return False
+        at = time.time() if at is None else at
+        await self.record_snapshot(
+            call, window[-max_history:], max_history=max_history, at=at, captured=captured, generation=generation
+        )
+        if turn_key is not None:
+            await self.store.remember_live_turn(call.call_id, turn_key)
+        return True
+
     async def _apply_append(
         self,
         call: CallRecord,

@@ -16,7 +16,19 @@ from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 
 # Parents before children (foreign keys); tables added later that are not listed are copied after these.
-TABLE_ORDER = ["users", "guild_settings", "calls", "chats", "turns", "facts", "fact_sources", "jobs", "notices", "meta"]
+TABLE_ORDER = [
+    "users",
+    "guild_settings",
+    "calls",
+    "chats",
+    "turns",
+    "facts",
+    "fact_sources",
+    "live_turns",
+    "jobs",
+    "notices",
+    "meta",
+]
 # Rows of these tables point at rows of the same table; the column is filled in after every row exists.
 SELF_REFERENCES = {"facts": "superseded_by"}
 SKIPPED = {"schema_migrations"}
@@ -77,7 +89,11 @@ class _SqliteTables:
         return int(rows[0][0])
 
     async def read(self, table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
-        rows = await self.db.execute_fetchall(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid")
+        without_rowid = list(
+            await self.db.execute_fetchall("SELECT wr FROM pragma_table_list WHERE name = ?", (table,))
+        )
+        order = "" if without_rowid and without_rowid[0][0] else " ORDER BY rowid"
+        rows = await self.db.execute_fetchall(f"SELECT {', '.join(columns)} FROM {table}{order}")
         return [tuple(r) for r in rows]
 
     async def write(self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:

@@ -257,6 +257,21 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         4,
+        "live recall: per-call LLM key hash, per-turn write markers",
+        """
+        ALTER TABLE calls ADD COLUMN llm_key_hash TEXT;
+
+        -- Which of the voice agent's turns (Agora's turn_id and the role) were already stored by the bot's LLM
+        -- route, so a retried request never stores its line twice. Ids only, no text.
+        CREATE TABLE live_turns (
+            call_id  TEXT NOT NULL REFERENCES calls (call_id) ON DELETE CASCADE,
+            turn_key TEXT NOT NULL,
+            PRIMARY KEY (call_id, turn_key)
+        ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        5,
         "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
         """
         ALTER TABLE calls ADD COLUMN lease_until REAL;
@@ -265,7 +280,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         """,
     ),
     (
-        5,
+        6,
         "bring a database made by an early version of migration 1 to today's schema",
         """
         -- Migration 1 was edited in place twice after it shipped, so a database created before an edit never got

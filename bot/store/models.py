@@ -70,6 +70,8 @@ class CallRecord:
     agent_stop_pending: bool = False
     transcript_purged_at: float | None = None
     browser_hash: str | None = None
+    llm_key_hash: str | None = None
+    """SHA-256 of the call's key for the bot's LLM route (live recall); the key itself is never stored."""
     lease_until: float | None = None  # `owner` (a bot process) looks after the call until then
     card_message_id: int | None = None  # the member's Discord card (with `notify_token`), editable by any process
     turns_version: int = 0  # counts the writes of the call's turns, so concurrent merges cannot both apply

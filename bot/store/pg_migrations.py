@@ -198,6 +198,18 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         4,
+        "live recall: per-call LLM key hash, per-turn write markers",
+        """
+        ALTER TABLE calls ADD COLUMN llm_key_hash TEXT;
+        CREATE TABLE live_turns (
+            call_id  TEXT NOT NULL REFERENCES calls (call_id) ON DELETE CASCADE,
+            turn_key TEXT NOT NULL,
+            PRIMARY KEY (call_id, turn_key)
+        );
+        """,
+    ),
+    (
+        5,
         "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
         """
         ALTER TABLE calls ADD COLUMN lease_until DOUBLE PRECISION;
@@ -206,7 +218,7 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         """,
     ),
     (
-        5,
+        6,
         "bring a database made by an early version of migration 1 to today's schema",
         """
         -- Only SQLite databases were made by the early versions of migration 1; kept so versions match.

@@ -479,6 +479,15 @@ class PostgresStore:
         postings = [list(r["ids"]) for r in rows if r["i"] != 0 and r["ids"]]
         return first_stage(total, postings, excluded, limit)
 
+    async def live_turn_seen(self, call_id: str, turn_key: str) -> bool:
+        row = await self._one("SELECT 1 FROM live_turns WHERE call_id = $1 AND turn_key = $2", call_id, turn_key)
+        return row is not None
+
+    async def remember_live_turn(self, call_id: str, turn_key: str) -> None:
+        await self._write(
+            "INSERT INTO live_turns (call_id, turn_key) VALUES ($1, $2) ON CONFLICT DO NOTHING", call_id, turn_key
+        )
+
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]:

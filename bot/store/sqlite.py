@@ -979,6 +979,14 @@ class SqliteStore:
 
     # ---- notices and meta ------------------------------------------------------------------------------
 
+    async def live_turn_seen(self, call_id: str, turn_key: str) -> bool:
+        return (
+            await self._one("SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?", (call_id, turn_key))
+        ) is not None
+
+    async def remember_live_turn(self, call_id: str, turn_key: str) -> None:
+        await self._write("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
+
     async def notice_seen(self, notice_id: str) -> bool:
         return await self._one("SELECT 1 FROM notices WHERE notice_id = ?", (notice_id,)) is not None
 

@@ -10,6 +10,7 @@ Routes
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
 ``GET  /healthz``                           backend.health() as JSON, 503 when it raises
 ``GET  /static/...``                        call.js, call.css, invalid.html
+``POST /llm/v1/chat/completions``           the voice agent's LLM with live recall (``bot.web.llm_route``)
 
 Link tokens are secrets (they are the only credential of a call page): they are validated before they reach
 the backend, never logged (see ``RedactingAccessLogger``) and kept out of Referer headers.
@@ -42,6 +43,8 @@ from bot.web.backend import (
     PageSession,
     WebhookRetryLater,
 )
+from bot.web.llm_backend import LLMBackend
+from bot.web.llm_route import add_llm_route
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +205,7 @@ def create_app(
     public_url: str,
     status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
     monitor: OperatorView | None = None,
+    live_recall: LLMBackend | None = None,
 ) -> web.Application:
     """Build the aiohttp application. ``sdk_url`` is the Agora Web SDK (UMD build exposing global AgoraRTC);
     ``public_url`` is the externally visible base URL (https in production), used to check the Origin of
@@ -230,6 +234,8 @@ def create_app(
     if monitor is not None:
         app[MONITOR_KEY] = monitor
         app.router.add_get("/metrics", _metrics, name="metrics")
+    if live_recall is not None:
+        add_llm_route(app, live_recall)
     app.router.add_static("/static/", STATIC_DIR, name="static", show_index=False, follow_symlinks=False)
     return app
 
@@ -269,7 +275,10 @@ async def _security_middleware(request: web.Request, handler: Handler) -> web.St
             text = text.replace(token, "<redacted>")
         route = request.match_info.route.name or "?"
         log.error("unhandled error in %s %s route %s\n%s", request.method, redact_path(request.path), route, text)
-        if _wants_json(request):
+        if request.path.startswith("/llm/"):  # the voice agent's LLM route answers in OpenAI's error shape
+            error = {"message": "internal error", "type": "server_error", "param": None, "code": "internal_error"}
+            response = web.json_response({"error": error}, status=500)
+        elif _wants_json(request):
             response = web.json_response({"error": "internal error"}, status=500)
         else:
             response = web.Response(
@@ -505,11 +514,17 @@ class WebServer:
         status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
         shutdown_timeout: float = 5.0,
         monitor: OperatorView | None = None,
+        live_recall: LLMBackend | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.app = create_app(
-            backend, sdk_url=sdk_url, public_url=public_url, status_poll_interval=status_poll_interval, monitor=monitor
+            backend,
+            sdk_url=sdk_url,
+            public_url=public_url,
+            status_poll_interval=status_poll_interval,
+            monitor=monitor,
+            live_recall=live_recall,
         )
         self.public_url = public_url.rstrip("/")
         self._shutdown_timeout = shutdown_timeout

@@ -35,6 +35,15 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   agent gets 404 ``TaskNotFound`` like a stopped one.
 * ``start_status="STARTING"``: the agent reports STARTING until the user joins or one emulator-clock second
   has passed (checked on each request or :meth:`AgoraEmulator.advance`).
+* Custom LLM (``llm.url`` set): :meth:`AgoraEmulator.user_says` plays one user utterance the way ConvoAI does.
+  The utterance joins the short-term memory, then the agent POSTs ``llm.params`` + ``messages`` (the system
+  messages, then its last ``max_history`` messages, which end with the new user message) + ``stream: true`` to
+  ``llm.url`` with ``Authorization: Bearer <llm.api_key>`` (and ``llm.headers``); with ``llm.vendor = "custom"``
+  the body also carries ``turn_id`` and ``timestamp`` (ms). The SSE answer is read strictly: a non-200 status, a
+  non-event-stream body, an event that is not ``data: <JSON chunk>``, an ``error`` chunk, or an end without
+  ``data: [DONE]`` is an LLM failure, and the agent says ``llm.failure_message`` (history source
+  ``llm_failure``). ``interrupt_after=n`` closes the stream after n content deltas (the user spoke over the agent):
+  the history keeps what was received, marked interrupted.
 * Time is ``clock() + offset``; :meth:`AgoraEmulator.advance` moves the offset and fires due timers (idle
   timeout, 72 h cap, NCS 104 thirty seconds before the agent token's join privilege expires).
 """
@@ -122,6 +131,8 @@ TTS_VENDORS = frozenset(
         "xai",
     }
 )
+LLM_VENDORS = frozenset({"openai", "azure", "xai", "custom"})
+LLM_STYLES = frozenset({"openai", "gemini", "anthropic", "dify", "bedrock"})
 SPEAK_PRIORITIES = frozenset({"INTERRUPT", "APPEND", "IGNORE"})
 
 DEFAULT_REASONS = {
@@ -180,6 +191,9 @@ class Message:
     interrupted: bool = False
     original: str | None = None
 
+    def as_llm_message(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
     def as_history_item(self) -> dict[str, Any]:
         return {
             "role": self.role,
@@ -187,6 +201,19 @@ class Message:
             "turn_id": self.turn_id,
             "timestamp": self.timestamp_ms,
         }
+
+
+@dataclass
+class LLMTurn:
+    """One utterance sent to a custom LLM: what was sent, how it ended and what the agent kept."""
+
+    request: dict[str, Any]
+    headers: dict[str, str]
+    outcome: Literal["ok", "interrupted", "failed"]
+    status: int | None
+    reply: str
+    error: str | None = None
+    seconds: float = 0.0
 
 
 @dataclass
@@ -214,6 +241,7 @@ class EmulatedAgent:
     thoughts: list[dict[str, Any]] = field(default_factory=list)
     interrupts: int = 0
     token_warning_sent_for: str | None = None
+    llm_turns: list[LLMTurn] = field(default_factory=list)
 
     @property
     def llm(self) -> dict[str, Any]:
@@ -359,6 +387,8 @@ class AgoraEmulator:
         self._outbox: asyncio.Queue[_Notification] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._webhook_session: aiohttp.ClientSession | None = None
+        self._llm_session: aiohttp.ClientSession | None = None
+        self.llm_timeout = 15.0
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._agent_sequence = 0
@@ -385,6 +415,9 @@ class AgoraEmulator:
         if self._webhook_session is not None:
             await self._webhook_session.close()
             self._webhook_session = None
+        if self._llm_session is not None:
+            await self._llm_session.close()
+            self._llm_session = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -471,6 +504,96 @@ class AgoraEmulator:
     def script(self, agent_id: str, messages: Iterable[tuple[str, str]]) -> None:
         for role, content in messages:
             self.say(agent_id, role, content)
+
+    async def user_says(self, agent_id: str, text: str, *, interrupt_after: int | None = None) -> LLMTurn:
+        """The user says ``text`` to an agent with a custom LLM: see the module docstring."""
+        agent = self._active_agent(agent_id)
+        url = agent.llm.get("url")
+        if not url:
+            raise ValueError(f"agent {agent_id} has no llm.url: its LLM is an Agora preset")
+        message = self._append(agent, "user", text, "asr")
+        body: dict[str, Any] = {
+            **agent.llm_params,
+            "messages": [*agent.system_messages, *(m.as_llm_message() for m in agent.window())],
+            "stream": True,
+        }
+        if agent.llm.get("vendor") == "custom":
+            body["turn_id"] = message.turn_id
+            body["timestamp"] = message.timestamp_ms
+        headers = {"Content-Type": "application/json", **dict(agent.llm.get("headers") or {})}
+        if agent.llm.get("api_key"):
+            headers["Authorization"] = f"Bearer {agent.llm['api_key']}"
+        turn = await self.post_llm_request(url, body, headers, interrupt_after=interrupt_after)
+        agent.llm_turns.append(turn)
+        if turn.outcome == "failed":
+            self._append(agent, "assistant", str(agent.llm.get("failure_message") or ""), "llm_failure")
+        elif turn.reply or turn.outcome == "ok":
+            reply = self._append(agent, "assistant", turn.reply, "llm")
+            reply.interrupted = turn.outcome == "interrupted"
+        return turn
+
+    async def resend_llm_request(self, agent_id: str) -> LLMTurn:
+        """Send the agent's latest LLM request again unchanged (ConvoAI retrying a turn); history is untouched."""
+        agent = self.agent(agent_id)
+        if not agent.llm_turns:
+            raise ValueError(f"agent {agent_id} has sent no LLM request yet")
+        last = agent.llm_turns[-1]
+        return await self.post_llm_request(str(agent.llm["url"]), last.request, last.headers)
+
+    async def post_llm_request(
+        self, url: str, body: dict[str, Any], headers: dict[str, str], *, interrupt_after: int | None = None
+    ) -> LLMTurn:
+        """POST one chat-completions request and read the SSE answer as a strict client would."""
+        if self._llm_session is None:
+            self._llm_session = aiohttp.ClientSession()
+        started = time.monotonic()
+        status: int | None = None
+        parts: list[str] = []
+
+        def ended(outcome: Literal["ok", "interrupted", "failed"], error: str | None = None) -> LLMTurn:
+            return LLMTurn(body, headers, outcome, status, "".join(parts), error, time.monotonic() - started)
+
+        try:
+            async with asyncio.timeout(self.llm_timeout):
+                async with self._llm_session.post(url, json=body, headers=headers) as response:
+                    status = response.status
+                    if status != 200:
+                        return ended("failed", f"HTTP {status}: {(await response.text())[:300]}")
+                    kind = response.headers.get("Content-Type", "")
+                    if not kind.startswith("text/event-stream"):
+                        return ended("failed", f"not an event stream: {kind!r}")
+                    deltas = 0
+                    data_lines: list[str] = []
+                    async for raw_line in response.content:
+                        line = raw_line.decode("utf-8").rstrip("\r\n")
+                        if line.startswith(":"):
+                            continue
+                        if line:
+                            if not line.startswith("data:"):
+                                return ended("failed", f"unexpected SSE line {line[:80]!r}")
+                            data_lines.append(line[5:].lstrip(" "))
+                            continue
+                        if not data_lines:
+                            continue
+                        data, data_lines = "\n".join(data_lines), []
+                        if data == "[DONE]":
+                            return ended("ok")
+                        problem = _chunk_problem(data)
+                        if problem is not None:
+                            return ended("failed", problem)
+                        choices = json.loads(data)["choices"]
+                        delta = choices[0].get("delta", {}).get("content") if choices else None
+                        if delta:
+                            parts.append(delta)
+                            deltas += 1
+                            if interrupt_after is not None and deltas >= interrupt_after:
+                                response.close()  # the user spoke over the agent: stop listening at once
+                                return ended("interrupted")
+                    return ended("failed", "the stream ended without data: [DONE]")
+        except TimeoutError:
+            return ended("failed", f"no complete answer within {self.llm_timeout:g} s")
+        except aiohttp.ClientError as exc:
+            return ended("failed", f"{type(exc).__name__}: {exc}")
 
     def interrupt_last(self, agent_id: str, truncated_text: str) -> Message:
         """The user cut the latest assistant reply short: its stored content becomes ``truncated_text``."""
@@ -1135,6 +1258,10 @@ class _JoinValidator:
         for key in ("greeting_message", "failure_message", "api_key"):
             if raw.get(key) is not None and not isinstance(raw[key], str):
                 raise ApiError(400, "InvalidFieldValue", f"properties.llm.{key} must be a string")
+        if raw.get("vendor") is not None and raw["vendor"] not in LLM_VENDORS:
+            raise ApiError(400, "InvalidFieldValue", f"properties.llm.vendor must be one of {sorted(LLM_VENDORS)}")
+        if raw.get("style") is not None and raw["style"] not in LLM_STYLES:
+            raise ApiError(400, "InvalidFieldValue", f"properties.llm.style must be one of {sorted(LLM_STYLES)}")
 
     @staticmethod
     def _preset_needs(presets: set[str], properties: dict[str, Any]) -> None:
@@ -1172,6 +1299,28 @@ class _JoinValidator:
             return
         if vendor not in TTS_VENDORS:
             raise ApiError(400, "InvalidFieldValue", f"properties.tts.vendor must be one of {sorted(TTS_VENDORS)}")
+
+
+def _chunk_problem(data: str) -> str | None:
+    """Why one streamed chunk is not a valid chat.completion.chunk, or None (strict-client check)."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return f"a chunk that is not JSON: {data[:80]!r}"
+    if not isinstance(chunk, dict):
+        return "a chunk that is not a JSON object"
+    if "error" in chunk:
+        return f"the LLM reported an error: {str(chunk['error'])[:200]}"
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return "a chunk without a choices list"
+    for choice in choices:
+        if not isinstance(choice, dict) or not isinstance(choice.get("delta", {}), dict):
+            return "a chunk with a malformed choice"
+        content = choice.get("delta", {}).get("content")
+        if content is not None and not isinstance(content, str):
+            return "a chunk whose delta content is not a string"
+    return None
 
 
 async def _json_object_body(request: web.Request) -> dict[str, Any]:

@@ -86,6 +86,15 @@ class FakeLLM:
         self.latency = latency
         self.stream_chunk_size = stream_chunk_size
         self.reject_response_format = reject_response_format
+        self.stream_delay = 0.0
+        """Seconds between streamed chunks (a slow model)."""
+        self.break_stream_after: int | None = None
+        """Drop the connection after this many content chunks of the next streams (a crash mid-reply)."""
+        self.first_byte_delay = 0.0
+        """Seconds between the stream's headers and its first chunk."""
+        self._raw_streams: deque[list[dict[str, Any]]] = deque()
+        self.streams_started = 0
+        self.streams_finished = 0
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._replies: deque[str] = deque()
@@ -111,6 +120,10 @@ class FakeLLM:
     def queue_reply(self, text: str) -> None:
         """Script the next completion; queued replies are served first-in, first-out."""
         self._replies.append(text)
+
+    def queue_chunks(self, chunks: list[dict[str, Any]]) -> None:
+        """Script the next stream as these chunk objects, sent verbatim (tool calls, unknown fields...)."""
+        self._raw_streams.append(chunks)
 
     def set_responder(self, fn: Responder | None) -> None:
         """Compute replies from the request body when the queue is empty; None restores the default (500)."""
@@ -146,6 +159,8 @@ class FakeLLM:
             self.headers.append(dict(request.headers))
             self._inject_failure()
             _validate_chat(body, reject_response_format=self.reject_response_format)
+            if body.get("stream") and self._raw_streams:
+                return await self._stream_raw(request, self._raw_streams.popleft())
             text = await self._reply_for(body)
         except FakeLLMRequestError as exc:
             return exc.response()
@@ -236,10 +251,29 @@ class FakeLLM:
             return f"data: {json.dumps(payload)}\n\n".encode()
 
         size = max(1, self.stream_chunk_size)
+        self.streams_started += 1
+        if self.first_byte_delay:
+            await asyncio.sleep(self.first_byte_delay)
         await response.write(chunk({"role": "assistant", "content": ""}, None))
-        for start in range(0, len(text), size):
+        for n, start in enumerate(range(0, len(text), size)):
+            if self.break_stream_after is not None and n >= self.break_stream_after:
+                assert request.transport is not None
+                request.transport.close()  # mid-reply crash: no terminating chunk, no [DONE]
+                return response
+            if self.stream_delay:
+                await asyncio.sleep(self.stream_delay)
             await response.write(chunk({"content": text[start : start + size]}, None))
         await response.write(chunk({}, "stop"))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        self.streams_finished += 1
+        return response
+
+    async def _stream_raw(self, request: web.Request, chunks: list[dict[str, Any]]) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers=_SSE_HEADERS)
+        await response.prepare(request)
+        for item in chunks:
+            await response.write(f"data: {json.dumps(item)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
@@ -259,7 +293,21 @@ def _json_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+KNOWN_CHAT_FIELDS = frozenset(
+    {
+        "model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "stream",
+        "stream_options", "response_format", "tools", "tool_choice", "parallel_tool_calls", "n", "stop",
+        "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "seed", "user",
+        "metadata", "store", "modalities", "audio", "prediction", "reasoning_effort", "service_tier",
+    }
+)  # fmt: skip
+
+
 def _validate_chat(body: dict[str, Any], *, reject_response_format: bool) -> None:
+    for name in body:
+        if name not in KNOWN_CHAT_FIELDS:
+            # What OpenAI answers for a field it does not know (e.g. ConvoAI's turn_id passed on as is).
+            raise FakeLLMRequestError(400, f"Unrecognized request argument supplied: {name}", param=name)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise FakeLLMRequestError(400, "you must provide a model parameter", param="model")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.memory.merge import Utterance, merge_snapshot
 from bot.memory.service import MemoryService
+from bot.store.models import CallRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
 
@@ -170,21 +173,95 @@ async def test_final_history_after_stop_adds_only_what_was_missed(store, memory:
 async def test_the_service_path_with_its_fast_append_gives_the_same_result(case) -> None:
     """The service tries a cheap append on the call's tail first and merges in full otherwise."""
     conversation, max_history, snapshots, order = case
-    store = SqliteStore(":memory:")
-    await store.open()
-    try:
-        memory = MemoryService(store, budget_tokens=1500, persona="p")
-        call = make_call()
-        await store.create_call(call)
+    async with fresh_call() as (store, memory, call):
         for index in order:
             capture, _start, _end, window = snapshots[index]
             await memory.record_snapshot(call, window, max_history=max_history, captured=capture)
-        intervals, _ = expected_segments(conversation, snapshots, max_history)
-        contents = longest_seen(conversation, snapshots)
-        expected = [(conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)]
-        turns = await store.call_turns(call.call_id)
-        assert [(t.role, t.content) for t in turns] == expected
-        assert [t.seq for t in turns] == sorted(t.seq for t in turns)
-        assert len({t.seq for t in turns}) == len(turns)
+        await assert_stored_once_in_order(store, call, conversation, snapshots, max_history)
+
+
+@asynccontextmanager
+async def fresh_call() -> AsyncIterator[tuple[SqliteStore, MemoryService, CallRecord]]:
+    store = SqliteStore(":memory:")
+    await store.open()
+    try:
+        call = make_call()
+        await store.create_call(call)
+        yield store, MemoryService(store, budget_tokens=1500, persona="p"), call
     finally:
         await store.close()
+
+
+async def assert_stored_once_in_order(store, call, conversation, covered, max_history) -> None:
+    """Each covered line once, in order, with the longest text seen, and seq strictly increasing."""
+    intervals, _ = expected_segments(conversation, covered, max_history)
+    contents = longest_seen(conversation, covered)
+    expected = [(conversation[p][0], contents[p]) for s, e in intervals for p in range(s, e)]
+    turns = await store.call_turns(call.call_id)
+    assert [(t.role, t.content) for t in turns] == expected
+    assert [t.seq for t in turns] == sorted(t.seq for t in turns)
+    assert len({t.seq for t in turns}) == len(turns)
+
+
+@st.composite
+def live_deliveries(draw: st.DrawFn):
+    """A call with live recall: the bot's LLM route writes each user line (the agent's window ending with it) and
+    each finished reply, ConvoAI retries some turns, checkpoints and the final webhook 103 carry the same lines,
+    and everything arrives in any order."""
+    conversation, max_history, snapshots, _order = draw(deliveries())
+    n = len(conversation)
+
+    def distinct(position: int) -> bool:
+        return conversation[position][1] not in REPEATED
+
+    writes = []  # (kind, key, capture, start, end, window)
+    for _capture, start, end, window in snapshots:
+        writes.append(("checkpoint", None, end, start, end, window))
+    for p, (role, _content) in enumerate(conversation):
+        start = max(0, p + 1 - max_history)
+        if not (distinct(p) and distinct(start)):
+            continue  # the content-only limit of bot.memory.merge, as for checkpoints
+        if role == "user":
+            key = f"{p}:user"
+        elif p > 0 and conversation[p - 1][0] == "user":
+            key = f"{p - 1}:assistant"
+        else:
+            continue  # a greeting or a second reply is never an LLM turn of its own
+        if draw(st.booleans()):
+            writes.append(("live", key, p + 1, start, p + 1, list(conversation[start : p + 1])))
+    if draw(st.booleans()) and distinct(n - 1) and distinct(max(0, n - max_history)):
+        start = max(0, n - max_history)
+        writes.append(("final", None, n, start, n, list(conversation[start:])))
+    order = draw(st.permutations(list(range(len(writes)))))
+    retries = draw(st.lists(st.integers(min_value=0, max_value=len(writes) - 1), max_size=4))
+    return conversation, max_history, writes, list(order) + retries
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(live_deliveries())
+async def test_per_turn_writes_checkpoints_and_webhook_103_in_any_order_store_each_line_once_in_order(case) -> None:
+    conversation, max_history, writes, order = case
+    async with fresh_call() as (store, memory, call):
+        for index in order:
+            kind, key, capture, _start, _end, window = writes[index]
+            if kind == "live":
+                await memory.record_live_turn(call, window, max_history=max_history, turn_key=key, captured=capture)
+            else:
+                await memory.record_snapshot(
+                    call, window, max_history=max_history, captured=capture, final=kind == "final"
+                )
+        covered = [(capture, start, end, window) for _k, _key, capture, start, end, window in writes]
+        await assert_stored_once_in_order(store, call, conversation, covered, max_history)
+
+
+async def test_live_writes_in_speaking_order_keep_repeated_short_answers(store, memory: MemoryService) -> None:
+    """Live, each line arrives as the agent's window ending with it: "yes" twice in a row is two lines."""
+    call = make_call()
+    await store.create_call(call)
+    convo = [("assistant", "Hi!"), ("user", "yes"), ("assistant", "Okay."), ("user", "yes"), ("assistant", "Okay.")]
+    for p in range(1, len(convo)):
+        role = convo[p][0]
+        key = f"{p if role == 'user' else p - 1}:{role}"
+        await memory.record_live_turn(call, convo[: p + 1], max_history=32, turn_key=key)
+        await memory.record_live_turn(call, convo[: p + 1], max_history=32, turn_key=key)  # a retried turn
+    assert [(t.role, t.content) for t in await store.call_turns(call.call_id)] == convo

@@ -1,0 +1,326 @@
+"""Benchmark of live recall: what the bot's LLM route adds to each voice turn.
+
+Fills a SQLite store with ``--members`` members, each with 5,000 turns and 500 facts (the bulk fill of
+``bench/memory_store.py``), gives each member an active call with a live-recall key, and serves the real route
+(``bot.web`` + ``bot.memory.live.LiveRecall`` + ``bot.llm.LLMClient``) in this process. The upstream is the fake
+LLM of the tests (``tests/fakes/llm_server.py``), run on its own event loop in a thread, streaming a fixed-size
+reply. Each request is sent the way ConvoAI sends it (persona, the call-start memory message, the agent's last
+messages, the new user line, ``turn_id``, ``timestamp``), so every proxied turn also stores the user line, builds
+that utterance's memory and stores the reply, as in a real call.
+
+For 1, 20 and 100 concurrent streams (each stream a different member's call in conversation: a turn through the
+proxy, the same body straight to the upstream, a short pause, again; the upstream takes ``--stream-seconds`` to
+stream a reply, like a real model, so that many streams are open at once; ``--burst`` starts every stream of a
+level at the same instant instead), it prints side by side the time to first byte (TTFB) and to last byte (TTLB),
+p50 and p99, through the proxy and straight to the same upstream with the same body, and the p99 TTFB the proxy
+adds (target: <= 10 ms at 20 streams). Then the per-turn memory
+build alone (``MemoryService.build_context`` with the utterance as query, leaving out the running call), p50/p99
+(target: <= 5 ms p99).
+
+    .venv/bin/python bench/live_recall.py [--members 100] [--levels 1,20,100] [--rounds N] [--builds 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+
+from bench.memory_store import pct, sentence
+from bot.agora import ConvoAIClient
+from bot.calls.llm_keys import hash_llm_key, new_llm_key
+from bot.calls.page import CallPageAdapter
+from bot.calls.service import CallService
+from bot.llm import LLMClient
+from bot.memory.context import MEMORY_HEADER
+from bot.memory.live import LiveRecall
+from bot.memory.service import MemoryService
+from bot.store.sqlite import SqliteStore
+from bot.web.llm_route import LLM_ROUTE
+from bot.web.server import WebServer
+from tests.fakes.llm_server import FakeLLM
+from tests.harness import make_settings
+
+Results = dict[str, list[tuple[float, float]]]
+TURNS_PER_MEMBER = 5000
+FACTS_PER_MEMBER = 500
+MAX_HISTORY = 32
+LEVELS = (1, 20, 100)
+PERSONA = "You are a warm, concise voice assistant."
+
+
+def fill(path: Path, members: int, rng: random.Random) -> None:
+    """Members 1..N, each with 50 ended calls of 100 turns and 500 facts, through the real schema."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = OFF")
+    now = time.time()
+    db.execute("BEGIN")
+    for member in range(1, members + 1):
+        calls, turns = [], []
+        for _ in range(TURNS_PER_MEMBER // 100):
+            call_id = uuid.uuid4().hex
+            started = now - rng.uniform(1, 90 * 86400)
+            calls.append((call_id, member, 7, call_id, call_id, 1, 2, "ended", 30, started, started + 600, "hangup", 1))
+            for seq in range(100):
+                role = "assistant" if seq % 2 == 0 else "user"
+                turns.append((member, call_id, seq, role, sentence(rng), started + seq))
+        db.executemany(
+            "INSERT INTO calls (call_id, user_id, guild_id, channel, agent_name, user_uid, agent_uid, state, "
+            "max_minutes, started_at, ended_at, end_reason, history_anchored) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            calls,
+        )
+        db.executemany(
+            "INSERT INTO turns (user_id, call_id, seq, role, content, spoken_at, source) VALUES (?,?,?,?,?,?,'voice')",
+            turns,
+        )
+        db.executemany(
+            "INSERT INTO facts (user_id, text, created_at, updated_at, confirmed_at) VALUES (?, ?, ?, ?, ?)",
+            [(member, sentence(rng, 8), now - i, now - i, now - i) for i in range(FACTS_PER_MEMBER)],
+        )
+        db.execute(
+            "INSERT INTO users (user_id, memory_enabled, consent, consent_at, created_at) "
+            "VALUES (?, 1, 'remember', ?, ?)",
+            (member, now, now),
+        )
+    db.execute("COMMIT")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.execute("ANALYZE")
+    db.close()
+
+
+class Upstream:
+    """The fake LLM on its own event loop in a thread, so its work does not queue behind the proxy's."""
+
+    def __init__(self, reply_chars: int, stream_seconds: float) -> None:
+        self.llm = FakeLLM(stream_chunk_size=12)
+        self.reply = ("Sure, I remember that. " * 40)[:reply_chars]
+        self.llm.stream_delay = stream_seconds / max(1, -(-reply_chars // 12))
+        self.llm.set_responder(lambda body: self.reply)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.llm.start(), self._loop).result(10)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.llm.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+class Member:
+    """One member's running call as the agent sees it: key, short-term history, turn counter."""
+
+    def __init__(self, user_id: int, call_id: str, key: str, memory_message: str) -> None:
+        self.user_id = user_id
+        self.call_id = call_id
+        self.key = key
+        self.system = [{"role": "system", "content": PERSONA}, {"role": "system", "content": memory_message}]
+        self.history: list[dict[str, str]] = [{"role": "assistant", "content": "Hi! Good to hear from you."}]
+        self.turn = 0
+
+    def request(self, rng: random.Random) -> dict[str, Any]:
+        self.turn += 1
+        self.history.append({"role": "user", "content": sentence(rng, 10)})
+        self.history = self.history[-MAX_HISTORY:]
+        return {
+            "messages": [*self.system, *self.history],
+            "stream": True,
+            "max_tokens": 400,
+            "temperature": 0.7,
+            "turn_id": self.turn,
+            "timestamp": int(time.time() * 1000),
+        }
+
+
+async def timed_stream(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], key: str | None = None
+) -> tuple[float, float]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    start = time.perf_counter()
+    first = 0.0
+    async with http.stream("POST", url, json=body, headers=headers) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"{url} answered {response.status_code}: {(await response.aread())[:200]!r}")
+        async for chunk in response.aiter_raw():
+            if chunk and not first:
+                first = time.perf_counter() - start
+    return first, time.perf_counter() - start
+
+
+async def measure_level(
+    http: httpx.AsyncClient,
+    level: int,
+    members: list[Member],
+    args: argparse.Namespace,
+    rng: random.Random,
+    upstream: Upstream,
+    proxy_url: str,
+    direct_url: str,
+) -> float:
+    """Run one level, print its rows, return what the proxy adds to p99 TTFB (ms)."""
+    rounds = args.rounds or max(3, 80 // level)
+    results: Results = {"proxy": [], "direct": []}
+
+    async def member_turns(member: Member, rounds: int = rounds) -> None:
+        """One call in conversation: a turn through the proxy, the same body straight to the upstream, a short
+        pause, again; started at a random moment so arrivals spread like real calls."""
+        await asyncio.sleep(rng.uniform(0, args.stream_seconds))
+        for _ in range(rounds):
+            body = member.request(rng)
+            results["proxy"].append(await timed_stream(http, proxy_url, body, member.key))
+            member.history.append({"role": "assistant", "content": upstream.reply})
+            direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
+            results["direct"].append(await timed_stream(http, direct_url, direct | {"model": "fake-model"}))
+            await asyncio.sleep(rng.uniform(0, 0.05))
+
+    if args.burst:
+        for _ in range(rounds):
+            await asyncio.gather(*(member_turns(m, 1) for m in members[:level]))
+    else:
+        await asyncio.gather(*(member_turns(m) for m in members[:level]))
+    for path_name in ("direct", "proxy"):
+        samples = results[path_name]
+        ttfb = [s[0] for s in samples]
+        ttlb = [s[1] for s in samples]
+        print(
+            f"{level:>7} {path_name:<7} {len(samples):>5} {pct(ttfb, 50) * 1000:>9.2f} "
+            f"{pct(ttfb, 99) * 1000:>9.2f} {pct(ttlb, 50) * 1000:>9.2f} {pct(ttlb, 99) * 1000:>9.2f}"
+        )
+    return (pct([s[0] for s in results["proxy"]], 99) - pct([s[0] for s in results["direct"]], 99)) * 1000
+
+
+async def run(args: argparse.Namespace) -> int:
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "live.db"
+        store = SqliteStore(path)
+        await store.open()
+        await store.close()  # migrated schema
+        began = time.perf_counter()
+        fill(path, args.members, rng)
+        print(
+            f"filled {args.members} members x {TURNS_PER_MEMBER:,} turns, {FACTS_PER_MEMBER} facts "
+            f"in {time.perf_counter() - began:.1f} s"
+        )
+        upstream = Upstream(args.reply_chars, args.stream_seconds)
+        upstream.start()
+        store = SqliteStore(path)
+        await store.open()
+        settings = make_settings(Path(tmp), llm={"base_url": upstream.llm.base_url, "model": "fake-model"})
+        memory = MemoryService(store, budget_tokens=1500, persona=PERSONA)
+        agora = ConvoAIClient(base_url="http://127.0.0.1:9/unused", app_id="x", customer_id="x", customer_secret="x")
+        calls = CallService(store, memory, agora, settings, run_checkpoints=False)
+        llm = LLMClient(base_url=upstream.llm.base_url, model="fake-model", timeout=30)
+        live = LiveRecall(memory, llm, authorize=calls.call_for_llm_key, max_history=MAX_HISTORY, timeout_seconds=30)
+        web = WebServer(
+            CallPageAdapter(calls, store),
+            host="127.0.0.1",
+            port=0,
+            sdk_url="http://127.0.0.1:9/sdk.js",
+            public_url="http://127.0.0.1:9",
+            live_recall=live,
+        )
+        await web.start()
+        members: list[Member] = []
+        from tests.factories import make_call
+
+        for user_id in range(1, args.members + 1):
+            call_id = uuid.uuid4().hex
+            key = new_llm_key(call_id)
+            await store.create_call(make_call(user_id, call_id=call_id, state="active", llm_key_hash=hash_llm_key(key)))
+            start_memory = await memory.build_context(user_id)
+            memory_message = start_memory[1]["content"] if len(start_memory) > 1 else MEMORY_HEADER
+            members.append(Member(user_id, call_id, key, memory_message))
+
+        proxy_url = f"{web.url}{LLM_ROUTE}"
+        direct_url = f"{upstream.llm.base_url}/chat/completions"
+        limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+        print()
+        heads = ("TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99")
+        print(f"{'streams':>7} {'path':<7} {'n':>5} " + " ".join(f"{h:>9}" for h in heads) + "   (ms)")
+        verdict = 0
+        async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+            for level in args.levels:
+                for relay_only in (False, True) if level == args.relay_only_level else (False,):
+                    if relay_only:
+                        # The same level with the members' memory paused: the route then only relays (no line
+                        # stored, no memory built), which separates the relay's cost from the memory work's.
+                        for m in members[:level]:
+                            await store.set_memory_enabled(m.user_id, False, time.time())
+                    added = await measure_level(http, level, members, args, rng, upstream, proxy_url, direct_url)
+                    if relay_only:
+                        for m in members[:level]:
+                            await store.set_memory_enabled(m.user_id, True, time.time())
+                        print(f"{level:>7} of which relaying alone (memory paused): {added:.2f} ms")
+                        continue
+                    target = "  target <= 10 ms: " + ("ok" if added <= 10 else "OVER TARGET") if level == 20 else ""
+                    if level == 20 and added > 10:
+                        verdict = 1
+                    print(f"{level:>7} proxy adds {added:.2f} ms to p99 TTFB{target}")
+        await web.stop()
+        await live.wait_idle()
+
+        samples = []
+        for n in range(args.builds):
+            member = members[n % len(members)]
+            query = sentence(rng, 10)
+            start = time.perf_counter()
+            await memory.build_context(member.user_id, query=query, exclude_call_id=member.call_id)
+            samples.append(time.perf_counter() - start)
+        p50, p99 = pct(samples, 50) * 1000, pct(samples, 99) * 1000
+        ok = p99 <= 5
+        verdict = verdict or (0 if ok else 1)
+        print()
+        print(
+            f"per-turn memory build (5,000 turns, 500 facts, {len(samples)} runs): p50 {p50:.2f} ms   p99 {p99:.2f} ms"
+            f"   target p99 <= 5 ms: {'ok' if ok else 'OVER TARGET'}"
+        )
+        stored = await store.count_call_turns(members[0].call_id)
+        print(f"lines stored by the route in member 1's call: {stored} (each proxied turn: user line + reply)")
+        await llm.aclose()
+        await agora.aclose()
+        await store.close()
+        upstream.stop()
+    return verdict
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--members", type=int, default=100, help="members (one per concurrent stream)")
+    parser.add_argument("--rounds", type=int, default=0, help="rounds per level (default: about 80 streams per path)")
+    parser.add_argument("--reply-chars", type=int, default=240)
+    parser.add_argument(
+        "--stream-seconds", type=float, default=0.4, help="how long the upstream takes to stream one reply"
+    )
+    parser.add_argument(
+        "--relay-only-level", type=int, default=20, help="also run this level with memory paused (relay cost alone)"
+    )
+    parser.add_argument("--burst", action="store_true", help="all streams of a level start at the same instant")
+    parser.add_argument("--builds", type=int, default=300, help="runs of the per-turn memory build")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrent streams, comma-separated")
+    args = parser.parse_args(argv)
+    args.levels = [int(level) for level in args.levels.split(",")]
+    if args.members < max(args.levels):
+        parser.error(f"--members must be at least {max(args.levels)} (one member per concurrent stream)")
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

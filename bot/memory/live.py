@@ -1,0 +1,348 @@
+"""Live recall: the bot is the voice agent's LLM, so every turn gets the memory that fits that utterance and every
+line is stored the moment it is spoken.
+
+For each chat-completions request the agent sends (Agora ConvoAI with ``llm.vendor = "custom"``):
+
+1. the newest user message is stored as a line of the call at once (keyed by Agora's ``turn_id``);
+2. the memory block for that utterance replaces the memory system message (persona and history stay as sent),
+   leaving out the lines of the running call, which the agent already holds;
+3. the request goes to the upstream LLM (``llm.base_url`` / ``llm.model``), retried once only before its first
+   byte, within ``llm.timeout_seconds``;
+4. the upstream's SSE events are relayed as they arrive, byte for byte (tool calls and unknown fields included);
+5. the reply as actually sent is stored: before the final ``data: [DONE]`` is relayed (so a reply the agent saw
+   finish is never lost to a crash), or when the agent hung up mid-reply (an interrupted reply).
+
+Private calls and paused memory: the request is answered, but no memory is read or written. No request or reply
+text is ever logged. Nothing here knows HTTP servers: ``bot.web.llm_route`` adapts this to aiohttp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bot.llm.client import LLMClient
+from bot.llm.errors import LLMError
+from bot.memory.context import MEMORY_HEADER
+from bot.memory.service import MemoryService
+from bot.store.models import CallRecord, Role
+from bot.web.llm_backend import LLMRouteError, bad_request, unauthorized
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 2
+"""The upstream is tried at most twice, and only until its first byte."""
+AGENT_ONLY_FIELDS = ("turn_id", "timestamp")
+"""What ConvoAI adds to a request for a custom LLM; OpenAI-compatible servers reject unknown fields."""
+DONE_EVENT = "[DONE]"
+
+
+def error_event(message: str, code: str) -> bytes:
+    """An SSE event carrying an OpenAI-format error, for a failure after the stream started."""
+    payload = {"error": {"message": message, "type": "server_error", "param": None, "code": code}}
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+@dataclass
+class _Reply:
+    """What was relayed so far: the content deltas of every event the agent was sent."""
+
+    parts: list[str] = field(default_factory=list)
+    stored: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class LiveTurn:
+    """One request in flight: its first upstream bytes are already here; ``events()`` relays the rest."""
+
+    def __init__(
+        self,
+        recall: LiveRecall,
+        call: CallRecord,
+        conversation: list[tuple[Role, str]],
+        turn_id: object,
+        remember: bool,
+        generation: int,
+        response: httpx.Response,
+        chunks: AsyncIterator[bytes],
+        first: bytes,
+    ) -> None:
+        self._recall = recall
+        self._call = call
+        self._conversation = conversation
+        self._turn_id = turn_id
+        self._remember = remember
+        self._generation = generation
+        self._response = response
+        self._chunks = chunks
+        self._first = first
+        self._reply = _Reply()
+        self._finished = False
+        self.content_type = response.headers.get("content-type", "text/event-stream")
+        self.is_sse = self.content_type.startswith("text/event-stream")
+
+    async def events(self) -> AsyncGenerator[bytes]:
+        """The upstream's bytes, one SSE event at a time, unchanged. A delta counts as sent once the consumer asks
+        for the next event (its write succeeded); closing this generator early stores the reply as sent so far."""
+        buffer = self._first
+        try:
+            if not self.is_sse:
+                async for chunk in self._chunks:
+                    buffer += chunk
+                self._reply.parts.append(_completion_text(buffer))
+                await self._store_reply()
+                yield buffer
+                return
+            while True:
+                while (cut := _event_end(buffer)) is not None:
+                    event, buffer = buffer[:cut], buffer[cut:]
+                    data = _event_data(event)
+                    if data == DONE_EVENT:
+                        await self._store_reply()
+                        yield event
+                        continue
+                    delta = _delta_text(data)
+                    yield event
+                    if delta:
+                        self._reply.parts.append(delta)
+                try:
+                    chunk = await anext(self._chunks)
+                except StopAsyncIteration:
+                    break
+                buffer += chunk
+            if buffer:
+                yield buffer
+        except (httpx.TransportError, LLMError) as exc:
+            log.warning("call %s: the upstream LLM failed mid-reply: %s", self._call.call_id, type(exc).__name__)
+            yield error_event("The language model stopped answering mid-reply.", "upstream_interrupted")
+        finally:
+            await self._finish()
+
+    async def close(self) -> None:
+        """Release the upstream response and store the reply as sent; for a turn whose ``events()`` never ran
+        (closing an async generator that never started runs none of its code). Idempotent."""
+        await self._finish()
+
+    async def _finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        # Shielded: a cancelled request handler (the agent hung up) must still store what was sent.
+        task = asyncio.ensure_future(self._close_and_store())
+        self._recall.track(task)
+        await asyncio.shield(task)
+
+    async def _close_and_store(self) -> None:
+        await self._response.aclose()
+        await self._store_reply()
+
+    async def _store_reply(self) -> None:
+        if self._reply.stored:
+            return
+        self._reply.stored = True
+        text = self._reply.text
+        if not self._remember or not text.strip():
+            return
+        window: list[tuple[Role, str]] = [*self._conversation, ("assistant", text)]
+        await self._recall.store_line(self._call, window, self._turn_id, "assistant", self._generation)
+
+
+class CallSession:
+    """A request with a valid key: the call it belongs to."""
+
+    def __init__(self, recall: LiveRecall, call: CallRecord) -> None:
+        self.recall = recall
+        self.call = call
+
+    async def start_turn(self, request: object) -> LiveTurn:
+        return await self.recall.start_turn(self.call, request)
+
+
+class LiveRecall:
+    def __init__(
+        self,
+        memory: MemoryService,
+        llm: LLMClient,
+        *,
+        authorize: Callable[[str], Awaitable[CallRecord | None]],
+        max_history: int,
+        timeout_seconds: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.memory = memory
+        self.llm = llm
+        self._authorize = authorize
+        self.max_history = max_history
+        self.timeout_seconds = timeout_seconds
+        self.clock = clock
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    def track(self, task: asyncio.Future[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait_idle(self) -> None:
+        """Wait for reply writes that outlived their request (an agent that hung up mid-reply)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def authorize(self, api_key: str | None) -> CallSession:
+        call = await self._authorize(api_key) if api_key else None
+        if call is None:
+            raise unauthorized()
+        return CallSession(self, call)
+
+    async def start_turn(self, call: CallRecord, request: object) -> LiveTurn:
+        """Store the new user line, put this utterance's memory in, and open the upstream stream."""
+        if not isinstance(request, dict):
+            raise bad_request("The request body must be a JSON object.")
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise bad_request("'messages' must be a non-empty array of message objects.")
+        conversation: list[tuple[Role, str]] = [
+            ("user" if m["role"] == "user" else "assistant", m["content"])
+            for m in messages
+            if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
+        ]
+        utterance = next((content for role, content in reversed(conversation) if role == "user"), "")
+        # Read before anything else: a forget or a pause from now on fences out this turn's writes (forget wins).
+        generation = await self.memory.store.memory_generation(call.user_id)
+        user = await self.memory.store.get_user(call.user_id)
+        remember = not call.private and (user is None or user.memory_enabled)
+        turn_id = request.get("turn_id")
+        write: asyncio.Future[None] | None = None
+        if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
+            # Started at once; it overlaps the memory build and the upstream's thinking, and is finished before
+            # the agent gets a byte (so the reply is always stored after the line it answers).
+            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
+            self.track(write)
+        try:
+            outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
+            outgoing["messages"] = await self._with_memory(call, messages, utterance, remember)
+            response, chunks, first = await self._open(call, outgoing)
+        finally:
+            if write is not None:
+                await asyncio.shield(write)
+        return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first)
+
+    async def store_line(
+        self, call: CallRecord, window: list[tuple[Role, str]], turn_id: object, role: Role, generation: int
+    ) -> None:
+        key = f"{turn_id}:{role}" if isinstance(turn_id, int | str) and not isinstance(turn_id, bool) else None
+        try:
+            await self.memory.record_live_turn(
+                call, window, max_history=self.max_history, turn_key=key, at=self.clock(), generation=generation
+            )
+        except Exception:
+            # The checkpoints and webhook 103 still carry the line; the member's turn must not fail for it.
+            log.exception("call %s: storing a %s line failed; the next checkpoint will carry it", call.call_id, role)
+
+    async def _with_memory(
+        self, call: CallRecord, messages: list[dict[str, Any]], utterance: str, remember: bool
+    ) -> list[dict[str, Any]]:
+        """The agent's messages with the memory system message replaced by this utterance's (or removed when
+        memory is off); the persona and the agent's history stay as sent."""
+        kept = [m for m in messages if not _is_memory_message(m)]
+        if not remember:
+            return kept
+        context = await self.memory.build_context(call.user_id, query=utterance or None, exclude_call_id=call.call_id)
+        memory = [m for m in context if _is_memory_message(m)]
+        if not memory:
+            return kept
+        at = 0
+        while at < len(kept) and kept[at].get("role") == "system":
+            at += 1
+        return [*kept[:at], *memory, *kept[at:]]
+
+    async def _open(
+        self, call: CallRecord, outgoing: dict[str, Any]
+    ) -> tuple[httpx.Response, AsyncIterator[bytes], bytes]:
+        """The upstream response and its first bytes; one retry, only before the first byte, within the timeout."""
+        failure = "upstream_error"
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                for attempt in range(1, ATTEMPTS + 1):
+                    response: httpx.Response | None = None
+                    try:
+                        response = await self.llm.open_stream(outgoing, max_retries=0)
+                        chunks = response.aiter_bytes()
+                        first = b""
+                        while not first:
+                            first = await anext(chunks)
+                        return response, chunks, first
+                    except (LLMError, httpx.TransportError, StopAsyncIteration) as exc:
+                        if response is not None:
+                            await response.aclose()
+                        status = getattr(exc, "status", None)
+                        log.warning(
+                            "call %s: upstream LLM attempt %d of %d failed: %s%s",
+                            call.call_id,
+                            attempt,
+                            ATTEMPTS,
+                            type(exc).__name__,
+                            f" ({status})" if status else "",
+                        )
+                        if status is not None and status < 500 and status != 429:
+                            break  # the upstream refused this request: asking again gets the same answer
+        except TimeoutError:
+            failure = "upstream_timeout"
+            log.warning("call %s: upstream LLM gave no first byte within %g s", call.call_id, self.timeout_seconds)
+        if failure == "upstream_timeout":
+            raise LLMRouteError(
+                504,
+                f"The language model did not answer within {self.timeout_seconds:g} s.",
+                error_type="server_error",
+                code=failure,
+            )
+        raise LLMRouteError(
+            502, "The language model is not available right now.", error_type="server_error", code=failure
+        )
+
+
+def _is_memory_message(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return message.get("role") == "system" and isinstance(content, str) and content.startswith(MEMORY_HEADER)
+
+
+def _event_end(buffer: bytes) -> int | None:
+    """The end of the first complete SSE event in ``buffer`` (after its blank line), or None."""
+    ends = [i + len(sep) for sep in (b"\n\n", b"\r\n\r\n", b"\r\r") if (i := buffer.find(sep)) >= 0]
+    return min(ends) if ends else None
+
+
+def _event_data(event: bytes) -> str:
+    lines = event.decode("utf-8", "replace").splitlines()
+    return "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
+
+
+def _delta_text(data: str) -> str:
+    """The content delta of one chunk, for storing the reply; anything else passes through unread."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return ""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    delta = choices[0].get("delta")
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _completion_text(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+        content = data["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""
