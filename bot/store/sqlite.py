@@ -77,10 +77,6 @@ def fts_query(text: str, max_terms: int = 12) -> str | None:
     return " OR ".join(f'"{t}"' for t in terms) if terms else None
 
 
-def _second(pair: tuple[int, float]) -> float:
-    return pair[1]
-
-
 def _idf(total: int, frequency: int) -> float:
     """BM25's inverse document frequency (the variant that stays positive)."""
     return math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
@@ -561,18 +557,19 @@ class SqliteStore:
             params.append(excluded[1])
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
-        postings = [[int(rowid) for rowid in r[1].split(",")] for r in rows if r[0] >= 0 and r[1]]
+        left_out = {int(rowid) for r in rows if r[0] == -2 and r[1] for rowid in r[1].split(",")}
         score: dict[int, float] = {}
         get = score.get
-        for rowids in postings:
-            weight = _idf(total, len(rowids))
-            for rowid in rowids:
-                score[rowid] = get(rowid, 0.0) + weight
         for r in rows:
-            if r[0] == -2 and r[1]:
-                for rowid in r[1].split(","):
-                    score.pop(int(rowid), None)
-        first = dict(heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second))
+            if r[0] >= 0 and r[1]:
+                rowids = [int(rowid) for rowid in r[1].split(",")]
+                weight = _idf(total, len(rowids))
+                for rowid in rowids:
+                    score[rowid] = get(rowid, 0.0) + weight
+        for rowid in left_out:
+            score.pop(rowid, None)
+        best = heapq.nlargest(RERANK_DEPTH * limit, score, key=score.__getitem__)
+        first = {rowid: score[rowid] for rowid in best}
         if not first:
             return []
         found = await self._all(records, (json.dumps(list(first)),))
