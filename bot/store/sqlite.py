@@ -557,12 +557,12 @@ class SqliteStore:
             params.append(excluded[1])
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
-        left_out = {int(rowid) for r in rows if r[0] == -2 and r[1] for rowid in r[1].split(",")}
+        left_out = {rowid for r in rows if r[0] == -2 and r[1] for rowid in map(int, r[1].split(","))}
         score: dict[int, float] = {}
         get = score.get
         for r in rows:
             if r[0] >= 0 and r[1]:
-                rowids = [int(rowid) for rowid in r[1].split(",")]
+                rowids = list(map(int, r[1].split(",")))
                 weight = _idf(total, len(rowids))
                 for rowid in rowids:
                     score[rowid] = get(rowid, 0.0) + weight
