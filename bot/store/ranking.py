@@ -36,10 +36,6 @@ def idf(total: int, frequency: int) -> float:
     return math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
 
 
-def _second(pair: tuple[int, float]) -> float:
-    return pair[1]
-
-
 def first_stage(total: int, postings: Iterable[Sequence[int]], excluded: Iterable[int], limit: int) -> dict[int, float]:
     """Row id -> summed IDF of the query terms it holds, for the best `RERANK_DEPTH * limit` rows."""
     score: dict[int, float] = {}
@@ -50,7 +46,8 @@ def first_stage(total: int, postings: Iterable[Sequence[int]], excluded: Iterabl
             score[rowid] = get(rowid, 0.0) + weight
     for rowid in excluded:
         score.pop(rowid, None)
-    return dict(heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second))
+    best = heapq.nlargest(RERANK_DEPTH * limit, score, key=score.__getitem__)
+    return {rowid: score[rowid] for rowid in best}
 
 
 def rerank(first: dict[int, float], rows: Sequence[tuple[int, int, Row]], limit: int) -> list[tuple[Row, float]]:

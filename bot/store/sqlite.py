@@ -551,8 +551,8 @@ class SqliteStore:
             params.append(excluded[1])
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
-        postings = [[int(rowid) for rowid in r[1].split(",")] for r in rows if r[0] >= 0 and r[1]]
-        excluded_ids = [int(rowid) for r in rows if r[0] == -2 and r[1] for rowid in r[1].split(",")]
+        postings = [list(map(int, r[1].split(","))) for r in rows if r[0] >= 0 and r[1]]
+        excluded_ids = [rowid for r in rows if r[0] == -2 and r[1] for rowid in map(int, r[1].split(","))]
         first = first_stage(total, postings, excluded_ids, limit)
         if not first:
             return []
