@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 CHROMIUM = Path("/usr/bin/chromium")
+POSTGRES_BIN = Path("/usr/lib/postgresql")
 SOURCES = ["bot", "cogs", "tests", "bench", "tasks.py"]
 
 
@@ -44,29 +45,45 @@ def ensure_venv(extra: str) -> None:
     stamp.write_text(digest)
 
 
-def ensure_chromium() -> None:
-    """Browser tests drive Debian's Chromium; it is installed from Debian's packages, never downloaded."""
-    if CHROMIUM.exists():
+def ensure_debian_package(present: bool, package: str, why: str) -> None:
+    """Install a Debian package the tests need (from Debian's archive, never downloaded otherwise)."""
+    if present:
         return
     apt = shutil.which("apt-get")
     if apt is None:
-        sys.exit("The browser tests need Chromium at /usr/bin/chromium (Debian package 'chromium').")
+        sys.exit(f"{why} (Debian package '{package}'); install it and run the tests again.")
     prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    say("installing Debian's chromium package for the browser tests")
+    say(f"installing Debian's {package} package: {why}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run([*prefix, apt, "-qq", "update"], check=True, env=env)
-    subprocess.run([*prefix, apt, "-qq", "install", "-y", "--no-install-recommends", "chromium"], check=True, env=env)
+    subprocess.run([*prefix, apt, "-qq", "install", "-y", "--no-install-recommends", package], check=True, env=env)
+
+
+def ensure_chromium() -> None:
+    """Browser tests drive Debian's Chromium."""
+    ensure_debian_package(CHROMIUM.exists(), "chromium", "the browser tests need Chromium at /usr/bin/chromium")
+
+
+def ensure_postgresql() -> None:
+    """The store tests run every store test on PostgreSQL too, in a throwaway cluster (tests/postgres.py)."""
+    present = any(POSTGRES_BIN.glob("*/bin/initdb"))
+    ensure_debian_package(present, "postgresql", "the store tests start a throwaway PostgreSQL cluster")
 
 
 MASTER_KEY_ENV = "MEMORY_MASTER_KEY"
+DATABASE_URL_ENV = "MEMORY_DATABASE_URL"
 
 
 def ensure_master_key(env_file: Path, environ: Mapping[str, str]) -> bool:
     """On first run, a new master key for the members' memory keys goes into .env (unless the environment or
     .env already has one). Returns True when one was created. The format is `python -m bot keygen`'s."""
-    if environ.get(MASTER_KEY_ENV):
+    if environ.get(MASTER_KEY_ENV) or environ.get(DATABASE_URL_ENV):
         return False
     lines = env_file.read_text(encoding="utf-8").splitlines() if env_file.exists() else []
+    for line in lines:  # member encryption is SQLite-only for now: no key for a PostgreSQL database
+        name, _, value = line.strip().removeprefix("export ").partition("=")
+        if name.strip() == DATABASE_URL_ENV and value.strip():
+            return False
     key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
     for i, line in enumerate(lines):
         name, _, value = line.strip().removeprefix("export ").partition("=")
@@ -101,6 +118,7 @@ def run_bot(args: list[str]) -> int:
 def run_tests(args: list[str]) -> int:
     ensure_venv("test")
     ensure_chromium()
+    ensure_postgresql()
     os.chdir(ROOT)
     checks = [
         (["ruff", "check", *SOURCES], "ruff found problems (above)"),

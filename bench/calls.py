@@ -45,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -59,6 +59,8 @@ import httpx  # noqa: E402
 from bot.agora import ConvoAIClient  # noqa: E402
 from bot.calls.service import CallService  # noqa: E402
 from bot.memory.service import MemoryService  # noqa: E402
+from bot.store.postgres import PostgresStore  # noqa: E402
+from bot.store.repository import Store  # noqa: E402
 from bot.store.sqlite import SqliteStore  # noqa: E402
 from tests.fakes.agora_emulator import (  # noqa: E402
     API_PREFIX,
@@ -68,6 +70,7 @@ from tests.fakes.agora_emulator import (  # noqa: E402
     TEST_CUSTOMER_SECRET,
 )
 from tests.harness import make_settings  # noqa: E402
+from tests.postgres import running_cluster  # noqa: E402
 
 T = TypeVar("T")
 
@@ -384,15 +387,20 @@ async def run(
     seed: int = 1,
     pool: int | None = None,
     workdir: Path | None = None,
+    database_url: str | None = None,
 ) -> Result:
     if calls < 1 or turns < 0 or batch < 1 or (pool is not None and pool < 0):
         raise ValueError("need --calls >= 1, --turns >= 0, --batch >= 1, --pool >= 0")
     with tempfile.TemporaryDirectory(prefix="bench-calls-") as tmp:
         pool = calls if pool is None else pool
-        return await _run(Path(workdir or tmp), calls=calls, turns=turns, batch=batch, seed=seed, pool=pool)
+        return await _run(
+            Path(workdir or tmp), calls=calls, turns=turns, batch=batch, seed=seed, pool=pool, database_url=database_url
+        )
 
 
-async def _run(tmp: Path, *, calls: int, turns: int, batch: int, seed: int, pool: int) -> Result:
+async def _run(
+    tmp: Path, *, calls: int, turns: int, batch: int, seed: int, pool: int, database_url: str | None
+) -> Result:
     rng = random.Random(seed)
     emulator = EmulatorProcess(max_concurrent=max(250, calls))
     await asyncio.to_thread(emulator.start)
@@ -404,7 +412,7 @@ async def _run(tmp: Path, *, calls: int, turns: int, batch: int, seed: int, pool
             agora={"api_base_url": emulator.base_url, "max_concurrent_agents": max(200, calls)},
             calls={"calls_per_member_per_day": 1000},
         )
-        store = SqliteStore(settings.memory.database_path)
+        store: Store = PostgresStore(database_url) if database_url else SqliteStore(settings.memory.database_path)
         await store.open()
         stack.push_async_callback(store.close)
         memory = MemoryService(
@@ -553,10 +561,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--pool", type=int, default=None, help="Agora connection pool size (default: --calls); 0 = httpx defaults"
     )
+    parser.add_argument("--backends", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
+    parser.add_argument("--postgres-url", help="an empty PostgreSQL database (default: a throwaway local cluster)")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(calls=args.calls, turns=args.turns, batch=args.batch, seed=args.seed, pool=args.pool))
-    print(report(result))
-    return 0 if result.ok else 1
+    results: dict[str, Result] = {}
+    for backend in args.backends.split(","):
+        with ExitStack() as clusters:
+            url = None
+            if backend == "postgresql":
+                url = args.postgres_url or clusters.enter_context(contextmanager(running_cluster)()).new_database()
+            results[backend] = asyncio.run(
+                run(
+                    calls=args.calls,
+                    turns=args.turns,
+                    batch=args.batch,
+                    seed=args.seed,
+                    pool=args.pool,
+                    database_url=url,
+                )
+            )
+        print(f"== {backend}")
+        print(report(results[backend]))
+        print()
+    print(side_by_side(results))
+    return 0 if all(r.ok for r in results.values()) else 1
+
+
+def side_by_side(results: dict[str, Result]) -> str:
+    """Start and finalize p99 (wall and bot-side) of each backend, next to the 100 ms target."""
+    lines = [f"{'p99 ms':<22}" + "".join(f"{name:>14}" for name in results) + "   target"]
+    for op in ("start", "finalize"):
+        for kind in ("wall", "bot"):
+            row = []
+            for result in results.values():
+                wall, agora = result.samples.wall[op], result.samples.agora[op]
+                values = wall if kind == "wall" else [w - a for w, a in zip(wall, agora, strict=True)]
+                row.append(percentile(values, 99) * 1000)
+            lines.append(f"{op + ' (' + kind + ')':<22}" + "".join(f"{v:14.1f}" for v in row) + "   <= 100")
+    lines.append(
+        f"{'turns lost/duplicated':<22}"
+        + "".join(f"{str(r.lost) + '/' + str(r.duplicated):>14}" for r in results.values())
+        + "   0/0"
+    )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -229,7 +229,7 @@ async def run(args: argparse.Namespace) -> int:
         llm = LLMClient(base_url=upstream.llm.base_url, model="fake-model", timeout=30)
         live = LiveRecall(memory, llm, authorize=calls.call_for_llm_key, max_history=MAX_HISTORY, timeout_seconds=30)
         web = WebServer(
-            CallPageAdapter(calls),
+            CallPageAdapter(calls, store),
             host="127.0.0.1",
             port=0,
             sdk_url="http://127.0.0.1:9/sdk.js",

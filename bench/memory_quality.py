@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,8 +50,10 @@ from bot.memory.importer import import_conversations, parse_conversations
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.memory.tokens import message_tokens
+from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from tests.postgres import running_cluster
 
 USER_ID = 1
 DEFAULT_BUDGETS = (500, 1500, 4000)
@@ -164,11 +166,19 @@ def bm25_block(messages: Sequence[dict[str, str]], question: str, budget: int) -
 
 
 async def evaluate_case(
-    case: EvalCase, workdir: Path, *, budgets: Sequence[int], llm: LLMClient | None, encrypted: bool = False
+    case: EvalCase,
+    workdir: Path,
+    *,
+    budgets: Sequence[int],
+    llm: LLMClient | None,
+    encrypted: bool = False,
+    database_url: str | None = None,
 ) -> list[CaseResult]:
-    store: Store = SqliteStore(workdir / f"{case.test_id}.db")
+    store: Store = PostgresStore(database_url) if database_url else SqliteStore(workdir / f"{case.test_id}.db")
     keys: SqliteKeyStore | None = None
-    if encrypted:  # every text sealed with the member's key, the index holding keyed term hashes
+    if encrypted and database_url:
+        raise ValueError("member encryption is SQLite-only: run --encrypted with --backends sqlite")
+    if encrypted:  # every text sealed with the member's key, the index holding keyed term hashes (SQLite only)
         keys = SqliteKeyStore(workdir / f"{case.test_id}.keys.db", parse_master_key(generate_master_key_text()))
         await keys.open()
         store = EncryptedStore(store, keys)
@@ -215,14 +225,19 @@ async def run(
     llm: LLMClient | None = None,
     concurrency: int = 1,
     encrypted: bool = False,
+    new_postgres_database: Callable[[], str] | None = None,
 ) -> list[CaseResult]:
-    """Every case at every budget: results ordered by budget, then case."""
+    """Every case at every budget: results ordered by budget, then case. On SQLite, or with
+    `new_postgres_database` (a fresh database's URL per case) on PostgreSQL."""
     limit = asyncio.Semaphore(concurrency)
     with tempfile.TemporaryDirectory(prefix="memory-quality-") as tmp:
 
         async def one(case: EvalCase) -> list[CaseResult]:
             async with limit:
-                return await evaluate_case(case, Path(tmp), budgets=budgets, llm=llm, encrypted=encrypted)
+                url = new_postgres_database() if new_postgres_database else None
+                return await evaluate_case(
+                    case, Path(tmp), budgets=budgets, llm=llm, encrypted=encrypted, database_url=url
+                )
 
         per_case = await asyncio.gather(*(one(c) for c in cases))
     return [r for budget in budgets for results in per_case for r in results if r.budget == budget]
@@ -325,22 +340,49 @@ async def _main(args: argparse.Namespace) -> int:
     if args.limit is not None:
         cases = cases[: args.limit]
     llm = _llm_from_env() if args.llm else None
-    started = time.perf_counter()
+    concurrency = args.concurrency if llm else 1
+    by_backend: dict[str, list[CaseResult]] = {}
     try:
-        results = await run(
-            cases,
-            budgets=args.budgets,
-            llm=llm,
-            concurrency=args.concurrency if llm else 1,
-            encrypted=args.encrypted,
-        )
+        for backend in args.backends.split(","):
+            started = time.perf_counter()
+            if backend == "postgresql":
+                for cluster in running_cluster():
+                    results = await run(
+                        cases,
+                        budgets=args.budgets,
+                        llm=llm,
+                        concurrency=concurrency,
+                        new_postgres_database=cluster.new_database,
+                        encrypted=args.encrypted,
+                    )
+            else:
+                results = await run(
+                    cases, budgets=args.budgets, llm=llm, concurrency=concurrency, encrypted=args.encrypted
+                )
+            by_backend[backend] = results
+            print(f"== {backend}")
+            print(report(results, extraction=llm is not None, seconds=time.perf_counter() - started))
+            if args.verbose:
+                print(details(results, TARGET_BUDGET if TARGET_BUDGET in args.budgets else args.budgets[0]))
     finally:
         if llm is not None:
             await llm.aclose()
-    print(report(results, extraction=llm is not None, seconds=time.perf_counter() - started))
-    if args.verbose:
-        print(details(results, TARGET_BUDGET if TARGET_BUDGET in args.budgets else args.budgets[0]))
+    if len(by_backend) == 2:
+        print(backend_difference(by_backend["sqlite"], by_backend["postgresql"]))
     return 0
+
+
+def backend_difference(sqlite: Sequence[CaseResult], postgres: Sequence[CaseResult]) -> str:
+    """The largest difference in mean recall between the backends, per column over all budgets (target 0.02)."""
+    parts, worst = [], 0.0
+    for column in COLUMNS:
+        gap = abs(
+            _mean([r.measures[column].recall for r in sqlite]) - _mean([r.measures[column].recall for r in postgres])
+        )
+        worst = max(worst, gap)
+        parts.append(f"{column} {gap:.3f}")
+    verdict = "met" if worst <= 0.02 else "NOT met"
+    return f"recall difference SQLite vs PostgreSQL: {', '.join(parts)} (target <= 0.02: {verdict})"
 
 
 def _budgets(text: str) -> tuple[int, ...]:
@@ -358,8 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="cases processed at once with --llm")
     parser.add_argument("--verbose", action="store_true", help="per-case recall and the facts missed")
     parser.add_argument(
-        "--encrypted", action="store_true", help="store every text encrypted with the member's key (MEMORY_MASTER_KEY)"
+        "--encrypted", action="store_true", help="store every text encrypted with the member's key (SQLite only)"
     )
+    parser.add_argument("--backends", default="sqlite", help="comma-separated: sqlite, postgresql (both: compared)")
     return asyncio.run(_main(parser.parse_args(argv)))
 
 

@@ -1,7 +1,8 @@
 """Benchmark of the memory store on a large database.
 
-Fills a SQLite store with many users, turns and facts (default 10,000 / 1,000,000 / 50,000), then prints p50 and
-p99 for the operations a person waits on:
+Fills a SQLite store with many users, turns and facts (default 10,000 / 1,000,000 / 50,000), copies it into a
+throwaway PostgreSQL cluster (`copy-db`'s code; or `--postgres-url`), then prints, for each backend, p50 and p99 for
+the operations a person waits on:
 
 - building a call-start context for a user with 5,000 turns and 500 facts (target p99 < 5 ms), with nothing
   kept from an earlier build, as at the start of a call
@@ -18,7 +19,9 @@ the default, for the two side by side), the filled database is then encrypted in
 hashes), and the same operations run through the encrypting layer.
 
     .venv/bin/python bench/memory_store.py [--users N] [--turns N] [--facts N] [--runs N] [--db PATH]
-        [--encryption off|on|both]
+        [--encryption off|on|both] [--backends sqlite,postgresql] [--postgres-url URL]
+
+Member encryption is SQLite-only: with encryption on, only the SQLite backend is measured.
 """
 
 from __future__ import annotations
@@ -39,8 +42,11 @@ from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
 from bot.memory.service import MemoryService
 from bot.memory.tokens import message_tokens
+from bot.store.copy import copy_database
+from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from tests.postgres import running_cluster
 
 WORDS = [
     "account",
@@ -194,10 +200,13 @@ def report(name: str, samples: list[float], target_ms: float | None) -> None:
     print(f"{name:<46} p50 {p50:8.2f} ms   p99 {p99:8.2f} ms   {verdict}")
 
 
-async def measure(path: Path, heavy_call: str, runs: int, users: int, rng: random.Random, encrypted: bool) -> None:
-    store: Store = SqliteStore(path)
+async def measure(
+    store: Store, heavy_call: str, runs: int, users: int, rng: random.Random, encrypted: bool = False
+) -> None:
     keys: SqliteKeyStore | None = None
     if encrypted:
+        assert isinstance(store, SqliteStore), "member encryption is SQLite-only"
+        path = store.path
         keys = SqliteKeyStore(path.with_name(path.stem + ".keys.db"), parse_master_key(generate_master_key_text()))
         await keys.open()
         store = EncryptedStore(store, keys)
@@ -287,6 +296,8 @@ def main() -> None:
     parser.add_argument("--db", type=Path, help="database file to create (default: a temporary file)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--encryption", choices=["off", "on", "both"], default="both")
+    parser.add_argument("--backends", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
+    parser.add_argument("--postgres-url", help="an empty PostgreSQL database (default: a throwaway local cluster)")
     args = parser.parse_args()
     for encrypted in {"off": [False], "on": [True], "both": [False, True]}[args.encryption]:
         print(f"--- encryption {'on' if encrypted else 'off'} ---")
@@ -314,7 +325,47 @@ def run(args: argparse.Namespace, encrypted: bool) -> None:
         f"{time.perf_counter() - start:.1f} s ({size_mb:.0f} MB); {args.runs} runs each; "
         f"SQLite {sqlite3.sqlite_version}"
     )
-    asyncio.run(measure(path, heavy_call, args.runs, args.users, rng, encrypted))
+    backends = args.backends.split(",")
+    if "sqlite" in backends:
+        print("\n== SQLite")
+        asyncio.run(measure(SqliteStore(path), heavy_call, args.runs, args.users, rng, encrypted))
+    if "postgresql" in backends and not encrypted:
+        if args.postgres_url:
+            measure_postgres(path, args.postgres_url, heavy_call, args)
+        else:
+            for cluster in running_cluster():
+                measure_postgres(path, cluster.new_database(), heavy_call, args)
+
+
+def measure_postgres(path: Path, url: str, heavy_call: str, args: argparse.Namespace) -> None:
+    """The same database copied into PostgreSQL (a fresh SQLite fill, so forgets measured above do not leak in)."""
+
+    async def load() -> float:
+        source, target = SqliteStore(path), PostgresStore(url)
+        await source.open()
+        await target.open()
+        start = time.perf_counter()
+        await copy_database(source, target, verify=False)
+        await target.pool.execute("ANALYZE")
+        elapsed = time.perf_counter() - start
+        await source.close()
+        await target.close()
+        return elapsed
+
+    path.unlink()
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+    async def create() -> None:
+        store = SqliteStore(path)
+        await store.open()
+        await store.close()
+
+    asyncio.run(create())
+    heavy_call, _ = fill(path, args.users, args.turns, args.facts, random.Random(args.seed))
+    seconds = asyncio.run(load())
+    print(f"\n== PostgreSQL (loaded by copy-db in {seconds:.1f} s)")
+    asyncio.run(measure(PostgresStore(url), heavy_call, args.runs, args.users, random.Random(args.seed)))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Command line: `python -m bot run | check | migrate | sync | export-user | forget-user | import-history | context
-| backup | restore | keygen | rotate-master-key` (and `--version`)."""
+"""Command line: `python -m bot run | check | migrate | copy-db | sync | export-user | forget-user |
+import-history | context | backup | restore | keygen | rotate-master-key` (and `--version`)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="run the bot")
     sub.add_parser("check", help="check configuration, database and services, then exit")
     sub.add_parser("migrate", help="create or upgrade the database schema")
+    copy = sub.add_parser("copy-db", help="copy a whole database to another backend and prove the copy")
+    copy.add_argument("--from", dest="source", required=True, help="postgresql://… or sqlite:///path/to/bot.db")
+    copy.add_argument("--to", dest="target", required=True, help="an empty database: postgresql://… or sqlite:///…")
     sync = sub.add_parser("sync", help="register the slash commands with Discord")
     sync.add_argument("--guild", type=int, help="sync to one server only (takes effect at once)")
     export = sub.add_parser("export-user", help="print everything stored about a user as JSON")
@@ -73,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cli.run,
         "check": cli.check,
         "migrate": cli.migrate,
+        "copy-db": cli.copy_db,
         "sync": cli.sync,
         "export-user": cli.export_user,
         "forget-user": cli.forget_user,

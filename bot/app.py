@@ -27,6 +27,7 @@ from bot.memory.live import LiveRecall
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.monitor import Counters, Monitor
+from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.web.backend import CallPageBackend, NoCalls, OperatorView
@@ -81,6 +82,7 @@ class Services:
         if self.calls is not None:
             counts = await self.calls.reconcile()
             log.info("reconciled open calls: %s", counts)
+            self._workers.append(asyncio.create_task(self.calls.run_takeover(self._stop), name="call-takeover"))
         if self.postcall is not None:
             self._workers.append(asyncio.create_task(self.postcall.run(self._stop), name="post-call"))
         self._workers.append(asyncio.create_task(self._sweeps(), name="sweeps"))
@@ -125,7 +127,13 @@ class Services:
 
 
 def build_store(settings: Settings, keys: SqliteKeyStore | None = None) -> Store:
-    """The backend; with a key store, behind the layer that encrypts every member text (bot.keys.encrypted)."""
+    """PostgreSQL when `memory.database_url` is set, else the SQLite file at `memory.database_path`; with a key
+    store, behind the layer that encrypts every member text (bot.keys.encrypted; SQLite only for now, which the
+    settings enforce)."""
+    if settings.memory.database_url is not None:
+        if keys is not None:
+            raise ValueError("member encryption is SQLite-only: memory.database_url cannot take a key store")
+        return PostgresStore(settings.memory.database_url.get_secret_value())
     backend = SqliteStore(
         settings.memory.database_path, busy_timeout_ms=int(settings.memory.lock_timeout_seconds * 1000)
     )
@@ -137,6 +145,8 @@ async def open_key_store(settings: Settings) -> SqliteKeyStore | None:
     Raises ``KeyStoreLocked`` (writing nothing) when member keys exist and the master key is missing or wrong."""
     master_key = settings.memory.master_key_bytes()
     path = settings.memory.key_store_path
+    if settings.memory.database_url is not None and master_key is None:
+        return None  # PostgreSQL memory is not encrypted (yet); a key store beside database_path is not ours
     await check_unlockable(path, master_key)
     if master_key is None:
         return None
@@ -176,7 +186,7 @@ def build_calls(
 ) -> tuple[CallService, CallPageAdapter]:
     """The call service and its web backend; the tests pass a clock and turn the checkpoint loop off."""
     calls = CallService(store, memory, agora, settings, counters=counters, **overrides)
-    return calls, CallPageAdapter(calls)
+    return calls, CallPageAdapter(calls, store)
 
 
 def build_live_recall(

@@ -12,10 +12,11 @@ from urllib.parse import urlsplit
 
 from bot.app import build_agora_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
-from bot.doctor import Finding, StartupProblem, inspect_database, startup_findings
+from bot.doctor import Finding, StartupProblem, inspect_configured_database, startup_findings
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable, parse_master_key
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
+from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
 from bot.store.repository import SchemaTooNew
 
 
@@ -162,6 +163,12 @@ async def _check_keys(settings: Settings) -> bool:
     """Reports the master key and the key store; False when the bot could not start because of them."""
     path = settings.memory.key_store_path
     label = f"memory.master_key ({MASTER_KEY_ENV})"
+    if settings.memory.database_url is not None:  # the settings refuse a master key with it
+        _out(
+            "  warning  memory.database_url is set: member encryption is SQLite-only, so memory in PostgreSQL "
+            "is not encrypted"
+        )
+        return True
     try:
         count = await check_unlockable(path, settings.memory.master_key_bytes())
     except KeyStoreLocked as exc:
@@ -209,6 +216,13 @@ async def rotate_master_key(settings: Settings, args: argparse.Namespace) -> int
     return 0
 
 
+def database_label(settings: Settings) -> str:
+    """The database in use, for messages (a PostgreSQL URL without its password)."""
+    if settings.memory.database_url is not None:
+        return describe(settings.memory.database_url.get_secret_value())
+    return str(settings.memory.database_path)
+
+
 async def _check_discord(token: str) -> bool:
     import aiohttp
     import discord
@@ -237,12 +251,12 @@ async def _check_discord(token: str) -> bool:
 
 
 async def migrate(settings: Settings, args: argparse.Namespace) -> int:
-    database = inspect_database(settings.memory.database_path)
+    database = inspect_configured_database(settings)
     if database.failed:
         raise CommandFailed(database.text)
     try:
         async with open_services(settings) as services:
-            _out(f"Database {settings.memory.database_path} is at schema {await services.store.schema_version()}.")
+            _out(f"Database {database_label(settings)} is at schema {await services.store.schema_version()}.")
             if services.keys is not None:
                 _out(
                     f"Every member's memory is encrypted with their own key (key store {services.keys.path}, "
@@ -258,6 +272,27 @@ async def migrate(settings: Settings, args: argparse.Namespace) -> int:
             f"{settings.memory.lock_timeout_seconds:g} s (memory.lock_timeout_seconds): stop the other writer "
             "(another copy of the bot, an sqlite3 shell) and run migrate again"
         ) from exc
+    return 0
+
+
+async def copy_db(settings: Settings, args: argparse.Namespace) -> int:
+    """Copy a whole database to another (either backend), then compare every member's export on both sides."""
+    try:
+        source, target = store_for_url(args.source), store_for_url(args.target)
+        await source.open()
+        try:
+            await target.open()
+            try:
+                report = await copy_database(source, target)
+            finally:
+                await target.close()
+        finally:
+            await source.close()
+    except (CopyFailed, SchemaTooNew) as exc:
+        raise CommandFailed(f"copy-db: {exc}") from exc
+    rows = ", ".join(f"{table} {count}" for table, count in report.rows.items())
+    _out(f"Copied {describe(args.source)} to {describe(args.target)}: {rows}.")
+    _out(f"Every member's export is identical on both sides ({report.members} members).")
     return 0
 
 
@@ -327,9 +362,18 @@ async def context(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _sqlite_only(settings: Settings, command: str) -> None:
+    if settings.memory.database_url is not None:
+        raise CommandFailed(
+            f"{command} handles the SQLite file (memory.database_path); with memory.database_url (PostgreSQL) use "
+            "pg_dump and pg_restore, or `python -m bot copy-db --from <database url> --to sqlite:///backup.db`"
+        )
+
+
 async def backup(settings: Settings, args: argparse.Namespace) -> int:
     from bot.store.backup import BackupError, backup_database
 
+    _sqlite_only(settings, "backup")
     try:
         size = await asyncio.to_thread(
             backup_database,
@@ -346,6 +390,7 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
 async def restore(settings: Settings, args: argparse.Namespace) -> int:
     from bot.store.backup import BackupError, restore_database
 
+    _sqlite_only(settings, "restore")
     try:
         saved = await asyncio.to_thread(
             restore_database,

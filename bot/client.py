@@ -25,6 +25,7 @@ from bot.doctor import StartupProblem
 from bot.invite import invite_url
 from bot.monitor import Gateway
 from bot.store.repository import SchemaTooNew
+from bot.web.server import PortInUse
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,21 @@ class MemoryBot(commands.Bot):
         await super().close()
 
 
+class ShardedMemoryBot(MemoryBot, commands.AutoShardedBot):
+    """The bot running some of the gateway shards (`discord.shard_count`, `discord.shard_ids`); Discord sends each
+    process the events and interactions of its own shards only."""
+
+
+def build_bot(services: Services, **options: Any) -> MemoryBot:
+    """One process runs all shards (as a plain Bot) unless `discord.shard_count` or `discord.shard_ids` is set."""
+    discord_settings = services.settings.discord
+    if discord_settings.shard_count is None and discord_settings.shard_ids is None:
+        return MemoryBot(services, **options)
+    return ShardedMemoryBot(
+        services, shard_count=discord_settings.shard_count, shard_ids=discord_settings.shard_ids, **options
+    )
+
+
 TOKEN_REFUSED = (
     "discord.token (DISCORD_TOKEN) was refused by Discord: "
     "copy a fresh one from the Developer Portal (Bot, Reset Token)"
@@ -172,7 +188,7 @@ async def _run_bot(settings: Settings) -> int:
     log.info("memory-call-bot %s starting", __version__)
     token = settings.discord.token.get_secret_value() if settings.discord.token else ""
     async with open_services(settings, full=True) as services:
-        bot = MemoryBot(services)
+        bot = build_bot(services)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
@@ -184,6 +200,8 @@ async def _run_bot(settings: Settings) -> int:
             raise StartupProblem(TOKEN_REFUSED) from None
         except discord.PrivilegedIntentsRequired:
             raise StartupProblem("Discord refused the intents; this bot needs no privileged intents") from None
+        except PortInUse as exc:
+            raise StartupProblem(str(exc)) from None
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 DEFAULT_CONFIG_PATH = Path("config.toml")
 AGORA_DEFAULT_PRESET = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
@@ -73,6 +73,32 @@ class DiscordSettings(_Section):
     token: SecretStr | None = None
     dev_guild_id: int | None = None
     call_cooldown_seconds: float = Field(default=20.0, ge=0)
+    shard_count: int | None = Field(default=None, ge=1)
+    shard_ids: list[int] | None = None
+
+    @field_validator("shard_ids", mode="before")
+    @classmethod
+    def _shard_ids_from_text(cls, value: Any) -> Any:
+        """From the environment, shard ids come as text: "0,1,2"."""
+        if isinstance(value, str):
+            try:
+                return [int(part) for part in value.replace(" ", "").split(",") if part]
+            except ValueError:
+                raise ValueError("must be shard numbers separated by commas, such as 0,1") from None
+        return value
+
+    @model_validator(mode="after")
+    def _shards_fit(self) -> DiscordSettings:
+        if self.shard_ids is not None:
+            if self.shard_count is None:
+                raise ValueError("discord.shard_ids needs discord.shard_count (the total number of shards)")
+            wrong = [i for i in self.shard_ids if not 0 <= i < self.shard_count]
+            if wrong or not self.shard_ids or len(set(self.shard_ids)) != len(self.shard_ids):
+                raise ValueError(
+                    f"discord.shard_ids must be distinct numbers from 0 to {self.shard_count - 1} "
+                    "(discord.shard_count - 1)"
+                )
+        return self
 
 
 class AgoraSettings(_Section):
@@ -159,6 +185,15 @@ class MemorySettings(_Section):
     key_store: Path | None = None
     master_key: SecretStr | None = None
     new_master_key: SecretStr | None = None
+    database_url: SecretStr | None = None
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL (postgresql://user:password@host:5432/dbname)")
+        return value
+
     context_budget_tokens: int = Field(default=1500, ge=100, le=32000)
     persona: str = DEFAULT_PERSONA
     chat_idle_minutes: float = Field(default=30.0, gt=0)
@@ -173,6 +208,16 @@ class MemorySettings(_Section):
         if value is not None and decode_master_key(value.get_secret_value()) is None:
             raise ValueError("must be 32 bytes in URL-safe base64: create one with `python -m bot keygen`")
         return value
+
+    @model_validator(mode="after")
+    def _encryption_is_sqlite_only(self) -> MemorySettings:
+        if self.master_key is not None and self.database_url is not None:
+            raise ValueError(
+                "memory.master_key (MEMORY_MASTER_KEY) and memory.database_url (MEMORY_DATABASE_URL) are both set, "
+                "but member encryption works with SQLite only for now: unset MEMORY_DATABASE_URL to keep memory in "
+                "SQLite, or unset MEMORY_MASTER_KEY to keep it in PostgreSQL unencrypted"
+            )
+        return self
 
     @property
     def key_store_path(self) -> Path:

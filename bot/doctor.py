@@ -127,6 +127,13 @@ def inspect_listen_address(host: str, port: int) -> Finding:
 def startup_findings(settings: Settings) -> list[Finding]:
     """Everything local that would stop `run`: the database and the web server's address."""
     return [
-        inspect_database(settings.memory.database_path),
+        inspect_configured_database(settings),
         inspect_listen_address(settings.web.host, settings.web.port),
     ]
+
+
+def inspect_configured_database(settings: Settings) -> Finding:
+    """The SQLite file, or for PostgreSQL (`memory.database_url`) a note: the server is reached at start-up."""
+    if settings.memory.database_url is not None:
+        return _ok("memory.database_url: PostgreSQL; connected and migrated when the bot (or `migrate`) starts")
+    return inspect_database(settings.memory.database_path)

@@ -15,6 +15,7 @@ from bot import messages
 from bot.calls.service import CallEnded, CallService, StartedCall
 from bot.client import MemoryBot
 from bot.messages import plural
+from bot.store.models import needs_consent
 from cogs._consent import ChoiceButton, MemoryChoiceView
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
@@ -147,7 +148,7 @@ class Calls(commands.Cog):
             await interaction.followup.send(messages.CALLS_NOT_CONFIGURED, ephemeral=True)
             return
         user = await self.bot.services.store.get_user(interaction.user.id)
-        if not private and (user is None or user.consent is None):
+        if not private and needs_consent(user):
             view = MemoryChoiceView(
                 interaction.user.id,
                 "call",
@@ -173,12 +174,14 @@ class Calls(commands.Cog):
     async def start_and_show(self, interaction: discord.Interaction, *, private: bool, edit: bool = False) -> None:
         started = await self.calls.start(user_id=interaction.user.id, guild_id=interaction.guild_id, private=private)
         view = CardView(started, interaction.user.id)
+        message: discord.Message
         if edit:
-            await interaction.edit_original_response(content=card_text(started), view=view)
+            message = await interaction.edit_original_response(content=card_text(started), view=view)
         else:
-            await interaction.followup.send(card_text(started), view=view, ephemeral=True)
+            message = await interaction.followup.send(card_text(started), view=view, ephemeral=True, wait=True)
         self._forget_expired_cards()
         self.cards[started.call_id] = (interaction, None)
+        await self.calls.remember_card(started.call_id, interaction.token, message.id)
 
     @app_commands.command(name="hangup", description="End your voice call")
     async def hangup(self, interaction: discord.Interaction) -> None:
@@ -192,6 +195,7 @@ class Calls(commands.Cog):
     async def call_ended(self, ended: CallEnded) -> None:
         card = self.cards.get(ended.call_id)
         if card is None:
+            await self._edit_card_elsewhere(ended)
             return
         self.cards[ended.call_id] = (card[0], ended)
         await self._edit_card(card[0], ended_text(ended, learning=self.learning))
@@ -209,6 +213,17 @@ class Calls(commands.Cog):
         for call_id, (interaction, _ended) in list(self.cards.items()):
             if interaction.is_expired():
                 del self.cards[call_id]
+
+    async def _edit_card_elsewhere(self, ended: CallEnded) -> None:
+        """The call was shown by another bot process (or before a restart): edit its card through the token."""
+        if ended.card is None or self.bot.application_id is None:
+            return
+        token, message_id = ended.card
+        webhook = discord.Webhook.partial(self.bot.application_id, token, client=self.bot)
+        try:
+            await webhook.edit_message(message_id, content=ended_text(ended, learning=False), view=None)
+        except discord.HTTPException as exc:
+            log.info("could not edit a call card (Discord no longer allows it): %s", exc.status)
 
     @staticmethod
     async def _edit_card(interaction: discord.Interaction, content: str) -> None:

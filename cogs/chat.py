@@ -27,7 +27,7 @@ from discord.ext import commands
 from bot import messages
 from bot.client import MemoryBot
 from bot.memory.chat import ChatDisabled, ChatService
-from bot.store.models import UserRecord
+from bot.store.models import UserRecord, needs_consent
 from cogs._consent import ChoiceButton, MemoryChoiceView
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def memory_choice(user: UserRecord | None) -> bool | None:
     """Whether to answer privately given the member's standing choice; None when they must be asked first."""
     if user is not None and not user.memory_enabled:
         return False  # paused: ChatService neither reads nor stores, so there is nothing to consent to
-    if user is None or user.consent is None:
+    if user is None or needs_consent(user):
         return None
     return user.consent != "remember"
 

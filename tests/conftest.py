@@ -15,10 +15,24 @@ from bot.keys.encrypted import EncryptedStore
 from bot.llm import LLMClient
 from bot.logs import HANDLER_NAME, THIRD_PARTY_LOGGERS
 from bot.memory.service import MemoryService
+from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
 from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from tests.postgres import PostgresCluster, running_cluster
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """The session's throwaway PostgreSQL server, started on first use; fails (never skips) if it cannot start."""
+    yield from running_cluster()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> str:
+    """A fresh, empty database on the session's cluster."""
+    return postgres_cluster.new_database()
 
 
 @pytest.fixture(autouse=True)
@@ -35,10 +49,17 @@ def _restore_logging() -> Iterator[None]:
         logging.getLogger(name).setLevel(old)
 
 
-@pytest_asyncio.fixture(params=["sqlite", "sqlite-encrypted"])
+@pytest_asyncio.fixture(params=["sqlite", "sqlite-encrypted", "postgresql"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Every test that takes `store` runs on the plain backend and behind the layer that encrypts every member
-    text with the member's own key (bot.keys.encrypted), so the two cannot differ silently."""
+    """Every test that takes `store` runs against both backends, and on SQLite also behind the layer that
+    encrypts every member text with the member's own key (bot.keys.encrypted), so none can differ silently.
+    Member encryption is SQLite-only for now (the bot refuses a master key with memory.database_url)."""
+    if request.param == "postgresql":
+        pg = PostgresStore(request.getfixturevalue("postgres_url"))
+        await pg.open()
+        yield pg
+        await pg.close()
+        return
     s = SqliteStore(tmp_path / "memory.db")
     if request.param.endswith("-encrypted"):
         keys = SqliteKeyStore(tmp_path / "memory.keys.db", parse_master_key(generate_master_key_text()))

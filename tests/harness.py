@@ -29,6 +29,8 @@ from bot.config import Settings
 from bot.memory.live import LiveRecall
 from bot.memory.service import MemoryService
 from bot.monitor import Counters, Monitor
+from bot.store.postgres import PostgresStore
+from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.web.server import WebServer
 from tests.fakes.agora_emulator import (
@@ -108,7 +110,7 @@ class EndedLog:
 class CallWorld:
     settings: Settings
     emu: AgoraEmulator
-    store: SqliteStore
+    store: Store
     memory: MemoryService
     agora: ConvoAIClient
     calls: CallService
@@ -147,6 +149,7 @@ async def call_world(
     checkpoints: bool = False,
     start_web: bool = True,
     sdk_url: str = "http://127.0.0.1:9/sdk.js",
+    database_url: str | None = None,
     llm_base_url: str | None = None,
     busy_timeout_ms: int = 5000,
     **sections: dict[str, Any],
@@ -166,7 +169,11 @@ async def call_world(
         sections["web"] = {"public_url": f"http://127.0.0.1:{port}", **sections.get("web", {})}
     settings = make_settings(tmp_path, **sections)
     settings = settings.model_copy(update={"agora": settings.agora.model_copy(update={"api_base_url": emu.base_url})})
-    store = SqliteStore(settings.memory.database_path, busy_timeout_ms=busy_timeout_ms)
+    store: Store = (
+        PostgresStore(database_url)
+        if database_url
+        else SqliteStore(settings.memory.database_path, busy_timeout_ms=busy_timeout_ms)
+    )
     await store.open()
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
     # The bot's own builders (bot.app), so the tests wire the services as the bot does.

@@ -82,3 +82,15 @@ def test_example_config_is_valid_and_documents_every_setting() -> None:
     for section, key, _default, secret in all_settings():
         if secret:
             assert env_name(section, key) in env_example
+
+
+def test_shards_and_database_url_are_validated_with_their_names() -> None:
+    settings = load_settings(environ={"DISCORD_SHARD_COUNT": "4", "DISCORD_SHARD_IDS": "1, 3"}, load_dotenv_file=False)
+    assert (settings.discord.shard_count, settings.discord.shard_ids) == (4, [1, 3])
+    assert load_settings(environ={}, load_dotenv_file=False).discord.shard_ids is None
+    with pytest.raises(ConfigError, match=r"from 0 to 3"):
+        load_settings(environ={"DISCORD_SHARD_COUNT": "4", "DISCORD_SHARD_IDS": "4"}, load_dotenv_file=False)
+    with pytest.raises(ConfigError, match=r"needs discord.shard_count"):
+        load_settings(environ={"DISCORD_SHARD_IDS": "0"}, load_dotenv_file=False)
+    with pytest.raises(ConfigError, match=r"memory.database_url.*MEMORY_DATABASE_URL.*PostgreSQL URL"):
+        load_settings(environ={"MEMORY_DATABASE_URL": "mysql://x"}, load_dotenv_file=False)

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from typing import Protocol
 
 from bot.calls.errors import WebhookNotStored
 from bot.calls.service import CallService
 from bot.memory.postcall import facts_learned
+from bot.store.repository import ConversationStore, FactStore, JobStore, StoreLifecycle
 from bot.web.backend import PAGE_STATES, CallStatus, OpenElsewhere, PageSession, WebhookRetryLater
 
 
+class PageStore(StoreLifecycle, ConversationStore, FactStore, JobStore, Protocol):
+    """What the call page shows: the call's state, its turns and facts learned, and the health check."""
+
+
 class CallPageAdapter:
-    def __init__(self, calls: CallService):
+    def __init__(self, calls: CallService, store: PageStore):
         self.calls = calls
+        self.store = store
 
     async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
         call = await self.calls.call_for_link(link_token, browser=browser)
@@ -37,12 +44,12 @@ class CallPageAdapter:
         )
 
     async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
-        call = await self.calls.store.get_call_by_link_hash(self.calls.links.hash(link_token))
+        call = await self.store.get_call_by_link_hash(self.calls.links.hash(link_token))
         if call is None or not self.calls.browser_allowed(call, browser):
             return None
-        turns = await self.calls.store.count_call_turns(call.call_id)
-        learned = None if call.private else await facts_learned(self.calls.store, "call", call.call_id)
-        facts = tuple(f.text for f in await self.calls.store.facts_from(call_id=call.call_id)) if learned else ()
+        turns = await self.store.count_call_turns(call.call_id)
+        learned = None if call.private else await facts_learned(self.store, "call", call.call_id)
+        facts = tuple(f.text for f in await self.store.facts_from(call_id=call.call_id)) if learned else ()
         return CallStatus(
             state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
         )
@@ -67,9 +74,9 @@ class CallPageAdapter:
             raise WebhookRetryLater(str(exc)) from exc
 
     async def health(self) -> dict[str, object]:
-        await self.calls.store.ping()
+        await self.store.ping()
         return {
             "database": "ok",
-            "active_calls": await self.calls.store.count_open_calls(),
+            "active_calls": await self.store.count_open_calls(),
             "agents_still_running": await self.calls.agents_still_running(),
         }

@@ -41,12 +41,29 @@ from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
-from bot.store.models import CallRecord, GuildSettings, Role
-from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, StorageFull, Store
+from bot.store.models import CallRecord, GuildSettings, Role, needs_consent, remembers
+from bot.store.repository import (
+    NOTICE_KEEP_SECONDS,
+    AccountStore,
+    ConversationStore,
+    GuildSettingsStore,
+    JobStore,
+    OpenCallExists,
+    StorageFull,
+)
+
+
+class CallStore(AccountStore, GuildSettingsStore, ConversationStore, JobStore, Protocol):
+    """What the call lifecycle reads and writes."""
+
 
 log = logging.getLogger(__name__)
 
 TOKEN_MARGIN_SECONDS = 600
+# A call stays with the process that looks after it for this many checkpoint intervals after the last renewal.
+LEASE_CHECKPOINTS = 3
+# A starting call (joining the agent, with retries) is left alone by other processes for at least this long.
+STARTING_LEASE_SECONDS = 120.0
 STALE_NOTICE_MARGIN_SECONDS = 86400.0
 LEAVE_RETRY_FIRST_SECONDS = 5.0
 LEAVE_RETRY_MAX_SECONDS = 300.0
@@ -100,6 +117,7 @@ class CallEnded:
     reason: str
     turns_stored: int
     private: bool
+    card: tuple[str, int] | None = None  # (interaction token, message id) of the member's card, if it was shown
     saved: bool = True
     """False when the disk was full: the call ended and its agent stopped, but it is stored later."""
 
@@ -134,7 +152,7 @@ def start_of_day(ts: float) -> float:
 class CallService:
     def __init__(
         self,
-        store: Store,
+        store: CallStore,
         memory: MemoryService,
         agora: ConvoAIClient,
         settings: Settings,
@@ -169,11 +187,22 @@ class CallService:
         self._final_history: set[str] = set()
         self._open_pages: dict[str, str] = {}
         self._closing = False
+        self._starting: set[str] = set()  # calls this process is starting right now (reconcile leaves them alone)
         self.inbox = WebhookInbox.beside(settings.memory.database_path)
 
     @property
     def closed(self) -> bool:
         return self._closing
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a call stays this process's after its last renewal (every checkpoint renews it). When a
+        process dies, another takes its calls over once their leases run out."""
+        return LEASE_CHECKPOINTS * self.settings.agora.checkpoint_seconds
+
+    async def _take(self, call_id: str) -> bool:
+        now = self.clock()
+        return await self.store.take_call_lease(call_id, self.owner, now, now + self.lease_seconds)
 
     # ---- listeners -------------------------------------------------------------------------------------
 
@@ -214,7 +243,7 @@ class CallService:
         if not guild.calls_enabled:
             raise CallsDisabled()
         user = await self.store.get_user(user_id)
-        if not private and (user is None or user.consent is None):
+        if not private and needs_consent(user):
             raise ConsentRequired()
         existing = await self.store.open_call_for_user(user_id)
         if existing is not None:
@@ -225,7 +254,7 @@ class CallService:
         if await self.store.count_open_calls() >= self.settings.agora.max_concurrent_agents:
             raise CapacityReached()
 
-        remember = not private and user is not None and user.consent == "remember" and user.memory_enabled
+        remember = remembers(user, private=private)
         max_minutes = self.effective_max_minutes(guild)
         call_id = uuid.uuid4().hex
         user_uid = secrets.randbelow(9_000_000) + 1000
@@ -249,58 +278,69 @@ class CallService:
             link_hash=self.links.hash(link),
             link_expires_at=link_expires,
             owner=self.owner,
+            lease_until=now + max(self.lease_seconds, STARTING_LEASE_SECONDS),
             llm_key_hash=hash_llm_key(llm_key) if llm_key else None,
         )
+        self._starting.add(call_id)
         try:
-            await self.store.create_call(call)
-        except OpenCallExists as exc:
-            active = await self.store.open_call_for_user(user_id)
-            raise CallAlreadyActive(active.call_id if active else "") from exc
+            try:
+                await self.store.create_call(call)
+            except OpenCallExists as exc:
+                active = await self.store.open_call_for_user(user_id)
+                raise CallAlreadyActive(active.call_id if active else "") from exc
 
-        persona = guild.persona or self.settings.memory.persona
-        if remember:
-            system_messages = await self.memory.build_context(user_id, persona=persona)
-        else:
-            system_messages = [{"role": "system", "content": persona}]
-        agora = self.settings.agora
-        try:
-            agent_token = self._agent_token(call)
-            properties = join_properties(
-                agora,
-                channel=call.channel,
-                agent_token=agent_token,
-                agent_uid=agent_uid,
-                user_uid=user_uid,
-                system_messages=system_messages,
-                greeting=guild.greeting or agora.greeting,
-                labels={"call_id": call_id},
-                live_llm=(self.live_llm_url, llm_key) if llm_key else None,
+            persona = guild.persona or self.settings.memory.persona
+            if remember:
+                system_messages = await self.memory.build_context(user_id, persona=persona)
+            else:
+                system_messages = [{"role": "system", "content": persona}]
+            agora = self.settings.agora
+            try:
+                agent_token = self._agent_token(call)
+                properties = join_properties(
+                    agora,
+                    channel=call.channel,
+                    agent_token=agent_token,
+                    agent_uid=agent_uid,
+                    user_uid=user_uid,
+                    system_messages=system_messages,
+                    greeting=guild.greeting or agora.greeting,
+                    labels={"call_id": call_id},
+                    live_llm=(self.live_llm_url, llm_key) if llm_key else None,
+                )
+                started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
+            except AgoraLimitExceeded as exc:
+                await self._abandon(call, f"agora refused: {exc}")
+                raise CapacityReached() from exc
+            except (AgoraError, ValueError) as exc:
+                await self._abandon(call, str(exc))
+                raise VoiceUnavailable(str(exc)) from exc
+            except BaseException:
+                await self._abandon(call, "start interrupted")
+                raise
+
+            if not await self.store.transition_call(
+                call_id,
+                ["starting"],
+                "active",
+                agent_id=started.agent_id,
+                lease_until=self.clock() + self.lease_seconds,
+            ):
+                # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
+                await self._leave_quietly(started.agent_id)
+                raise VoiceUnavailable("call was ended while starting")
+            self._watch(call_id)
+            self.counters.calls_started += 1
+            log.info("call started", extra={"call_id": call_id, "user_id": user_id, "guild_id": guild_id})
+            return StartedCall(
+                call_id=call_id,
+                link_url=f"{self.settings.web.public_url.rstrip('/')}/call/{link}",
+                link_expires_at=link_expires,
+                max_minutes=max_minutes,
+                private=not remember,
             )
-            started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
-        except AgoraLimitExceeded as exc:
-            await self._abandon(call, f"agora refused: {exc}")
-            raise CapacityReached() from exc
-        except (AgoraError, ValueError) as exc:
-            await self._abandon(call, str(exc))
-            raise VoiceUnavailable(str(exc)) from exc
-        except BaseException:
-            await self._abandon(call, "start interrupted")
-            raise
-
-        if not await self.store.transition_call(call_id, ["starting"], "active", agent_id=started.agent_id):
-            # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
-            await self._leave_quietly(started.agent_id)
-            raise VoiceUnavailable("call was ended while starting")
-        self._watch(call_id)
-        self.counters.calls_started += 1
-        log.info("call started", extra={"call_id": call_id, "user_id": user_id, "guild_id": guild_id})
-        return StartedCall(
-            call_id=call_id,
-            link_url=f"{self.settings.web.public_url.rstrip('/')}/call/{link}",
-            link_expires_at=link_expires,
-            max_minutes=max_minutes,
-            private=not remember,
-        )
+        finally:
+            self._starting.discard(call_id)
 
     @property
     def live_llm_url(self) -> str:
@@ -362,6 +402,10 @@ class CallService:
         """Ended calls whose agent Agora has not stopped yet (reported in /healthz)."""
         return len(await self.store.calls_with_agent_to_stop())
 
+    async def remember_card(self, call_id: str, token: str, message_id: int) -> None:
+        """Where the member's card is, so whichever process ends the call can update it."""
+        await self.store.update_call(call_id, notify_token=token, card_message_id=message_id)
+
     # ---- while active ----------------------------------------------------------------------------------
 
     def _watch(self, call_id: str) -> None:
@@ -381,6 +425,9 @@ class CallService:
         while not self._closing:
             await asyncio.sleep(interval)
             try:
+                if not await self._take(call_id):
+                    log.info("call %s is looked after by another bot process now", call_id)
+                    return
                 keep_watching = await self.checkpoint(call_id)
             except Exception:
                 log.exception("checkpoint of call %s failed; trying again at the next one", call_id)
@@ -511,8 +558,16 @@ class CallService:
         return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
     async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
+        now = self.clock()
         try:
-            won = await self.store.transition_call(call_id, ["starting", "active"], "ending", end_reason=reason)
+            won = await self.store.transition_call(
+                call_id,
+                ["starting", "active"],
+                "ending",
+                end_reason=reason,
+                owner=self.owner,
+                lease_until=now + self.lease_seconds,
+            )
         except StorageFull:
             return await self._end_without_storage(call_id, reason)
         if not won:
@@ -588,6 +643,9 @@ class CallService:
             reason=call.end_reason or "ended",
             turns_stored=turns,
             private=call.private,
+            card=(call.notify_token, call.card_message_id)
+            if call.notify_token and call.card_message_id is not None
+            else None,
         )
         self.counters.call_ended(ended.reason, ended.turns_stored)
         ids = {"call_id": ended.call_id, "user_id": ended.user_id, "guild_id": ended.guild_id}
@@ -800,7 +858,8 @@ class CallService:
     # ---- restart and shutdown --------------------------------------------------------------------------
 
     async def reconcile(self) -> dict[str, int]:
-        """After a (re)start: every call not ended is looked up at Agora and resumed or finalized."""
+        """After a (re)start, and then periodically: every call not ended that no live bot process looks after
+        (its lease ran out, or was released) is taken over, looked up at Agora, and resumed or finalized."""
         counts = {"resumed": 0, "finalized": 0, "failed": 0}
         try:
             await self.drain_inbox()
@@ -813,6 +872,12 @@ class CallService:
             else:
                 self._keep_stopping(ended.call_id, ended.agent_id)
         for call in await self.store.open_calls():
+            if call.call_id in self._tasks or call.call_id in self._finalizing or call.call_id in self._starting:
+                continue
+            if self._closing:
+                break
+            if not await self._take(call.call_id):
+                continue  # another live process looks after it
             if call.state == "starting":
                 await self._abandon(call, "the bot restarted while the call was starting")
                 counts["failed"] += 1
@@ -832,7 +897,6 @@ class CallService:
                 log.warning("call %s: Agora unreachable during reconcile, resuming checkpoints: %s", call.call_id, exc)
                 info = None
             if info is None or info.status in RUNNING_STATUSES:
-                await self.store.update_call(call.call_id, owner=self.owner)
                 if info is not None:
                     # Save what Agora still offers now: its history window keeps sliding while we wait.
                     try:
@@ -855,7 +919,8 @@ class CallService:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        active = [c for c in await self.store.open_calls() if c.state == "active"]
+        # Only this process's calls: another process's calls are its own business.
+        active = [c for c in await self.store.open_calls() if c.state == "active" and c.owner == self.owner]
 
         async def save_all() -> None:
             for call in active:
@@ -872,6 +937,21 @@ class CallService:
             await asyncio.wait_for(self.wait_background(), timeout=max(grace, 1.0))
         except TimeoutError:
             log.warning("shutdown: background webhook work did not finish in time")
+        await self.store.release_call_leases(self.owner)  # another process takes them over at once
+
+    async def run_takeover(self, stop: asyncio.Event) -> None:
+        """Take over the calls of bot processes that died, a few times per lease period."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.agora.checkpoint_seconds / 2)
+            if stop.is_set() or self._closing:
+                return
+            try:
+                counts = await self.reconcile()
+                if any(counts.values()):
+                    log.info("took over the calls of a stopped bot process: %s", counts)
+            except Exception:
+                log.exception("taking over orphaned calls failed; trying again shortly")
 
     # ---- the call page ---------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from bot.calls.service import CallService, GuildUsage
 from bot.config import Settings
 from bot.store.models import GuildSettings
-from bot.store.repository import Store
+from bot.store.repository import GuildSettingsStore
 
 PERSONA_MAX_CHARS = 1500
 GREETING_MAX_CHARS = 300
@@ -73,7 +73,7 @@ def _in_range(name: str, value: int, bounds: tuple[int, int]) -> int:
 class GuildSettingsService:
     def __init__(
         self,
-        store: Store,
+        store: GuildSettingsStore,
         settings: Settings,
         calls: CallService | None = None,
         *,

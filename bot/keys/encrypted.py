@@ -80,6 +80,8 @@ PASS_THROUGH = frozenset(
         "job_queue",
         "live_turn_seen",  # ids only (Agora's turn id and the role), no text
         "remember_live_turn",
+        "take_call_lease",  # a call's lease: ids and times only, no text
+        "release_call_leases",
     }
 )
 
@@ -243,6 +245,7 @@ class EncryptedStore:
         anchored: bool,
         checkpoint_at: float,
         generation: int | None = None,
+        expected_version: int | None = None,
     ) -> bool:
         cipher = await self._writer(user_id)
         return await self.backend.apply_call_turns(
@@ -253,6 +256,7 @@ class EncryptedStore:
             anchored=anchored,
             checkpoint_at=checkpoint_at,
             generation=generation,
+            expected_version=expected_version,
         )
 
     async def append_chat_turn(

@@ -17,13 +17,19 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
+from typing import Protocol
 
 from bot.llm.client import LLMClient
 from bot.memory.postcall import POST_CHAT_JOB
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
-from bot.store.models import ChatRecord
-from bot.store.repository import Store
+from bot.store.models import ChatRecord, remembers
+from bot.store.repository import AccountStore, ConversationStore, JobStore
+
+
+class ChatStore(AccountStore, ConversationStore, JobStore, Protocol):
+    """What text chat reads and writes."""
+
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +44,7 @@ class ChatDisabled(Exception):
 class ChatService:
     def __init__(
         self,
-        store: Store,
+        store: ChatStore,
         memory: MemoryService,
         llm: LLMClient | None,
         *,
@@ -78,7 +84,7 @@ class ChatService:
         self, llm: LLMClient, user_id: int, guild_id: int | None, message: str, private: bool
     ) -> AsyncGenerator[str, None]:
         user = await self.store.get_user(user_id)
-        remember = not private and user is not None and user.consent == "remember" and user.memory_enabled
+        remember = remembers(user, private=private)
         if not remember:
             messages = [{"role": "system", "content": self.persona}, {"role": "user", "content": message}]
             async with contextlib.aclosing(llm.stream(messages)) as stream:

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
-from bot.store.repository import Store
+from bot.store.repository import ConversationStore, FactStore
+
+
+class ContextStore(FactStore, ConversationStore, Protocol):
+    """What building a memory block reads."""
+
 
 MEMORY_HEADER = (
     "Notes about the person you are talking with, kept from your earlier conversations with them. "
@@ -177,6 +183,7 @@ class _BudgetedBlock:
         self.seen: set[str] = set()
         self._signatures: list[frozenset[str]] = []
         self._postings: dict[str, list[int]] = {}
+        """Lines in, by the words of their signature's prefix (see ``_signature``)."""
         self._misfits = 0
         self.used = (
             MESSAGE_OVERHEAD_TOKENS
@@ -228,8 +235,8 @@ class _BudgetedBlock:
             self._misfits += 1
             return False
         kind, ref = ("call", turn.call_id) if turn.call_id else ("chat", turn.chat_id)
-        signature = _signature(turn.content)
-        if self._repeats(signature):
+        signature, prefix = _signature(turn.content)
+        if self._repeats(signature, prefix):
             return False
         header = f"{'Call' if kind == 'call' else 'Text chat'} on {_day(turn.spoken_at)}:"
         if not self.add((2, kind, ref), header, (turn.spoken_at, turn.seq, turn.turn_id), line, key):
@@ -237,22 +244,22 @@ class _BudgetedBlock:
         self._misfits = 0
         index = len(self._signatures)
         self._signatures.append(signature)
-        for word in signature:
+        for word in prefix:
             self._postings.setdefault(word, []).append(index)
         return True
 
-    def _repeats(self, signature: frozenset[str]) -> bool:
-        """True when a line already in shares at least NEAR_DUPLICATE (Jaccard) of its content words."""
-        if not signature:
-            return False
-        shared: dict[int, int] = {}
-        for word in signature:
-            for index in self._postings.get(word, ()):
-                shared[index] = shared.get(index, 0) + 1
-        return any(
-            common / (len(signature) + len(self._signatures[index]) - common) >= NEAR_DUPLICATE
-            for index, common in shared.items()
-        )
+    def _repeats(self, signature: frozenset[str], prefix: tuple[str, ...]) -> bool:
+        """True when a line already in shares at least NEAR_DUPLICATE (Jaccard) of its content words.
+
+        Only lines sharing a word of the signatures' prefixes can be that similar (see ``_signature``), so
+        only those are compared."""
+        candidates = {index for word in prefix for index in self._postings.get(word, ())}
+        for index in candidates:
+            other = self._signatures[index]
+            common = len(signature & other)
+            if common / (len(signature) + len(other) - common) >= NEAR_DUPLICATE:
+                return True
+        return False
 
     def add_fact(self, fact: FactRecord) -> bool:
         return self.add(
@@ -275,7 +282,7 @@ class _BudgetedBlock:
 
 
 class ContextBuilder:
-    def __init__(self, store: Store, *, budget_tokens: int, persona: str):
+    def __init__(self, store: ContextStore, *, budget_tokens: int, persona: str):
         self.store = store
         self.budget_tokens = budget_tokens
         self.persona = persona
@@ -486,5 +493,13 @@ def _by_informativeness(lines: list[TurnRecord], priors: dict[int, float]) -> li
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _signature(text: str) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS)
+def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The content words of a line, and their prefix for the near-duplicate check (prefix filtering).
+
+    Two word sets with Jaccard similarity of at least t overlap in at least ceil(t * n) words, n the size of
+    either; so, with the words of every set in one global order (here alphabetical), the first
+    n - ceil(t * n) + 1 words of each share at least one word. Lines whose prefixes share no word cannot be
+    near-duplicates, and only the prefixes need indexing."""
+    words = frozenset(w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS)
+    overlap = math.ceil(NEAR_DUPLICATE * len(words) - 1e-9)  # rounded down on a float tie: a longer prefix
+    return words, tuple(sorted(words)[: len(words) - overlap + 1]) if words else ()

@@ -5,11 +5,16 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, Role
-from bot.store.repository import Store
+from bot.store.repository import ConversationStore, JobStore
+
+
+class ImportStore(ConversationStore, JobStore, Protocol):
+    """What an import writes: finished calls and their post-call jobs."""
+
 
 POST_CALL_JOB = "post_call"
 
@@ -58,7 +63,7 @@ def parse_conversations(data: Any) -> list[Conversation]:
 
 
 async def import_conversations(
-    store: Store, memory: MemoryService, user_id: int, conversations: list[Conversation]
+    store: ImportStore, memory: MemoryService, user_id: int, conversations: list[Conversation]
 ) -> list[str]:
     """Each conversation becomes an ended call of the user, in order, queued for post-call processing."""
     call_ids = []

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from bot.llm.client import LLMClient
 from bot.llm.errors import LLMError
@@ -36,7 +36,12 @@ from bot.memory.extraction import (
 )
 from bot.memory.importer import POST_CALL_JOB
 from bot.store.models import FactRecord, Job, TurnRecord
-from bot.store.repository import Store
+from bot.store.repository import AccountStore, ConversationStore, FactStore, JobStore
+
+
+class PostCallStore(AccountStore, ConversationStore, FactStore, JobStore, Protocol):
+    """What post-call processing reads and writes."""
+
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +106,11 @@ def reconcile(facts: Sequence[ExtractedFact], current: Sequence[FactRecord]) -> 
     return WritePlan(new_facts, confirmed)
 
 
-async def facts_learned(store: Store, kind: str, ref_id: str) -> int | None:
+class LearnedStore(FactStore, JobStore, Protocol):
+    """What telling how much a conversation taught reads."""
+
+
+async def facts_learned(store: LearnedStore, kind: str, ref_id: str) -> int | None:
     """None while the conversation's job is pending or running (or there is none), else its fact count.
 
     ``kind`` is the job kind (``post_call``/``post_chat``) or the conversation kind (``call``/``chat``)."""
@@ -119,7 +128,7 @@ async def facts_learned(store: Store, kind: str, ref_id: str) -> int | None:
 class PostCallProcessor:
     def __init__(
         self,
-        store: Store,
+        store: PostCallStore,
         llm: LLMClient | None,
         *,
         clock: Callable[[], float] = time.time,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from bot.keys import MemberKeys
 from bot.memory.context import ContextBuilder
@@ -23,7 +24,12 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
-from bot.store.repository import Store
+from bot.store.repository import AccountStore, ConversationStore, FactStore, PrivacyStore, TurnsChanged
+
+
+class MemoryStore(AccountStore, ConversationStore, FactStore, PrivacyStore, Protocol):
+    """What the memory service reads, merges and forgets."""
+
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +37,8 @@ SCRUB_RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Waits between scrub attempts while another connection keeps deleted pages alive (about 2 minutes in all)."""
 
 FINAL_CAPTURE = 2**53
+MERGE_ATTEMPTS = 5
+"""A snapshot merge that lost a race with another writer of the call is read and merged again, this many times."""
 TRACE_SCAN_LINES = 2000
 TRACE_SCAN_SUMMARIES = 1000
 """Capture order of the history delivered after the agent stopped: nothing can come later."""
@@ -51,7 +59,7 @@ def _utterance(t: TurnRecord) -> Utterance:
 
 
 class MemoryService:
-    def __init__(self, store: Store, *, budget_tokens: int, persona: str, keys: MemberKeys | None = None):
+    def __init__(self, store: MemoryStore, *, budget_tokens: int, persona: str, keys: MemberKeys | None = None):
         self.store = store
         self.keys = keys
         self.context = ContextBuilder(store, budget_tokens=budget_tokens, persona=persona)
@@ -84,58 +92,78 @@ class MemoryService:
         lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
         capture = FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000))
         async with lock:
-            current = await self.store.get_call(call.call_id)
-            anchored = bool(current and current.history_anchored)
-            if anchored or not complete:
-                tail = await self.store.call_tail(call.call_id, 2 * len(window) + 2)
-                appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
-                if appended is not None:
-                    if not await self._apply_append(call, tail, appended, at, generation):
-                        return MergeResult([], anchored, 0, 0, 0)
-                    grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
-                    gaps = count_gaps(tail[-1].segment + 1, anchored)
-                    return MergeResult([], anchored, len(appended.new), int(grown), gaps)
-            stored = await self.store.call_turns(call.call_id)
-            result = merge_snapshot(
-                [_utterance(t) for t in stored],
-                window,
-                captured=capture,
-                complete=complete,
-                final=final,
-                anchored=anchored,
-            )
-            old = {t.turn_id: t for t in stored}
-            inserts: list[NewTurn] = []
-            updates: list[TurnUpdate] = []
-            for seq, turn in enumerate(result.turns):
-                if turn.turn_id is None:
-                    inserts.append(NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured))
-                    continue
-                was = old[turn.turn_id]
-                if (was.seq, was.content, was.segment, was.partial, was.captured) != (
-                    seq,
-                    turn.content,
-                    turn.segment,
-                    turn.partial,
-                    turn.captured,
-                ):
-                    updates.append(
-                        TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured)
+            for _attempt in range(MERGE_ATTEMPTS - 1):
+                with contextlib.suppress(TurnsChanged):  # another process wrote meanwhile: read and merge again
+                    return await self._merge(
+                        call, window, complete=complete, capture=capture, final=final, at=at, generation=generation
                     )
-            if inserts or updates or result.anchored != anchored:
-                written = await self.store.apply_call_turns(
-                    call.call_id,
-                    call.user_id,
-                    inserts,
-                    updates,
-                    anchored=result.anchored,
-                    checkpoint_at=at,
-                    generation=generation,
-                )
-                if not written:
-                    log.info("call %s: memory was forgotten or paused meanwhile; the snapshot is dropped", call.call_id)
+            return await self._merge(
+                call, window, complete=complete, capture=capture, final=final, at=at, generation=generation
+            )
+
+    async def _merge(
+        self,
+        call: CallRecord,
+        window: Sequence[tuple[Role, str]],
+        *,
+        complete: bool,
+        capture: int,
+        final: bool,
+        at: float,
+        generation: int,
+    ) -> MergeResult:
+        current = await self.store.get_call(call.call_id)
+        anchored = bool(current and current.history_anchored)
+        version = None if current is None else current.turns_version
+        if anchored or not complete:
+            tail = await self.store.call_tail(call.call_id, 2 * len(window) + 2)
+            appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
+            if appended is not None:
+                if not await self._apply_append(call, tail, appended, at, generation, version):
                     return MergeResult([], anchored, 0, 0, 0)
-            return result
+                grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
+                gaps = count_gaps(tail[-1].segment + 1, anchored)
+                return MergeResult([], anchored, len(appended.new), int(grown), gaps)
+        stored = await self.store.call_turns(call.call_id)
+        result = merge_snapshot(
+            [_utterance(t) for t in stored],
+            window,
+            captured=capture,
+            complete=complete,
+            final=final,
+            anchored=anchored,
+        )
+        old = {t.turn_id: t for t in stored}
+        inserts: list[NewTurn] = []
+        updates: list[TurnUpdate] = []
+        for seq, turn in enumerate(result.turns):
+            if turn.turn_id is None:
+                inserts.append(NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured))
+                continue
+            was = old[turn.turn_id]
+            if (was.seq, was.content, was.segment, was.partial, was.captured) != (
+                seq,
+                turn.content,
+                turn.segment,
+                turn.partial,
+                turn.captured,
+            ):
+                updates.append(TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured))
+        if inserts or updates or result.anchored != anchored:
+            written = await self.store.apply_call_turns(
+                call.call_id,
+                call.user_id,
+                inserts,
+                updates,
+                anchored=result.anchored,
+                checkpoint_at=at,
+                generation=generation,
+                expected_version=version,
+            )
+            if not written:
+                log.info("call %s: memory was forgotten or paused meanwhile; the snapshot is dropped", call.call_id)
+                return MergeResult([], anchored, 0, 0, 0)
+        return result
 
     async def record_live_turn(
         self,
@@ -167,7 +195,13 @@ class MemoryService:
         return True
 
     async def _apply_append(
-        self, call: CallRecord, tail: list[TurnRecord], appended: Append, at: float, generation: int
+        self,
+        call: CallRecord,
+        tail: list[TurnRecord],
+        appended: Append,
+        at: float,
+        generation: int,
+        version: int | None,
     ) -> bool:
         last = tail[-1]
         updates = []
@@ -180,7 +214,14 @@ class MemoryService:
         ]
         if inserts or updates:
             return await self.store.apply_call_turns(
-                call.call_id, call.user_id, inserts, updates, anchored=False, checkpoint_at=at, generation=generation
+                call.call_id,
+                call.user_id,
+                inserts,
+                updates,
+                anchored=False,
+                checkpoint_at=at,
+                generation=generation,
+                expected_version=version,
             )
         return True
 

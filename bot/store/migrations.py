@@ -270,6 +270,63 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        5,
+        "several processes: call leases, the Discord card any process can edit, versioned call transcripts",
+        """
+        ALTER TABLE calls ADD COLUMN lease_until REAL;
+        ALTER TABLE calls ADD COLUMN card_message_id INTEGER;
+        ALTER TABLE calls ADD COLUMN turns_version INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
+        6,
+        "bring a database made by an early version of migration 1 to today's schema",
+        """
+        -- Migration 1 was edited in place twice after it shipped, so a database created before an edit never got
+        -- it. Everything here is a no-op on a database made by today's migration 1; the turns' owner_key and its
+        -- full-text index are added by REPAIRS (below) only where the column is missing.
+        UPDATE calls SET state = 'failed', end_reason = 'duplicate_open_call'
+            WHERE state IN ('starting', 'active', 'ending') AND rowid NOT IN (
+                SELECT MAX(rowid) FROM calls WHERE state IN ('starting', 'active', 'ending') GROUP BY user_id);
+        CREATE UNIQUE INDEX IF NOT EXISTS calls_one_open_per_user ON calls (user_id)
+            WHERE state IN ('starting', 'active', 'ending');
+        CREATE INDEX IF NOT EXISTS facts_superseded_by ON facts (superseded_by) WHERE superseded_by IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS facts_source_call ON facts (source_call_id) WHERE source_call_id IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS facts_source_chat ON facts (source_chat_id) WHERE source_chat_id IS NOT NULL;
+        """,
+    ),
 ]
+
+# Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):
+# {version: [(query that returns a row when needed, statements)]}. Run in the migration's transaction, before it.
+REPAIRS: dict[int, list[tuple[str, str]]] = {
+    3: [
+        (
+            "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM pragma_table_xinfo('turns') WHERE name = 'owner_key')",
+            """
+            ALTER TABLE turns ADD COLUMN owner_key TEXT GENERATED ALWAYS AS ('u' || user_id) VIRTUAL;
+            DROP TRIGGER IF EXISTS turns_fts_insert;
+            DROP TRIGGER IF EXISTS turns_fts_delete;
+            DROP TRIGGER IF EXISTS turns_fts_update;
+            DROP TABLE IF EXISTS turns_fts;
+            CREATE VIRTUAL TABLE turns_fts USING fts5 (content, owner_key, content='turns', content_rowid='turn_id');
+            CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN
+                INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
+            END;
+            CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN
+                INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+                VALUES ('delete', old.turn_id, old.content, old.owner_key);
+            END;
+            CREATE TRIGGER turns_fts_update AFTER UPDATE OF content ON turns BEGIN
+                INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)
+                VALUES ('delete', old.turn_id, old.content, old.owner_key);
+                INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);
+            END;
+            INSERT INTO turns_fts (turns_fts) VALUES ('rebuild');
+            """,
+        )
+    ]
+}
 
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -20,6 +20,17 @@ class UserRecord:
     created_at: float
 
 
+def needs_consent(user: UserRecord | None) -> bool:
+    """The member has not chosen yet whether the agent may remember them: ask before a remembered call or chat."""
+    return user is None or user.consent is None
+
+
+def remembers(user: UserRecord | None, *, private: bool = False) -> bool:
+    """The consent rule, in one place: a conversation is remembered only when it is not private, the member chose
+    "remember", and their memory is not paused."""
+    return not private and user is not None and user.consent == "remember" and user.memory_enabled
+
+
 @dataclass(frozen=True)
 class GuildSettings:
     """Per-server overrides; None means "use the bot-wide default"."""
@@ -61,6 +72,9 @@ class CallRecord:
     browser_hash: str | None = None
     llm_key_hash: str | None = None
     """SHA-256 of the call's key for the bot's LLM route (live recall); the key itself is never stored."""
+    lease_until: float | None = None  # `owner` (a bot process) looks after the call until then
+    card_message_id: int | None = None  # the member's Discord card (with `notify_token`), editable by any process
+    turns_version: int = 0  # counts the writes of the call's turns, so concurrent merges cannot both apply
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,42 @@ class FactRecord:
     @property
     def current(self) -> bool:
         return self.superseded_by is None and self.invalidated_at is None
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A call or a text chat, by id: the one place that knows where each kind lives (its table, and the column
+    that points at it from turns, facts' sources and summaries)."""
+
+    kind: Literal["call", "chat"]
+    ref_id: str
+
+    @classmethod
+    def of(cls, *, call_id: str | None = None, chat_id: str | None = None) -> Conversation:
+        if call_id:
+            return cls("call", call_id)
+        if chat_id:
+            return cls("chat", chat_id)
+        raise ValueError("a conversation needs a call_id or a chat_id")
+
+    @classmethod
+    def of_turn(cls, turn: TurnRecord) -> Conversation:
+        return cls.of(call_id=turn.call_id, chat_id=turn.chat_id)
+
+    @classmethod
+    def named(cls, kind: str, ref_id: str) -> Conversation:
+        """From a stored kind ("call" or "chat", as ConversationSummary.kind and the forget traces give it)."""
+        if kind not in ("call", "chat"):
+            raise ValueError(f"unknown conversation kind {kind!r}")
+        return cls("call" if kind == "call" else "chat", ref_id)
+
+    @property
+    def table(self) -> str:
+        return "calls" if self.kind == "call" else "chats"
+
+    @property
+    def column(self) -> str:
+        return "call_id" if self.kind == "call" else "chat_id"
 
 
 @dataclass(frozen=True)

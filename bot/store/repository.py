@@ -1,5 +1,6 @@
-"""The one interface every caller uses for persistence. No SQL or driver types cross it, so a PostgreSQL
-backend can implement the same methods without touching callers."""
+"""The persistence interfaces, one narrow protocol per aggregate (accounts and consent, server settings,
+conversations, facts, jobs and notices, privacy), and `Store`, all of them together, which each backend (SQLite,
+PostgreSQL) implements. No SQL or driver types cross them."""
 
 from __future__ import annotations
 
@@ -34,22 +35,32 @@ class SchemaTooNew(Exception):
     """The database was written by a newer version of the bot."""
 
 
+class TurnsChanged(Exception):
+    """Another writer (perhaps another bot process) changed the call's turns since they were read: merge again."""
+
+
 class OpenCallExists(Exception):
     """The member already has a call that is not ended (one open call per member, enforced by the store)."""
 
 
-class Store(Protocol):
+class StoreLifecycle(Protocol):
     # lifecycle
     async def open(self) -> None: ...
     async def close(self) -> None: ...
     async def schema_version(self) -> int: ...
     async def ping(self) -> None: ...
 
+
+class AccountStore(Protocol):
+    """Members and their consent (the rule itself is `bot.store.models.remembers`)."""
+
     # users and consent
     async def get_user(self, user_id: int) -> UserRecord | None: ...
     async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord: ...
     async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord: ...
 
+
+class GuildSettingsStore(Protocol):
     # per-server settings
     async def get_guild_settings(self, guild_id: int) -> GuildSettings: ...
     async def update_guild_settings(self, guild_id: int, at: float, **changes: Any) -> GuildSettings: ...
@@ -57,6 +68,10 @@ class Store(Protocol):
     async def retention_policies(self) -> list[tuple[int, int]]:
         """(guild_id, retention_days) for every server that set a transcript retention."""
         ...
+
+
+class ConversationStore(Protocol):
+    """Calls, chats and their turns and summaries."""
 
     # calls
     async def create_call(self, call: CallRecord) -> None: ...
@@ -79,6 +94,15 @@ class Store(Protocol):
         ...
 
     async def update_call(self, call_id: str, **fields: Any) -> None: ...
+    async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool:
+        """Take or renew the lease on an open call: True when `owner` already holds it or it ran out (or was never
+        taken, or was released); the lease then runs until `until`."""
+        ...
+
+    async def release_call_leases(self, owner: str) -> None:
+        """A process handing its calls off (shutdown): another may take them at once."""
+        ...
+
     async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
         """Bind the call's link to a browser unless it is bound already; True when bound to this one."""
         ...
@@ -105,9 +129,11 @@ class Store(Protocol):
         anchored: bool,
         checkpoint_at: float,
         generation: int | None = None,
+        expected_version: int | None = None,
     ) -> bool:
         """Apply one merge result atomically (all or nothing). False, writing nothing, when the memory fence
-        refuses it (see `memory_generation`)."""
+        refuses it (see `memory_generation`). With `expected_version` (the call's `turns_version` when its turns
+        were read), raise TurnsChanged, writing nothing, when another writer (perhaps another process) came first."""
         ...
 
     async def append_chat_turn(
@@ -138,8 +164,19 @@ class Store(Protocol):
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]: ...
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]: ...
+    async def live_turn_seen(self, call_id: str, turn_key: str) -> bool: ...
+    async def remember_live_turn(self, call_id: str, turn_key: str) -> None: ...
     async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int: ...
 
+    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None: ...
+    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]: ...
+    async def list_conversations(
+        self, user_id: int, *, offset: int = 0, limit: int = 10
+    ) -> list[ConversationSummary]: ...
+    async def count_conversations(self, user_id: int) -> int: ...
+
+
+class FactStore(Protocol):
     # facts and summaries
     async def add_fact(
         self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
@@ -165,13 +202,33 @@ class Store(Protocol):
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]: ...
     async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]: ...
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]: ...
-    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None: ...
-    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]: ...
-    async def list_conversations(
-        self, user_id: int, *, offset: int = 0, limit: int = 10
-    ) -> list[ConversationSummary]: ...
-    async def count_conversations(self, user_id: int) -> int: ...
 
+    # post-call extraction results
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        *,
+        call_id: str | None = None,
+        chat_id: str | None = None,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+        generation: int | None = None,
+    ) -> int | None:
+        """Write one conversation's facts and summary and finish its job, all in one transaction.
+
+        `new_facts` are (text, ids of the user's current facts it supersedes); `confirmed` are ids of the user's
+        current facts mentioned again. Ids that are not this user's current facts are ignored. Nothing is written
+        (but the job is finished) when the conversation is gone or private, or the user's memory is paused.
+        Returns the number of facts sourced from the conversation, or None, writing nothing, when this claim
+        (`attempt`) no longer holds the job (it finished, or its lease ran out and another worker took it)."""
+        ...
+
+
+class PrivacyStore(Protocol):
     # forgetting, export, retention
     async def forget_fact(
         self,
@@ -200,6 +257,10 @@ class Store(Protocol):
     async def export_user(self, user_id: int) -> dict[str, Any]: ...
     async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int: ...
 
+
+class JobStore(Protocol):
+    """The durable post-call queue, webhook de-duplication and small key/value state."""
+
     # durable post-call queue
     async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
     async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
@@ -213,33 +274,21 @@ class Store(Protocol):
     async def job_queue(self) -> tuple[int, float | None]: ...
 
     # webhook de-duplication and small key/value state
-    async def live_turn_seen(self, call_id: str, turn_key: str) -> bool: ...
-    async def remember_live_turn(self, call_id: str, turn_key: str) -> None: ...
     async def notice_seen(self, notice_id: str) -> bool: ...
     async def remember_notice(self, notice_id: str, at: float) -> bool: ...
     async def get_meta(self, key: str) -> str | None: ...
     async def set_meta(self, key: str, value: str) -> None: ...
 
-    # post-call extraction results
-    async def apply_extraction(
-        self,
-        job_id: int,
-        attempt: int,
-        user_id: int,
-        at: float,
-        *,
-        call_id: str | None = None,
-        chat_id: str | None = None,
-        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
-        confirmed: Sequence[int] = (),
-        summary: str | None = None,
-        generation: int | None = None,
-    ) -> int | None:
-        """Write one conversation's facts and summary and finish its job, all in one transaction.
 
-        `new_facts` are (text, ids of the user's current facts it supersedes); `confirmed` are ids of the user's
-        current facts mentioned again. Ids that are not this user's current facts are ignored. Nothing is written
-        (but the job is finished) when the conversation is gone or private, or the user's memory is paused.
-        Returns the number of facts sourced from the conversation, or None, writing nothing, when this claim
-        (`attempt`) no longer holds the job (it finished, or its lease ran out and another worker took it)."""
-        ...
+class Store(
+    StoreLifecycle,
+    AccountStore,
+    GuildSettingsStore,
+    ConversationStore,
+    FactStore,
+    PrivacyStore,
+    JobStore,
+    Protocol,
+):
+    """Every aggregate: what a backend implements and what the composition root holds. A service declares only
+    the narrow protocols it uses."""

@@ -8,26 +8,29 @@ across processes sharing the file too.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import json
-import math
-import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import fields
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from bot.store.migrations import LATEST_VERSION, MIGRATIONS
+from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
+from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
+from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
+from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
+from bot.store.columns import check_call_fields as _check_call_fields
+from bot.store.export import build_export
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
 from bot.store.models import (
     CallRecord,
     CallState,
     ChatRecord,
+    Conversation,
     ConversationSummary,
     FactRecord,
     ForgetResult,
@@ -38,52 +41,17 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
-from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull
+from bot.store.ranking import first_stage, fts_terms, rerank
+from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull, TurnsChanged
 
-_CALL_COLUMNS = [f.name for f in fields(CallRecord)]
-_CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
-_TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
-_FACT_COLUMNS = (
-    "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
-    "superseded_by, invalidated_at"
-)
-_GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
-_UPDATABLE_CALL_FIELDS = set(_CALL_COLUMNS) - {"call_id", "user_id"}
-_FTS_WORD = re.compile(r"\w+", re.UNICODE)
-BM25_K1 = 1.2
-BM25_B = 0.75
-RERANK_DEPTH = 2
 SCRUB_BUSY_TIMEOUT_MS = 200
 """How long a scrub waits for another connection's read transaction before it reports "not yet"."""
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
-
-
-def fts_terms(text: str, max_terms: int = 12) -> list[str]:
-    """The distinct words of free text that can be searched for (FTS5 phrases are quoted, so no user text
-    reaches FTS syntax; words are \\w+ runs, which hold no quote)."""
-    terms: list[str] = []
-    for word in _FTS_WORD.findall(text.lower()):
-        if len(word) > 2 and word not in terms:
-            terms.append(word)
-    return terms[:max_terms]
 
 
 def fts_query(text: str, max_terms: int = 12) -> str | None:
     """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
     terms = fts_terms(text, max_terms)
     return " OR ".join(f'"{t}"' for t in terms) if terms else None
-
-
-def _second(pair: tuple[int, float]) -> float:
-    return pair[1]
-
-
-def _idf(total: int, frequency: int) -> float:
-    """BM25's inverse document frequency (the variant that stays positive)."""
-    return math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
 
 
 def _varint(blob: bytes) -> int:
@@ -160,6 +128,10 @@ class SqliteStore:
             if version <= current:
                 continue
             async with self._transaction():
+                for needed, repair in REPAIRS.get(version, []):
+                    if list(await self.db.execute_fetchall(needed)):
+                        for statement in _split_sql(repair):
+                            await self.db.execute(statement)
                 for statement in _split_sql(sql):
                     await self.db.execute(statement)
                 await self.db.execute(
@@ -385,6 +357,20 @@ class SqliteStore:
             f"UPDATE calls SET {assignments} WHERE call_id = ?", (*(_to_db(v) for v in fields_.values()), call_id)
         )
 
+    async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool:
+        changed = await self._write(
+            "UPDATE calls SET owner = ?, lease_until = ? WHERE call_id = ? AND state IN ('starting', 'active', "
+            "'ending') AND (owner IS ? OR lease_until IS NULL OR lease_until < ?)",
+            (owner, until, call_id, owner, now),
+        )
+        return changed == 1
+
+    async def release_call_leases(self, owner: str) -> None:
+        await self._write(
+            "UPDATE calls SET lease_until = NULL WHERE owner = ? AND state IN ('starting', 'active', 'ending')",
+            (owner,),
+        )
+
     # ---- chats -----------------------------------------------------------------------------------------
 
     async def create_chat(self, chat: ChatRecord) -> None:
@@ -439,10 +425,18 @@ class SqliteStore:
         anchored: bool,
         checkpoint_at: float,
         generation: int | None = None,
+        expected_version: int | None = None,
     ) -> bool:
         async with self._tx() as db:
             if not await memory_write_allowed(db, user_id, generation, call_id=call_id):
                 return False
+            cur = await db.execute(
+                "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
+                "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
+                (int(anchored), checkpoint_at, call_id, expected_version, expected_version),
+            )
+            if cur.rowcount != 1 and expected_version is not None:
+                raise TurnsChanged(call_id)
             if updates:
                 await db.executemany(
                     "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
@@ -468,11 +462,6 @@ class SqliteStore:
                         for t in inserts
                     ],
                 )
-            await db.execute(
-                "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ? "
-                "WHERE call_id = ?",
-                (int(anchored), checkpoint_at, call_id),
-            )
             return True
 
     async def append_chat_turn(
@@ -497,7 +486,8 @@ class SqliteStore:
         return [_turn(r) for r in reversed(rows)]
 
     async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
-        column, ref = ("call_id", turn.call_id) if turn.call_id else ("chat_id", turn.chat_id)
+        convo = Conversation.of_turn(turn)
+        column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE {column} = ? AND seq BETWEEN ? AND ? ORDER BY seq",
             (ref, turn.seq - before, turn.seq + after),
@@ -561,29 +551,13 @@ class SqliteStore:
             params.append(excluded[1])
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
-        postings = [[int(rowid) for rowid in r[1].split(",")] for r in rows if r[0] >= 0 and r[1]]
-        score: dict[int, float] = {}
-        get = score.get
-        for rowids in postings:
-            weight = _idf(total, len(rowids))
-            for rowid in rowids:
-                score[rowid] = get(rowid, 0.0) + weight
-        for r in rows:
-            if r[0] == -2 and r[1]:
-                for rowid in r[1].split(","):
-                    score.pop(int(rowid), None)
-        first = dict(heapq.nlargest(RERANK_DEPTH * limit, score.items(), key=_second))
+        postings = [list(map(int, r[1].split(","))) for r in rows if r[0] >= 0 and r[1]]
+        excluded_ids = [rowid for r in rows if r[0] == -2 and r[1] for rowid in map(int, r[1].split(","))]
+        first = first_stage(total, postings, excluded_ids, limit)
         if not first:
             return []
         found = await self._all(records, (json.dumps(list(first)),))
-        length = {r[0]: _varint(r[-1]) for r in found}
-        average = sum(length.values()) / len(length) if length else 1.0
-        scored = []
-        for row in found:
-            norm = 1 - BM25_B + BM25_B * length[row[0]] / (average or 1.0)
-            scored.append((first[row[0]] * (BM25_K1 + 1) / (1 + BM25_K1 * norm), row))
-        scored.sort(key=lambda s: (-s[0], -s[1][0]))
-        return [(row, value) for value, row in scored[:limit]]
+        return rerank(first, [(int(r[0]), _varint(r[-1]), r) for r in found], limit)
 
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
@@ -711,7 +685,8 @@ class SqliteStore:
         return [(FactRecord(*tuple(row)[:-1]), score) for row, score in ranked]
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT DISTINCT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM fact_sources s "
             f"JOIN facts f ON f.fact_id = s.fact_id WHERE s.{column} = ? ORDER BY f.fact_id",
@@ -772,7 +747,7 @@ class SqliteStore:
         )
         result = []
         for r in rows:
-            column = "call_id" if r["kind"] == "call" else "chat_id"
+            column = Conversation.named(r["kind"], r["ref_id"]).column
             count = await self._scalar(f"SELECT COUNT(*) FROM turns WHERE {column} = ?", (r["ref_id"],))
             first = await self._all(
                 f"SELECT content FROM turns WHERE {column} = ? AND role = 'user' ORDER BY seq LIMIT 2",
@@ -823,7 +798,8 @@ class SqliteStore:
                 "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
             )
             for kind, ref_id in summaries:
-                table, column = ("calls", "call_id") if kind == "call" else ("chats", "chat_id")
+                target = Conversation.named(kind, ref_id)
+                table, column = target.table, target.column
                 await db.execute(
                     f"UPDATE {table} SET summary = NULL WHERE {column} = ? AND user_id = ?", (ref_id, user_id)
                 )
@@ -937,65 +913,7 @@ class SqliteStore:
         turns = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at, seq", (user_id,)
         )
-        by_conversation: dict[str, list[dict[str, Any]]] = {}
-        for t in turns:
-            key = t["call_id"] or t["chat_id"]
-            by_conversation.setdefault(key, []).append(
-                {
-                    "role": t["role"],
-                    "content": t["content"],
-                    "at": _iso(t["spoken_at"]),
-                    "source": t["source"],
-                }
-            )
-        return {
-            "user_id": str(user_id),
-            "exported_at": _iso(time.time()),
-            "settings": None
-            if user is None
-            else {
-                "memory_enabled": user.memory_enabled,
-                "consent": user.consent,
-                "consent_at": _iso(user.consent_at),
-            },
-            "facts": [
-                {
-                    "id": f["fact_id"],
-                    "text": f["text"],
-                    "source": {"call_id": f["source_call_id"], "chat_id": f["source_chat_id"]},
-                    "created_at": _iso(f["created_at"]),
-                    "confirmed_at": _iso(f["confirmed_at"]),
-                    "mentions": f["mentions"],
-                    "superseded_by": f["superseded_by"],
-                    "invalidated_at": _iso(f["invalidated_at"]),
-                }
-                for f in facts
-            ],
-            "calls": [
-                {
-                    "id": c["call_id"],
-                    "guild_id": None if c["guild_id"] is None else str(c["guild_id"]),
-                    "started_at": _iso(c["started_at"]),
-                    "ended_at": _iso(c["ended_at"]),
-                    "end_reason": c["end_reason"],
-                    "private": bool(c["private"]),
-                    "summary": c["summary"],
-                    "turns": by_conversation.get(c["call_id"], []),
-                }
-                for c in calls
-            ],
-            "chats": [
-                {
-                    "id": h["chat_id"],
-                    "guild_id": None if h["guild_id"] is None else str(h["guild_id"]),
-                    "started_at": _iso(h["started_at"]),
-                    "ended_at": _iso(h["ended_at"]),
-                    "summary": h["summary"],
-                    "turns": by_conversation.get(h["chat_id"], []),
-                }
-                for h in chats
-            ],
-        }
+        return build_export(user_id, user, facts=facts, calls=calls, chats=chats, turns=turns)
 
     async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int:
         """Delete turns of finished conversations that started before `older_than` in one server (or DMs)."""
@@ -1133,8 +1051,9 @@ class SqliteStore:
         summary: str | None = None,
         generation: int | None = None,
     ) -> int | None:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
-        table = "calls" if call_id else "chats"
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
         current = "user_id = ? AND superseded_by IS NULL AND invalidated_at IS NULL"
         async with self._tx() as db:
             cur = await db.execute(
@@ -1218,8 +1137,9 @@ async def memory_write_allowed(
         if await cur.fetchone() is not None:
             return False
     if call_id is not None or chat_id is not None:
-        column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
-        table = "calls" if call_id else "chats"
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
         purged = " AND transcript_purged_at IS NULL" if call_id else ""
         async with db.execute(
             f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0{purged}", (ref, user_id)
@@ -1284,7 +1204,8 @@ async def _delete_conversation(
     db: aiosqlite.Connection, *, call_id: str | None = None, chat_id: str | None = None
 ) -> ForgetResult:
     """Delete a call or chat, its turns and summary, and the facts that came only from it."""
-    column, ref = ("call_id", call_id) if call_id else ("chat_id", chat_id)
+    convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+    column, ref = convo.column, convo.ref_id
     async with db.execute(
         f"SELECT fact_id FROM fact_sources WHERE {column} = ? "
         f"EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != ? "
@@ -1297,15 +1218,9 @@ async def _delete_conversation(
     for fact_id in set(only_here):
         facts += await _changes(db, "DELETE FROM facts WHERE fact_id = ?", (fact_id,))
     turns = await _changes(db, f"DELETE FROM turns WHERE {column} = ?", (ref,))
-    table = "calls" if call_id else "chats"
+    table = convo.table
     removed = await _changes(db, f"DELETE FROM {table} WHERE {column} = ?", (ref,))
     return ForgetResult(turns=turns, facts=facts, calls=removed if call_id else 0, chats=removed if chat_id else 0)
-
-
-def _check_call_fields(values: dict[str, Any]) -> None:
-    unknown = set(values) - _UPDATABLE_CALL_FIELDS
-    if unknown:
-        raise ValueError(f"unknown call fields: {sorted(unknown)}")
 
 
 def _to_db(value: Any) -> Any:

@@ -19,6 +19,7 @@ the backend, never logged (see ``RedactingAccessLogger``) and kept out of Refere
 from __future__ import annotations
 
 import asyncio
+import errno
 import html
 import json
 import logging
@@ -487,6 +488,17 @@ async def _metrics(request: web.Request) -> web.Response:
 # Runner
 
 
+class PortInUse(Exception):
+    """The call page's port is taken, usually by another bot process: each process needs its own port."""
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        super().__init__(
+            f"web.port {port} on {host} is already in use, probably by another bot process: give each process its "
+            "own port (WEB_PORT) behind the proxy; this process stopped before touching any call"
+        )
+
+
 class WebServer:
     """Runs ``create_app`` on host:port with the redacting access log. ``port=0`` picks a free port; after
     ``start()`` the bound port is in ``port`` and the base URL in ``url``."""
@@ -540,6 +552,11 @@ class WebServer:
         site = web.TCPSite(runner, self.host, self.port)
         try:
             await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(self.host, self.port) from exc
+            raise
         except BaseException:
             await runner.cleanup()
             raise

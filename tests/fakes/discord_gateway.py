@@ -919,14 +919,16 @@ class FakeDiscord:
         except TimeoutError:
             raise TimeoutError(f"no bot identified on the fake gateway within {timeout}s") from None
 
-    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send any gateway DISPATCH event to the bot (shard 0); for events without a helper."""
+    async def dispatch(self, event: str, data: dict[str, Any], *, shard: int = 0) -> None:
+        """Send any gateway DISPATCH event to the bot connection of `shard` (an unsharded bot is shard 0); for
+        events without a helper. Discord routes a guild's events to the shard that guild belongs to."""
         await self.wait_until_ready()
         for gateway in self._gateways:
-            if gateway.identified and not gateway.ws.closed and (gateway.shard is None or gateway.shard[0] == 0):
+            number = 0 if gateway.shard is None else gateway.shard[0]
+            if gateway.identified and not gateway.ws.closed and number == shard:
                 await self._send_dispatch(gateway, event, data)
                 return
-        raise RuntimeError("no bot is connected to the fake gateway")
+        raise RuntimeError(f"no bot connected to the fake gateway runs shard {shard}")
 
     # ------------------------------------------------------------------------------------------ test-side API
 
@@ -937,6 +939,8 @@ class FakeDiscord:
         options: Mapping[str, Any] | None = None,
         subcommand: str | None = None,
         permissions: str | int = "0",
+        *,
+        shard: int = 0,
     ) -> str:
         """Run ``/name [subcommand] options...`` as ``user_id``; returns the interaction token.
 
@@ -947,7 +951,7 @@ class FakeDiscord:
         """
         command, scope = self._synced_command(name, user_id, permissions)
         data = self._command_data(name, command, scope, options or {}, subcommand, focused=None)
-        return await self._push_interaction(APPLICATION_COMMAND, user_id, permissions, data)
+        return await self._push_interaction(APPLICATION_COMMAND, user_id, permissions, data, shard=shard)
 
     async def autocomplete(
         self,
@@ -1172,6 +1176,8 @@ class FakeDiscord:
         permissions: str | int,
         data: dict[str, Any],
         message: Mapping[str, Any] | None = None,
+        *,
+        shard: int = 0,
     ) -> str:
         interaction_id = self._snowflake()
         token = f"tok-{interaction_id}"
@@ -1204,7 +1210,7 @@ class FakeDiscord:
         self._queues[token] = asyncio.Queue()
         self.responses[token] = []
         self.interactions[token] = payload
-        await self.dispatch("INTERACTION_CREATE", payload)
+        await self.dispatch("INTERACTION_CREATE", payload, shard=shard)
         return token
 
     def _record_response(self, interaction: _Interaction, kind: str, body: Any) -> None:

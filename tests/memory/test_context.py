@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.memory.context import MEMORY_HEADER
+from bot.memory.context import MEMORY_HEADER, NEAR_DUPLICATE, _BudgetedBlock, _signature
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
+from bot.store.models import TurnRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
 
@@ -178,6 +179,27 @@ async def test_near_duplicate_lines_are_kept_once(store, memory) -> None:
     block = (await memory.build_context(7, query="what is my policy number"))[1]["content"]
     assert block.lower().count("hx-4471") == 1
     assert "covers the boat" in block
+
+
+_WORDS = st.sampled_from(["policy", "number", "boat", "cover", "hx", "4471", "dentist", "elm", "road", "okafor"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_WORDS, max_size=12).map(" ".join), min_size=1, max_size=12))
+def test_the_near_duplicate_check_agrees_with_comparing_every_pair(texts: list[str]) -> None:
+    """Only prefixes of the word sets are indexed; the verdicts are those of comparing every pair."""
+    block = _BudgetedBlock(10_000)
+    kept: list[frozenset[str]] = []
+    for text in texts:
+        words, prefix = _signature(text)
+        expected = bool(words) and any(
+            len(words & other) / len(words | other) >= NEAR_DUPLICATE for other in kept if other
+        )
+        assert block._repeats(words, prefix) is expected
+        turn = TurnRecord(len(kept) + 1, 1, "c", None, len(kept), "user", text, 0.0, "voice")
+        if not expected:
+            assert block.add_turn(turn)
+            kept.append(words)
 
 
 async def test_the_current_call_can_be_left_out(store, memory) -> None:

@@ -1,0 +1,63 @@
+"""Member-scoped Okapi BM25, shared by both backends so a search ranks the same on SQLite and PostgreSQL.
+
+Each backend finds, for every query term, the member's rows holding it (stemmed by its index) and the member's row
+count; `first_stage` sums the terms' IDF per row (term frequency taken as 1: lines are short) and keeps the best
+`RERANK_DEPTH * limit`; the backend reads those rows with their length, and `rerank` applies BM25's length
+normalisation."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+WORD = re.compile(r"\w+", re.UNICODE)
+BM25_K1 = 1.2
+BM25_B = 0.75
+RERANK_DEPTH = 2
+
+Row = TypeVar("Row")
+
+
+def fts_terms(text: str, max_terms: int = 12) -> list[str]:
+    """The distinct words of free text that can be searched for (words are \\w+ runs, which hold no quote, so no
+    user text reaches a query language)."""
+    terms: list[str] = []
+    for word in WORD.findall(text.lower()):
+        if len(word) > 2 and word not in terms:
+            terms.append(word)
+    return terms[:max_terms]
+
+
+def idf(total: int, frequency: int) -> float:
+    """BM25's inverse document frequency (the variant that stays positive)."""
+    return math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))
+
+
+def first_stage(total: int, postings: Iterable[Sequence[int]], excluded: Iterable[int], limit: int) -> dict[int, float]:
+    """Row id -> summed IDF of the query terms it holds, for the best `RERANK_DEPTH * limit` rows."""
+    score: dict[int, float] = {}
+    get = score.get
+    for rowids in postings:
+        weight = idf(total, len(rowids))
+        for rowid in rowids:
+            score[rowid] = get(rowid, 0.0) + weight
+    for rowid in excluded:
+        score.pop(rowid, None)
+    best = heapq.nlargest(RERANK_DEPTH * limit, score, key=score.__getitem__)
+    return {rowid: score[rowid] for rowid in best}
+
+
+def rerank(first: dict[int, float], rows: Sequence[tuple[int, int, Row]], limit: int) -> list[tuple[Row, float]]:
+    """`rows` are (row id, length in tokens, row) of the first stage's rows; the best `limit` with their score."""
+    if not rows:
+        return []
+    average = sum(length for _, length, _ in rows) / len(rows) or 1.0
+    scored = []
+    for rowid, length, row in rows:
+        norm = 1 - BM25_B + BM25_B * length / average
+        scored.append((first[rowid] * (BM25_K1 + 1) / (1 + BM25_K1 * norm), rowid, row))
+    scored.sort(key=lambda s: (-s[0], -s[1]))
+    return [(row, value) for value, _, row in scored[:limit]]

@@ -1,0 +1,130 @@
+"""A throwaway PostgreSQL cluster for the test session: `initdb` in a temp directory, a Unix socket, a free port.
+
+The cluster is Debian's `postgresql` package (`python3 tasks.py test` installs it when missing). As root the server
+runs as the `postgres` user (PostgreSQL refuses to run as root). If it cannot start, the suite fails with a message
+saying why; no test is skipped for want of PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+DEBIAN_BIN = Path("/usr/lib/postgresql")
+START_TIMEOUT_SECONDS = 60
+
+
+class PostgresUnavailable(RuntimeError):
+    """The test cluster could not be set up; the message says what to install or check."""
+
+
+def _bin_dir() -> Path:
+    override = os.environ.get("PG_BIN")
+    if override:
+        return Path(override)
+    versions = sorted(
+        (p for p in DEBIAN_BIN.glob("*/bin") if (p / "initdb").exists()), key=lambda p: int(p.parent.name)
+    )
+    if versions:
+        return versions[-1]
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    raise PostgresUnavailable(
+        "PostgreSQL is not installed: run `python3 tasks.py test` (it installs Debian's postgresql package) or "
+        "`apt-get install postgresql`; set PG_BIN to the folder holding initdb and pg_ctl if it is elsewhere"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PostgresCluster:
+    """One server process for the whole session; each test gets its own database (`new_database`)."""
+
+    def __init__(self) -> None:
+        self.bin = _bin_dir()
+        self.root = Path(tempfile.mkdtemp(prefix="pgtest-"))
+        self.data = self.root / "data"
+        self.socket_dir = self.root / "sock"
+        self.port = _free_port()
+        self.user = "postgres"
+        self._run_as: list[str] = []
+        self._names = itertools.count(1)
+        if os.geteuid() == 0:
+            try:
+                account = pwd.getpwnam("postgres")
+            except KeyError as exc:
+                raise PostgresUnavailable(
+                    "running as root needs the `postgres` user (Debian's package makes it)"
+                ) from exc
+            self._run_as = ["runuser", "-u", "postgres", "--"]
+            os.chown(self.root, account.pw_uid, account.pw_gid)
+        self.socket_dir.mkdir()
+        if self._run_as:
+            shutil.chown(self.socket_dir, "postgres", "postgres")
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self._run_as, *args], capture_output=True, text=True, timeout=START_TIMEOUT_SECONDS)
+
+    def start(self) -> None:
+        init = self._run(
+            str(self.bin / "initdb"), "-D", str(self.data), "-U", self.user, "--auth=trust", "-E", "UTF8",
+            "--locale=C", "--no-sync",
+        )  # fmt: skip
+        if init.returncode != 0:
+            raise PostgresUnavailable(f"initdb failed:\n{init.stdout}\n{init.stderr}")
+        options = (
+            f"-k {self.socket_dir} -p {self.port} -c listen_addresses='' -c fsync=off -c full_page_writes=off "
+            "-c max_connections=300 -c shared_buffers=32MB"
+        )
+        started = self._run(
+            str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "server.log"),
+            "-w", "-t", str(START_TIMEOUT_SECONDS), "start",
+        )  # fmt: skip
+        if started.returncode != 0:
+            log = (self.root / "server.log").read_text(errors="replace") if (self.root / "server.log").exists() else ""
+            raise PostgresUnavailable(f"the PostgreSQL test server did not start:\n{started.stderr}\n{log}")
+
+    def stop(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{self.user}@/{database}?host={self.socket_dir}&port={self.port}"
+
+    def psql(self, database: str, sql: str) -> str:
+        result = subprocess.run(
+            [str(self.bin / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", str(self.socket_dir),
+             "-p", str(self.port), "-U", self.user, "-d", database, "-c", sql],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"psql failed: {result.stderr}")
+        return result.stdout
+
+    def new_database(self) -> str:
+        """A fresh, empty database; returns its URL."""
+        name = f"t{os.getpid()}_{next(self._names)}"
+        self.psql("postgres", f"CREATE DATABASE {name} TEMPLATE template0")
+        return self.url(name)
+
+
+def running_cluster() -> Iterator[PostgresCluster]:
+    cluster = PostgresCluster()
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

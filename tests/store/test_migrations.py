@@ -1,0 +1,136 @@
+"""Migrations are append-only: once a migration ships, databases have applied it, so its text can never change
+(a database created before an edit would never get the edit). Each migration's hash is pinned here; a change to a
+shipped migration fails this test. A schema change is a new migration at the end of the list, with its hash added.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS
+from bot.store.pg_migrations import PG_MIGRATIONS
+from bot.store.sqlite import SqliteStore
+
+PINNED = {
+    "sqlite": {
+        1: "2660b398da8c67aab21ab612bc1bc902c509c3220fc8491a01080eb572bcc166",
+        2: "66821567e62aea38a5e5c4612b363f0d80d2f085540450d4afc4a874332e5d93",
+        3: "657d267c7fc39953ee0cfdbb23772a7e5465acdf2a02c06c6eda586bad982ede",
+        4: "4f8b4fb58e29d788f72049d730297c8205d7616f9ccd2a393ada8d084e2efec8",
+        5: "5d65592368ae7c39e569697a32d4e441570aa504d81c68358e2e9cbfb875f2a0",
+        6: "c21afd1cdf5935d86076aca1b4501b79f4545db0d252d97a03330a09482090dd",
+    },
+    "postgresql": {
+        1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
+        2: "8b5ee98f6112fa0d0a7d5c4fc11f94060024acdf1612bca2cd403720b3ad57e9",
+        3: "7fcf3b67fa846980e91844d153d54d01e86e6f1a4ff5c2394131bb42d55aa34e",
+        4: "033179a8280bf5e28e7f2831bfd3ded1b299d97fe2dc61d540ddd1d79c8d121c",
+        5: "2f90171b0ab186d613c32b8e99717d37d335aac857350a8c5588b9bef917baab",
+        6: "f98c97a80bebf18a1d5f0edae604f14534fd84ae7dc3fe1cf88166acc852f81c",
+    },
+}
+LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}
+
+
+@pytest.mark.parametrize("backend", sorted(LISTS))
+def test_every_migration_is_pinned_and_none_changed(backend: str) -> None:
+    migrations = LISTS[backend]
+    assert [version for version, _name, _sql in migrations] == list(range(1, len(migrations) + 1)), "numbered 1..N"
+    hashes = {version: hashlib.sha256(sql.encode()).hexdigest() for version, _name, sql in migrations}
+    changed = [v for v, h in PINNED[backend].items() if hashes.get(v) != h]
+    assert changed == [], f"{backend} migrations {changed} changed after they shipped: add a new migration instead"
+    assert sorted(hashes) == sorted(PINNED[backend]), "pin the hash of each new migration here"
+
+
+def test_both_backends_have_the_same_schema_versions() -> None:
+    assert [(v, name) for v, name, _ in MIGRATIONS] == [(v, name) for v, name, _ in PG_MIGRATIONS]
+
+
+def early_migration_1(edits: int) -> str:
+    """Migration 1 as it shipped before its in-place edits: 0 = the first version; 1 = with the one-open-call index
+    (the FTS without owner_key and the facts' foreign-key indexes came with the second and third versions)."""
+    sql = MIGRATIONS[0][2]
+    for line in (
+        "        owner_key TEXT GENERATED ALWAYS AS ('u' || user_id) VIRTUAL,\n",
+        "        CREATE INDEX facts_superseded_by ON facts (superseded_by) WHERE superseded_by IS NOT NULL;\n",
+        "        CREATE INDEX facts_source_call ON facts (source_call_id) WHERE source_call_id IS NOT NULL;\n",
+        "        CREATE INDEX facts_source_chat ON facts (source_chat_id) WHERE source_chat_id IS NOT NULL;\n",
+    ):
+        assert line.strip() in sql
+        sql = "\n".join(row for row in sql.split("\n") if row.strip() != line.strip())
+    old_fts = {
+        "CREATE VIRTUAL TABLE turns_fts USING fts5 (content, owner_key, content='turns', content_rowid='turn_id');": (
+            "CREATE VIRTUAL TABLE turns_fts USING fts5 (content, content='turns', content_rowid='turn_id');"
+        ),
+        "INSERT INTO turns_fts (rowid, content, owner_key) VALUES (new.turn_id, new.content, new.owner_key);": (
+            "INSERT INTO turns_fts (rowid, content) VALUES (new.turn_id, new.content);"
+        ),
+        "INSERT INTO turns_fts (turns_fts, rowid, content, owner_key)\n            VALUES ('delete', old.turn_id, "
+        "old.content, old.owner_key);": "INSERT INTO turns_fts (turns_fts, rowid, content) VALUES ('delete', "
+        "old.turn_id, old.content);",
+    }
+    for new, old in old_fts.items():
+        assert new in sql
+        sql = sql.replace(new, old)
+    if edits == 0:
+        index = (
+            "CREATE UNIQUE INDEX calls_one_open_per_user ON calls (user_id) "
+            "WHERE state IN ('starting', 'active', 'ending');"
+        )
+        assert index in sql
+        sql = sql.replace(index, "")
+    return sql
+
+
+def schema(path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(path) as db:
+        objects = db.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name")
+        columns = db.execute("SELECT name FROM pragma_table_xinfo('turns') ORDER BY cid").fetchall()
+        return [*objects.fetchall(), *(("turns column", c) for (c,) in columns)]
+
+
+@pytest.mark.parametrize("edits", [0, 1], ids=["first-version", "second-version"])
+async def test_a_database_made_by_an_early_migration_1_reaches_todays_schema(tmp_path: Path, edits: int) -> None:
+    fresh = tmp_path / "fresh.db"
+    store = SqliteStore(fresh)
+    await store.open()
+    await store.close()
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as db:
+        db.executescript(early_migration_1(edits))
+        db.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL)")
+        db.execute("INSERT INTO schema_migrations VALUES (1, 'initial schema', 0)")
+        for user, call in ((1, "a"), (2, "b")):
+            db.execute(
+                "INSERT INTO calls (call_id, user_id, channel, agent_name, user_uid, agent_uid, state, max_minutes, "
+                "started_at) VALUES (?, ?, ?, ?, 1, 2, 'ended', 30, 0)",
+                (call, user, call, call),
+            )
+            db.execute(
+                "INSERT INTO turns (user_id, call_id, seq, role, content, spoken_at, source) "
+                "VALUES (?, ?, 0, 'user', 'my dog is called Biscuit', 0, 'voice')",
+                (user, call),
+            )
+        if edits == 0:  # two open calls of one member: possible before the unique index existed
+            for call in ("c", "d"):
+                db.execute(
+                    "INSERT INTO calls (call_id, user_id, channel, agent_name, user_uid, agent_uid, state, "
+                    "max_minutes, started_at) VALUES (?, 3, ?, ?, 1, 2, 'active', 30, 0)",
+                    (call, call, call),
+                )
+    store = SqliteStore(old)
+    await store.open()
+    try:
+        assert await store.schema_version() == LATEST_VERSION
+        hits = await store.search_turns(1, "biscuit", 10)
+        assert [(t.user_id, t.call_id) for t in hits] == [(1, "a")], "the rebuilt index is scoped to the member"
+        if edits == 0:
+            assert [c.call_id for c in await store.open_calls()] == ["d"]
+    finally:
+        await store.close()
+    assert schema(old) == schema(fresh)
