@@ -28,7 +28,14 @@ REQUIRED = {
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    for name in ("BOT_CONFIG", "LLM_BASE_URL", "MEMORY_MASTER_KEY", "MEMORY_NEW_MASTER_KEY", *REQUIRED):
+    for name in (
+        "BOT_CONFIG",
+        "LLM_BASE_URL",
+        "MEMORY_MASTER_KEY",
+        "MEMORY_NEW_MASTER_KEY",
+        "MEMORY_DATABASE_URL",
+        *REQUIRED,
+    ):
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "config.toml"
     path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "data" / "bot.db"}"\n')
@@ -105,6 +112,31 @@ def test_first_run_keeps_a_master_key_from_the_environment(tmp_path: Path) -> No
     assert not env.exists()
     assert tasks.ensure_master_key(env, {}) is True
     assert env.read_text().startswith("MEMORY_MASTER_KEY=")
+
+
+def test_a_master_key_with_a_postgresql_database_is_refused_naming_both_settings(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Member encryption is SQLite-only for now: the bot does not start half-encrypted on PostgreSQL."""
+    master = generate_master_key_text()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMORY_MASTER_KEY", master)
+        mp.setenv("MEMORY_DATABASE_URL", "postgresql://bot:pw@127.0.0.1:1/memory")
+        assert main(["--config", str(config), "migrate"]) == 2
+    err = capsys.readouterr().err
+    assert "memory.master_key (MEMORY_MASTER_KEY)" in err and "memory.database_url (MEMORY_DATABASE_URL)" in err
+    assert "SQLite only" in err and master not in err and "pw@" not in err
+    assert not (config.parent / "data").exists()  # nothing was created
+
+
+def test_first_run_makes_no_master_key_for_a_postgresql_database(tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    url = "postgresql://bot:pw@db:5432/memory"
+    assert tasks.ensure_master_key(env, {"MEMORY_DATABASE_URL": url}) is False
+    assert not env.exists()
+    env.write_text(f"MEMORY_MASTER_KEY=\nMEMORY_DATABASE_URL={url}\n")
+    assert tasks.ensure_master_key(env, {}) is False
+    assert env.read_text() == f"MEMORY_MASTER_KEY=\nMEMORY_DATABASE_URL={url}\n"
 
 
 def test_check_reports_the_master_key_and_the_key_store(config: Path, capsys, monkeypatch) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from bot.memory.service import MemoryService
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
-from bot.store.models import ChatRecord
-from bot.store.repository import SchemaTooNew
+from bot.store.models import ChatRecord, NewTurn
+from bot.store.repository import SchemaTooNew, TurnsChanged
 from bot.store.sqlite import SqliteStore, _split_sql
 from tests.factories import make_call
 
@@ -264,3 +264,21 @@ async def test_the_memory_fence_refuses_writes_started_before_a_forget_or_pause(
     assert not await store.apply_call_turns(call.call_id, 5, late, [], anchored=True, checkpoint_at=3.0)
     assert [t.content for t in await store.call_turns(call.call_id)] == ["hello"]
     assert await store.count_turns(6) == 0
+
+
+async def test_a_stale_turns_version_is_refused_and_leases_work_on_every_store(store: SqliteStore) -> None:
+    """Run on each backend and behind the encrypting layer: the version check and the call leases reach the
+    backend unchanged, and the stored line reads back as written."""
+    call = make_call(42, state="active")
+    await store.create_call(call)
+    line = [NewTurn("user", "my sister Maren lives in Tromsø", 10.0, 0)]
+    assert await store.apply_call_turns(
+        call.call_id, 42, line, [], anchored=True, checkpoint_at=10.0, expected_version=0
+    )
+    with pytest.raises(TurnsChanged):
+        await store.apply_call_turns(call.call_id, 42, line, [], anchored=True, checkpoint_at=11.0, expected_version=0)
+    assert [t.content for t in await store.call_turns(call.call_id)] == ["my sister Maren lives in Tromsø"]
+    assert await store.take_call_lease(call.call_id, "process-a", 100.0, 130.0)
+    assert not await store.take_call_lease(call.call_id, "process-b", 110.0, 140.0)
+    await store.release_call_leases("process-a")
+    assert await store.take_call_lease(call.call_id, "process-b", 110.0, 140.0)
