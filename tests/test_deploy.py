@@ -48,7 +48,10 @@ def test_compose_file_follows_the_compose_spec_and_puts_caddy_in_front() -> None
     assert "443:443" in caddy["ports"] and "./Caddyfile:/etc/caddy/Caddyfile:ro" in caddy["volumes"]
     caddyfile = (DEPLOY / "Caddyfile").read_text()
     assert f"reverse_proxy bot:{bot['environment']['WEB_PORT']}" in caddyfile
-    assert "no PostgreSQL backend yet" in (DEPLOY / "compose.yaml").read_text()
+    db = compose["services"]["db"]
+    assert db["profiles"] == ["postgres"] and db["healthcheck"]["test"][0] == "CMD-SHELL"
+    assert bot["depends_on"]["db"] == {"condition": "service_healthy", "required": False}
+    assert "MEMORY_DATABASE_URL=postgresql://" in (DEPLOY / "compose.yaml").read_text()
 
 
 def healthcheck_command() -> list[str]:
