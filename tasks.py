@@ -71,19 +71,14 @@ def ensure_postgresql() -> None:
 
 
 MASTER_KEY_ENV = "MEMORY_MASTER_KEY"
-DATABASE_URL_ENV = "MEMORY_DATABASE_URL"
 
 
 def ensure_master_key(env_file: Path, environ: Mapping[str, str]) -> bool:
     """On first run, a new master key for the members' memory keys goes into .env (unless the environment or
     .env already has one). Returns True when one was created. The format is `python -m bot keygen`'s."""
-    if environ.get(MASTER_KEY_ENV) or environ.get(DATABASE_URL_ENV):
+    if environ.get(MASTER_KEY_ENV):
         return False
     lines = env_file.read_text(encoding="utf-8").splitlines() if env_file.exists() else []
-    for line in lines:  # member encryption is SQLite-only for now: no key for a PostgreSQL database
-        name, _, value = line.strip().removeprefix("export ").partition("=")
-        if name.strip() == DATABASE_URL_ENV and value.strip():
-            return False
     key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
     for i, line in enumerate(lines):
         name, _, value = line.strip().removeprefix("export ").partition("=")

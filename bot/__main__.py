@@ -11,7 +11,8 @@ from pathlib import Path
 from bot import __version__
 from bot.config import ConfigError, load_settings
 from bot.doctor import StartupProblem
-from bot.keys import KeyStoreLocked, check_unlockable
+from bot.keys import KeyStoreLocked
+from bot.keys.setup import check_key_store
 from bot.logs import setup_logging
 
 
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command != "check":  # check reports it among everything else
             # Before anything opens the database (even to inspect it): member keys need their master key.
-            asyncio.run(check_unlockable(settings.memory.key_store_path, settings.memory.master_key_bytes()))
+            asyncio.run(check_key_store(settings.memory))
         return asyncio.run(handlers[args.command](settings, args))
     except KeyboardInterrupt:
         return 130

@@ -18,8 +18,10 @@ from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
 from bot.config import Settings
 from bot.doctor import StartupProblem
-from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable
+from bot.keys import MASTER_KEY_ENV, KeyStoreLocked
 from bot.keys.encrypted import ENCRYPTION_META, EncryptedStore
+from bot.keys.setup import build_key_store, check_key_store, key_store_label
+from bot.keys.store import KeyStore
 from bot.llm import LLMClient
 from bot.memory import tokens
 from bot.memory.chat import ChatService
@@ -45,7 +47,7 @@ class Services:
     settings: Settings
     store: Store
     memory: MemoryService
-    keys: SqliteKeyStore | None = None
+    keys: KeyStore | None = None
     agora: ConvoAIClient | None = None
     llm: LLMClient | None = None
     calls: CallService | None = None
@@ -126,31 +128,27 @@ class Services:
             await self.live.wait_idle()
 
 
-def build_store(settings: Settings, keys: SqliteKeyStore | None = None) -> Store:
+def build_store(settings: Settings, keys: KeyStore | None = None) -> Store:
     """PostgreSQL when `memory.database_url` is set, else the SQLite file at `memory.database_path`; with a key
-    store, behind the layer that encrypts every member text (bot.keys.encrypted; SQLite only for now, which the
-    settings enforce)."""
+    store, behind the layer that encrypts every member text (bot.keys.encrypted)."""
+    backend: Store
     if settings.memory.database_url is not None:
-        if keys is not None:
-            raise ValueError("member encryption is SQLite-only: memory.database_url cannot take a key store")
-        return PostgresStore(settings.memory.database_url.get_secret_value())
-    backend = SqliteStore(
-        settings.memory.database_path, busy_timeout_ms=int(settings.memory.lock_timeout_seconds * 1000)
-    )
+        backend = PostgresStore(settings.memory.database_url.get_secret_value())
+    else:
+        backend = SqliteStore(
+            settings.memory.database_path, busy_timeout_ms=int(settings.memory.lock_timeout_seconds * 1000)
+        )
     return backend if keys is None else EncryptedStore(backend, keys)
 
 
-async def open_key_store(settings: Settings) -> SqliteKeyStore | None:
+async def open_key_store(settings: Settings) -> KeyStore | None:
     """The member key store when a master key is set; None when none is set and no member keys exist yet.
     Raises ``KeyStoreLocked`` (writing nothing) when member keys exist and the master key is missing or wrong."""
     master_key = settings.memory.master_key_bytes()
-    path = settings.memory.key_store_path
-    if settings.memory.database_url is not None and master_key is None:
-        return None  # PostgreSQL memory is not encrypted (yet); a key store beside database_path is not ours
-    await check_unlockable(path, master_key)
+    await check_key_store(settings.memory)
     if master_key is None:
         return None
-    keys = SqliteKeyStore(path, master_key)
+    keys = build_key_store(settings.memory, master_key)
     await keys.open()
     return keys
 
@@ -239,8 +237,9 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
         if keys is None and await store.get_meta(ENCRYPTION_META) is not None:
             raise KeyStoreLocked(
                 f"the memory database is encrypted, but {MASTER_KEY_ENV} is not set and the key store "
-                f"{settings.memory.key_store_path} holds no member keys: set {MASTER_KEY_ENV} and memory.key_store "
-                "to the master key and key store this memory was encrypted with. Nothing was changed."
+                f"{key_store_label(settings.memory)} holds no member keys: set {MASTER_KEY_ENV} and memory.key_store "
+                "(or memory.key_store_url) to the master key and key store this memory was encrypted with. Nothing "
+                "was changed."
             )
     except BaseException:
         await store.close()

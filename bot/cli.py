@@ -13,7 +13,9 @@ from urllib.parse import urlsplit
 from bot.app import build_agora_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import Finding, StartupProblem, inspect_configured_database, startup_findings
-from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable, parse_master_key
+from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
+from bot.keys.pg_store import residue_warnings
+from bot.keys.setup import build_key_store, check_key_store, key_store_label
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
 from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
@@ -161,31 +163,35 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _check_keys(settings: Settings) -> bool:
     """Reports the master key and the key store; False when the bot could not start because of them."""
-    path = settings.memory.key_store_path
+    where = key_store_label(settings.memory)
     label = f"memory.master_key ({MASTER_KEY_ENV})"
-    if settings.memory.database_url is not None:  # the settings refuse a master key with it
-        _out(
-            "  warning  memory.database_url is set: member encryption is SQLite-only, so memory in PostgreSQL "
-            "is not encrypted"
-        )
-        return True
     try:
-        count = await check_unlockable(path, settings.memory.master_key_bytes())
-    except KeyStoreLocked as exc:
+        count = await check_key_store(settings.memory)
+    except (KeyStoreLocked, StartupProblem) as exc:
         _out(f"  FAIL     {exc}")
         return False
     except Exception as exc:  # a damaged or unreadable key store file is reported, not raised: this is a doctor
-        _out(f"  FAIL     memory.key_store {path}: {type(exc).__name__}: {exc}")
+        _out(f"  FAIL     memory.key_store {where}: {type(exc).__name__}: {exc}")
         return False
+    memory = "PostgreSQL" if settings.memory.database_url is not None else "SQLite"
     if settings.memory.master_key is None:
         _out(
-            f"  warning  {label} is not set: members' memory has no keys to shred. Create one with "
-            "`python -m bot keygen` (`python3 tasks.py run` does it on first run)"
+            f"  warning  {label} is not set: members' memory ({memory}) is not encrypted and has no keys to shred. "
+            "Create one with `python -m bot keygen` (`python3 tasks.py run` does it on first run)"
         )
-    elif path.exists():
-        _out(f"  ok       {label} is set and opens the key store {path} ({plural(count, 'member key')})")
+    elif settings.memory.key_store_url is not None or settings.memory.key_store_path.exists():
+        if settings.memory.key_store_url is not None:
+            for warning in await residue_warnings(settings.memory.key_store_url.get_secret_value()):
+                _out(f"  warning  memory.key_store_url: {warning}")
+        _out(
+            f"  ok       {label} is set and opens the key store {where} ({plural(count, 'member key')}); members' "
+            f"memory ({memory}) is encrypted with their own keys"
+        )
     else:
-        _out(f"  ok       {label} is set; the key store {path} is created at start")
+        _out(
+            f"  ok       {label} is set; the key store {where} is created at start; members' memory ({memory}) is "
+            "encrypted with their own keys"
+        )
     return True
 
 
@@ -202,13 +208,13 @@ async def rotate_master_key(settings: Settings, args: argparse.Namespace) -> int
     new = parse_master_key(settings.memory.new_master_key.get_secret_value())
     if new == current:
         raise CommandFailed("MEMORY_NEW_MASTER_KEY is the current master key: create a new one with keygen.")
-    keys = SqliteKeyStore(settings.memory.key_store_path, current)
+    keys = build_key_store(settings.memory, current)
     await keys.open()
     try:
         count = await keys.rotate(new)
     finally:
         await keys.close()
-    _out(f"Rewrapped {plural(count, 'member key')} in {settings.memory.key_store_path} with the new master key.")
+    _out(f"Rewrapped {plural(count, 'member key')} in {key_store_label(settings.memory)} with the new master key.")
     _out(
         f"Now set {MASTER_KEY_ENV} to the value of MEMORY_NEW_MASTER_KEY in .env, remove MEMORY_NEW_MASTER_KEY, "
         "and restart the bot: the old master key no longer opens the key store."
@@ -259,7 +265,7 @@ async def migrate(settings: Settings, args: argparse.Namespace) -> int:
             _out(f"Database {database_label(settings)} is at schema {await services.store.schema_version()}.")
             if services.keys is not None:
                 _out(
-                    f"Every member's memory is encrypted with their own key (key store {services.keys.path}, "
+                    f"Every member's memory is encrypted with their own key (key store {services.keys.label}, "
                     f"{plural(await services.keys.count(), 'member key')})."
                 )
     except SchemaTooNew as exc:

@@ -47,6 +47,18 @@ def _http_url(value: str, expected: str) -> str:
 MASTER_KEY_BYTES = 32
 
 
+def _same_database(a: str, b: str) -> bool:
+    """Whether two PostgreSQL URLs name the same database on the same server (credentials aside)."""
+
+    def where(url: str) -> tuple[str, str]:
+        rest = url.split("://", 1)[-1].rsplit("@", 1)[-1]
+        server, _, database = rest.partition("/")
+        name, _, query = database.partition("?")
+        return server + "?" + query, name
+
+    return where(a) == where(b)
+
+
 def decode_master_key(text: str) -> bytes | None:
     """The 32 bytes of a master key written as URL-safe base64 (padding optional); None when it is not one."""
     cleaned = text.strip()
@@ -186,8 +198,11 @@ class MemorySettings(_Section):
     master_key: SecretStr | None = None
     new_master_key: SecretStr | None = None
     database_url: SecretStr | None = None
+    key_store_url: SecretStr | None = None
+    """The member key store in its own PostgreSQL database (for a PostgreSQL memory database); unset: the SQLite
+    file ``key_store``."""
 
-    @field_validator("database_url")
+    @field_validator("database_url", "key_store_url")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
@@ -210,13 +225,14 @@ class MemorySettings(_Section):
         return value
 
     @model_validator(mode="after")
-    def _encryption_is_sqlite_only(self) -> MemorySettings:
-        if self.master_key is not None and self.database_url is not None:
-            raise ValueError(
-                "memory.master_key (MEMORY_MASTER_KEY) and memory.database_url (MEMORY_DATABASE_URL) are both set, "
-                "but member encryption works with SQLite only for now: unset MEMORY_DATABASE_URL to keep memory in "
-                "SQLite, or unset MEMORY_MASTER_KEY to keep it in PostgreSQL unencrypted"
-            )
+    def _key_store_apart_from_memory(self) -> MemorySettings:
+        if self.key_store_url is not None and self.database_url is not None:
+            if _same_database(self.key_store_url.get_secret_value(), self.database_url.get_secret_value()):
+                raise ValueError(
+                    "memory.key_store_url (MEMORY_KEY_STORE_URL) names the same database as memory.database_url "
+                    "(MEMORY_DATABASE_URL): the member keys must live apart from the memory they unlock, so a "
+                    "backup of the memory holds no keys; point it at another database"
+                )
         return self
 
     @property

@@ -12,6 +12,8 @@ import pytest_asyncio
 from bot.config import DEFAULT_PERSONA
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
+from bot.keys.pg_store import PostgresKeyStore
+from bot.keys.store import KeyStore
 from bot.llm import LLMClient
 from bot.logs import HANDLER_NAME, THIRD_PARTY_LOGGERS
 from bot.memory.service import MemoryService
@@ -49,30 +51,31 @@ def _restore_logging() -> Iterator[None]:
         logging.getLogger(name).setLevel(old)
 
 
-@pytest_asyncio.fixture(params=["sqlite", "sqlite-encrypted", "postgresql"])
+@pytest_asyncio.fixture(params=["sqlite", "sqlite-encrypted", "postgresql", "postgresql-encrypted"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Every test that takes `store` runs against both backends, and on SQLite also behind the layer that
-    encrypts every member text with the member's own key (bot.keys.encrypted), so none can differ silently.
-    Member encryption is SQLite-only for now (the bot refuses a master key with memory.database_url)."""
-    if request.param == "postgresql":
-        pg = PostgresStore(request.getfixturevalue("postgres_url"))
-        await pg.open()
-        yield pg
-        await pg.close()
+    """Every test that takes `store` runs against both backends, plain and behind the layer that encrypts every
+    member text with the member's own key (bot.keys.encrypted), so none can differ silently. The encrypted
+    PostgreSQL store keeps its keys in another database of the cluster (PostgresKeyStore)."""
+    backend: Store
+    keys: KeyStore
+    master = parse_master_key(generate_master_key_text())
+    if request.param.startswith("postgresql"):
+        backend = PostgresStore(request.getfixturevalue("postgres_url"))
+        keys = PostgresKeyStore(request.getfixturevalue("postgres_cluster").new_database(), master)
+    else:
+        backend = SqliteStore(tmp_path / "memory.db")
+        keys = SqliteKeyStore(tmp_path / "memory.keys.db", master)
+    if not request.param.endswith("-encrypted"):
+        await backend.open()
+        yield backend
+        await backend.close()
         return
-    s = SqliteStore(tmp_path / "memory.db")
-    if request.param.endswith("-encrypted"):
-        keys = SqliteKeyStore(tmp_path / "memory.keys.db", parse_master_key(generate_master_key_text()))
-        await keys.open()
-        encrypted = EncryptedStore(s, keys)
-        await encrypted.open()
-        yield encrypted
-        await s.close()
-        await keys.close()
-        return
-    await s.open()
-    yield s
-    await s.close()
+    await keys.open()
+    encrypted = EncryptedStore(backend, keys)
+    await encrypted.open()
+    yield encrypted
+    await backend.close()
+    await keys.close()
 
 
 @pytest_asyncio.fixture

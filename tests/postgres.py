@@ -52,7 +52,8 @@ def _free_port() -> int:
 class PostgresCluster:
     """One server process for the whole session; each test gets its own database (`new_database`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: str = "") -> None:
+        self.options = options
         self.bin = _bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="pgtest-"))
         self.data = self.root / "data"
@@ -84,9 +85,23 @@ class PostgresCluster:
         )  # fmt: skip
         if init.returncode != 0:
             raise PostgresUnavailable(f"initdb failed:\n{init.stdout}\n{init.stderr}")
+        self._start_server()
+
+    def copy(self) -> PostgresCluster:
+        """Another server started from a copy of this one's data directory, as a backup taken now would be
+        (run CHECKPOINT first); the caller stops it."""
+        other = PostgresCluster(self.options)
+        copied = self._run("cp", "-a", str(self.data), str(other.data))
+        if copied.returncode != 0:
+            raise PostgresUnavailable(f"copying the data directory failed: {copied.stderr}")
+        (other.data / "postmaster.pid").unlink(missing_ok=True)
+        other._start_server()
+        return other
+
+    def _start_server(self) -> None:
         options = (
             f"-k {self.socket_dir} -p {self.port} -c listen_addresses='' -c fsync=off -c full_page_writes=off "
-            "-c max_connections=300 -c shared_buffers=32MB"
+            f"-c max_connections=300 -c shared_buffers=32MB {self.options}"
         )
         started = self._run(
             str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "server.log"),

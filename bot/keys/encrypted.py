@@ -17,7 +17,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.sealed import is_sealed, seal, unseal
-from bot.keys.store import SqliteKeyStore
+from bot.keys.store import KeyStore
 from bot.keys.terms import query_terms
 from bot.store.models import (
     CallRecord,
@@ -87,9 +87,12 @@ PASS_THROUGH = frozenset(
 
 
 class EncryptedStore:
-    def __init__(self, backend: Store, keys: SqliteKeyStore):
+    def __init__(self, backend: Store, keys: KeyStore):
         self.backend = backend
         self.keys = keys
+        hashed_search = getattr(backend, "search_hashed_terms", None)
+        if hashed_search is not None:
+            hashed_search()  # PostgreSQL: its queries now carry keyed hashes, not words to stem
 
     def __getattr__(self, name: str) -> Any:
         if name in PASS_THROUGH:

@@ -49,6 +49,25 @@ class MemberKeys(Protocol):
     async def delete(self, user_id: int) -> bool: ...
 
 
+class KeyStore(MemberKeys, Protocol):
+    """A member key store (``SqliteKeyStore``, ``bot.keys.pg_store.PostgresKeyStore``)."""
+
+    @property
+    def label(self) -> str: ...
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def cipher(self, user_id: int, *, create: bool = True) -> MemberCipher | None: ...
+
+    async def has_key(self, user_id: int) -> bool: ...
+
+    async def count(self) -> int: ...
+
+    async def rotate(self, new_master_key: bytes) -> int: ...
+
+
 class KeyStoreLocked(Exception):
     """The key store holds member keys but the master key is missing or is not the one they were wrapped with.
     The message is the one line the operator reads; nothing has been written."""
@@ -63,6 +82,11 @@ class SqliteKeyStore:
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
         self._cache: OrderedDict[int, MemberCipher] = OrderedDict()
+
+    @property
+    def label(self) -> str:
+        """How messages name this key store."""
+        return str(self.path)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -217,18 +241,36 @@ async def check_unlockable(path: Path, master_key: bytes | None) -> int:
     verifier, count = await key_store_state(path)
     if verifier is None and count == 0:
         return 0
+    problem = locked_message(str(path), master_key, verifier, count)
+    if problem is not None:
+        raise KeyStoreLocked(problem)
+    return count
+
+
+def locked_message(label: str, master_key: bytes | None, verifier: bytes | None, count: int) -> str | None:
+    """The operator's one line when the key store ``label`` (holding ``count`` keys and ``verifier``) cannot be
+    opened with ``master_key``; None when it can."""
     if master_key is None:
-        raise KeyStoreLocked(
-            f"{MASTER_KEY_ENV} is not set, but the key store {path} holds {count} members' keys: set "
+        return (
+            f"{MASTER_KEY_ENV} is not set, but the key store {label} holds {count} members' keys: set "
             f"{MASTER_KEY_ENV} (in .env or the environment) to the master key this memory was encrypted with. "
             "Nothing was changed."
         )
     if verifier is None or not verifier_opens(master_key, verifier):
-        raise KeyStoreLocked(
-            f"{MASTER_KEY_ENV} is not the master key of the key store {path} ({count} members' keys): set it to "
+        return (
+            f"{MASTER_KEY_ENV} is not the master key of the key store {label} ({count} members' keys): set it to "
             "the key this memory was encrypted with (after a rotation, the new one). Nothing was changed."
         )
-    return count
+    return None
 
 
-__all__ = ["DecryptionFailed", "KeyStoreLocked", "MemberKeys", "SqliteKeyStore", "check_unlockable", "key_store_state"]
+__all__ = [
+    "DecryptionFailed",
+    "KeyStore",
+    "KeyStoreLocked",
+    "MemberKeys",
+    "SqliteKeyStore",
+    "check_unlockable",
+    "key_store_state",
+    "locked_message",
+]

@@ -296,6 +296,14 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX IF NOT EXISTS facts_source_chat ON facts (source_chat_id) WHERE source_chat_id IS NOT NULL;
         """,
     ),
+    (
+        7,
+        "member encryption: a sealed text's full-text vector is its keyed term hashes, unstemmed",
+        """
+        -- PostgreSQL only (its tsvector configuration); SQLite's FTS5 indexes sealed texts' hashes as they are.
+        SELECT 1;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

@@ -225,6 +225,28 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         SELECT 1;
         """,
     ),
+    (
+        7,
+        "member encryption: a sealed text's full-text vector is its keyed term hashes, unstemmed",
+        """
+        -- A sealed text (bot.keys.sealed: "<hex term hashes> \u27d0<ciphertext>") is indexed with 'simple': its
+        -- hashes are of terms stemmed before hashing and must not be stemmed again; plain text keeps 'memory'.
+        ALTER TABLE turns DROP COLUMN search;
+        ALTER TABLE turns ADD COLUMN search TSVECTOR GENERATED ALWAYS AS (
+            CASE WHEN content ~ '^[0-9a-f ]*\u27d0' THEN to_tsvector('simple', content)
+                ELSE to_tsvector('memory', content) END
+            || to_tsvector('simple', 'u' || user_id::text)
+        ) STORED;
+        CREATE INDEX turns_search ON turns USING GIN (search);
+        ALTER TABLE facts DROP COLUMN search;
+        ALTER TABLE facts ADD COLUMN search TSVECTOR GENERATED ALWAYS AS (
+            CASE WHEN text ~ '^[0-9a-f ]*\u27d0' THEN to_tsvector('simple', text)
+                ELSE to_tsvector('memory', text) END
+            || to_tsvector('simple', 'u' || user_id::text)
+        ) STORED;
+        CREATE INDEX facts_search ON facts USING GIN (search);
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

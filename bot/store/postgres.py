@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
@@ -40,6 +40,7 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
+from bot.store.pg_sealed import HASHED_SEARCH_CONFIG, PLAIN_SEARCH_CONFIG, reseal_texts
 from bot.store.ranking import WORD, first_stage, fts_terms, rerank
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, TurnsChanged
 
@@ -66,6 +67,15 @@ class PostgresStore:
         self._min = min_connections
         self._max = max_connections
         self._pool: asyncpg.Pool | None = None
+        self._search_config = PLAIN_SEARCH_CONFIG
+
+    def search_hashed_terms(self) -> None:
+        """Queries carry keyed hashes of stemmed terms (member encryption): match them unstemmed."""
+        self._search_config = HASHED_SEARCH_CONFIG
+
+    async def reseal_texts(self, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
+        """Encrypts an existing database in place (bot.keys.encrypted); see bot.store.pg_sealed."""
+        return await reseal_texts(self.pool, reseal)
 
     def __repr__(self) -> str:  # never show a password from the URL
         return f"PostgresStore({re.sub(r'//[^@/]*@', '//***@', self.url)!r})"
@@ -469,11 +479,12 @@ class PostgresStore:
         rows = await self._all(
             f"SELECT 0 AS i, NULL::bigint[] AS ids, (SELECT COUNT(*) FROM {table} WHERE user_id = $1) AS n "
             f"UNION ALL SELECT q.i, array_agg(t.{key}), 0 FROM unnest($2::text[]) WITH ORDINALITY AS q(term, i) "
-            f"JOIN {table} t ON t.search @@ (to_tsquery('simple', $3) && phraseto_tsquery('memory', q.term)){current} "
-            "GROUP BY q.i",
+            f"JOIN {table} t ON t.search @@ (to_tsquery('simple', $3) && phraseto_tsquery($4::regconfig, q.term))"
+            f"{current} GROUP BY q.i",
             user_id,
             terms,
             f"u{int(user_id)}",
+            self._search_config,
         )
         total = next(int(r["n"]) for r in rows if r["i"] == 0)
         postings = [list(r["ids"]) for r in rows if r["i"] != 0 and r["ids"]]

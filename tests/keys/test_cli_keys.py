@@ -13,7 +13,9 @@ import tasks
 from bot.__main__ import main
 from bot.config import load_settings
 from bot.keys.crypto import generate_master_key_text, parse_master_key
+from bot.keys.pg_store import key_store_state_pg
 from bot.keys.store import SqliteKeyStore
+from tests.postgres import PostgresCluster
 
 MARKER = "Marker-Okapi-8812 takes the 7:15 ferry"
 REQUIRED = {
@@ -34,6 +36,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "MEMORY_MASTER_KEY",
         "MEMORY_NEW_MASTER_KEY",
         "MEMORY_DATABASE_URL",
+        "MEMORY_KEY_STORE_URL",
         *REQUIRED,
     ):
         monkeypatch.delenv(name, raising=False)
@@ -114,29 +117,51 @@ def test_first_run_keeps_a_master_key_from_the_environment(tmp_path: Path) -> No
     assert env.read_text().startswith("MEMORY_MASTER_KEY=")
 
 
-def test_a_master_key_with_a_postgresql_database_is_refused_naming_both_settings(
-    config: Path, capsys: pytest.CaptureFixture[str]
+def test_a_key_store_in_the_memory_database_itself_is_refused_naming_both_settings(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Member encryption is SQLite-only for now: the bot does not start half-encrypted on PostgreSQL."""
-    master = generate_master_key_text()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MEMORY_MASTER_KEY", master)
-        mp.setenv("MEMORY_DATABASE_URL", "postgresql://bot:pw@127.0.0.1:1/memory")
-        assert main(["--config", str(config), "migrate"]) == 2
+    """The keys must live apart from the memory they unlock: one database for both is a configuration error."""
+    monkeypatch.setenv("MEMORY_MASTER_KEY", generate_master_key_text())
+    monkeypatch.setenv("MEMORY_DATABASE_URL", "postgresql://bot:pw@db:5432/memory")
+    monkeypatch.setenv("MEMORY_KEY_STORE_URL", "postgresql://keys:pw2@db:5432/memory")
+    assert main(["--config", str(config), "migrate"]) == 2
     err = capsys.readouterr().err
-    assert "memory.master_key (MEMORY_MASTER_KEY)" in err and "memory.database_url (MEMORY_DATABASE_URL)" in err
-    assert "SQLite only" in err and master not in err and "pw@" not in err
+    assert "memory.key_store_url (MEMORY_KEY_STORE_URL)" in err and "memory.database_url (MEMORY_DATABASE_URL)" in err
+    assert "pw@" not in err and "pw2@" not in err
     assert not (config.parent / "data").exists()  # nothing was created
 
 
-def test_first_run_makes_no_master_key_for_a_postgresql_database(tmp_path: Path) -> None:
+def test_first_run_makes_a_master_key_for_a_postgresql_database_too(tmp_path: Path) -> None:
     env = tmp_path / ".env"
     url = "postgresql://bot:pw@db:5432/memory"
-    assert tasks.ensure_master_key(env, {"MEMORY_DATABASE_URL": url}) is False
-    assert not env.exists()
     env.write_text(f"MEMORY_MASTER_KEY=\nMEMORY_DATABASE_URL={url}\n")
-    assert tasks.ensure_master_key(env, {}) is False
-    assert env.read_text() == f"MEMORY_MASTER_KEY=\nMEMORY_DATABASE_URL={url}\n"
+    assert tasks.ensure_master_key(env, {"MEMORY_DATABASE_URL": url}) is True
+    values = dotenv_values(env)
+    assert values["MEMORY_DATABASE_URL"] == url
+    assert parse_master_key(values["MEMORY_MASTER_KEY"] or "")
+
+
+def test_check_reports_postgresql_memory_encrypted_with_its_key_store(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, postgres_cluster: PostgresCluster
+) -> None:
+    memory_url, keys_url = postgres_cluster.new_database(), postgres_cluster.new_database()
+    monkeypatch.setenv("MEMORY_DATABASE_URL", memory_url)
+    main(["--config", str(config), "check"])
+    assert "is not set: members' memory (PostgreSQL) is not encrypted" in capsys.readouterr().out
+
+    monkeypatch.setenv("MEMORY_MASTER_KEY", generate_master_key_text())
+    monkeypatch.setenv("MEMORY_KEY_STORE_URL", keys_url)
+    assert main(["--config", str(config), "migrate"]) == 0
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "ok       memory.master_key (MEMORY_MASTER_KEY) is set and opens the key store postgresql://" in out
+    assert "members' memory (PostgreSQL) is encrypted with their own keys" in out
+    assert "warning  memory.key_store_url: the key store's server runs with wal_recycle = on" in out
+
+    monkeypatch.setenv("MEMORY_MASTER_KEY", generate_master_key_text())
+    assert asyncio.run(key_store_state_pg(keys_url))[0] is not None  # migrate made it: its verifier refuses
+    assert main(["--config", str(config), "check"]) == 1
+    assert "FAIL     MEMORY_MASTER_KEY is not the master key of the key store postgresql://" in capsys.readouterr().out
 
 
 def test_check_reports_the_master_key_and_the_key_store(config: Path, capsys, monkeypatch) -> None:
