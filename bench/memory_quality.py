@@ -176,9 +176,7 @@ async def evaluate_case(
 ) -> list[CaseResult]:
     store: Store = PostgresStore(database_url) if database_url else SqliteStore(workdir / f"{case.test_id}.db")
     keys: SqliteKeyStore | None = None
-    if encrypted and database_url:
-        raise ValueError("member encryption is SQLite-only: run --encrypted with --backends sqlite")
-    if encrypted:  # every text sealed with the member's key, the index holding keyed term hashes (SQLite only)
+    if encrypted:  # every text sealed with the member's key, the index holding keyed term hashes
         keys = SqliteKeyStore(workdir / f"{case.test_id}.keys.db", parse_master_key(generate_master_key_text()))
         await keys.open()
         store = EncryptedStore(store, keys)
@@ -399,9 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--llm", action="store_true", help="extract facts with the LLM from LLM_* env first")
     parser.add_argument("--concurrency", type=int, default=4, help="cases processed at once with --llm")
     parser.add_argument("--verbose", action="store_true", help="per-case recall and the facts missed")
-    parser.add_argument(
-        "--encrypted", action="store_true", help="store every text encrypted with the member's key (SQLite only)"
-    )
+    parser.add_argument("--encrypted", action="store_true", help="store every text encrypted with the member's key")
     parser.add_argument("--backends", default="sqlite", help="comma-separated: sqlite, postgresql (both: compared)")
     return asyncio.run(_main(parser.parse_args(argv)))
 

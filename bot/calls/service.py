@@ -188,7 +188,7 @@ class CallService:
         self._open_pages: dict[str, str] = {}
         self._closing = False
         self._starting: set[str] = set()  # calls this process is starting right now (reconcile leaves them alone)
-        self.inbox = WebhookInbox.beside(settings.memory.database_path)
+        self.inbox = WebhookInbox.beside(settings.memory.database_path, master_key=settings.memory.master_key_bytes())
 
     @property
     def closed(self) -> bool:
@@ -764,7 +764,7 @@ class CallService:
         processed = 0
         for path in self.inbox.pending():
             try:
-                notification = parse_notification(path.read_bytes())
+                notification = parse_notification(self.inbox.read(path))
             except (OSError, ValueError) as exc:
                 log.warning("dropped unreadable webhook %s from the inbox: %s", path.name, exc)
                 self.inbox.remove(path)

@@ -164,3 +164,34 @@ class MemberCipher:
         """The keyed hash of one normalized, stemmed term, as an index token (lowercase hex)."""
         digest = hmac.new(self._term_key, term.encode("utf-8"), hashlib.sha256).digest()
         return digest[:TERM_HASH_BYTES].hex()
+
+
+INBOX_AAD = b"memory-call/webhook-inbox"
+
+
+class InboxSealer:
+    """Seals what the bot keeps on disk before it is attributed to a member (raw Agora webhook deliveries, which
+    can carry transcript lines) with keys derived from the master key: AES-256-GCM, a fresh nonce each. Files
+    sealed under a master key that has since been rotated no longer open (``open`` raises ``ValueError``)."""
+
+    __slots__ = ("_aead", "_name_key")
+
+    def __init__(self, master_key: bytes):
+        self._aead = AESGCM(_derive(master_key, b"webhook-inbox"))
+        self._name_key = _derive(master_key, b"webhook-inbox-names")
+
+    def name(self, data: bytes) -> str:
+        """A stable file name for ``data`` that does not let anyone confirm a guess of its content."""
+        return hmac.new(self._name_key, data, hashlib.sha256).hexdigest()
+
+    def seal(self, data: bytes) -> bytes:
+        nonce = os.urandom(NONCE_BYTES)
+        return VALUE_VERSION + nonce + self._aead.encrypt(nonce, data, INBOX_AAD)
+
+    def open(self, sealed: bytes) -> bytes:
+        if sealed[:1] != VALUE_VERSION or len(sealed) < 1 + NONCE_BYTES + 16:
+            raise ValueError("not a sealed inbox file")
+        try:
+            return self._aead.decrypt(sealed[1 : 1 + NONCE_BYTES], sealed[1 + NONCE_BYTES :], INBOX_AAD)
+        except InvalidTag:
+            raise ValueError("a sealed inbox file did not open with this master key (rotated, or damaged)") from None

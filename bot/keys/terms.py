@@ -1,63 +1,18 @@
-"""Search terms as the full-text index sees them, computed in Python so the index can hold keyed hashes.
+"""Search terms hashed per member, so the full-text index of an encrypted member holds no word.
 
-This mirrors SQLite FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer: words are runs of letters and
-digits (underscore separates, as in unicode61), lower-cased, diacritics removed (canonical decomposition, no
-compatibility folding), then words of 3 to 64 characters stemmed with the Porter algorithm (``snowballstemmer``'s
-``porter``). FTS5's porter also carries two of Martin Porter's later departures ("-bli" -> "-ble", "-logi" ->
-"-log"), so a few words stem differently ("possibly": "possibli" here, "possibl" there; 21 of the 13,531 texts of
-the memory-eval benchmark have such a word); index and query are hashed with this one function, so matching is
-consistent. A member's index holds ``MemberCipher.term_hash`` of each term instead of the term itself; a query is
+The terms are computed as the index computes them (``bot.store.terms``: FTS5's porter tokenizer, mirrored in
+Python). A member's index holds ``MemberCipher.term_hash`` of each term instead of the term itself; a query is
 hashed the same way, so the same rows match and the same counts feed BM25.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable
-from functools import lru_cache
-
-import snowballstemmer
 
 from bot.keys.crypto import MemberCipher
+from bot.store.terms import index_terms, query_terms, query_words, stem
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_STEMMER = snowballstemmer.stemmer("porter")
-
-
-def _fold(text: str) -> str:
-    decomposed = unicodedata.normalize("NFD", text.lower())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
-PORTER_MIN = 3
-PORTER_MAX = 64
-"""FTS5's porter tokenizer leaves words shorter than 3 or longer than 64 characters as they are."""
-
-
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    if not PORTER_MIN <= len(word) <= PORTER_MAX:
-        return word
-    return str(_STEMMER.stemWord(word))
-
-
-def index_terms(text: str) -> list[str]:
-    """Every token of ``text`` in order (repeats kept, as the index counts them), normalized and stemmed."""
-    return [stem(word) for word in _WORD.findall(_fold(text))]
-
-
-def query_terms(text: str, max_terms: int = 12) -> list[str]:
-    """The distinct searchable terms of a query: words longer than two characters, stemmed, first
-    ``max_terms``."""
-    terms: list[str] = []
-    for word in _WORD.findall(_fold(text)):
-        if len(word) <= 2:
-            continue
-        term = stem(word)
-        if term not in terms:
-            terms.append(term)
-    return terms[:max_terms]
+__all__ = ["hashed", "hashed_document", "index_terms", "query_terms", "query_words", "stem"]
 
 
 def hashed(cipher: MemberCipher, terms: Iterable[str]) -> list[str]:

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from bot.store.terms import query_words
+
 WORD = re.compile(r"\w+", re.UNICODE)
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -22,13 +24,10 @@ Row = TypeVar("Row")
 
 
 def fts_terms(text: str, max_terms: int = 12) -> list[str]:
-    """The distinct words of free text that can be searched for (words are \\w+ runs, which hold no quote, so no
-    user text reaches a query language)."""
-    terms: list[str] = []
-    for word in WORD.findall(text.lower()):
-        if len(word) > 2 and word not in terms:
-            terms.append(word)
-    return terms[:max_terms]
+    """The words of free text that can be searched for, one per stem, as ``bot.store.terms.query_words`` picks
+    them for the encrypted path too (so a query that says "schedule" and "scheduled" weighs that stem once on
+    both). Words are runs of letters and digits, which hold no quote, so no user text reaches a query language."""
+    return [word for word, _ in query_words(text, max_terms)]
 
 
 def idf(total: int, frequency: int) -> float:

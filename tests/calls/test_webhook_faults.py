@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -11,6 +12,8 @@ import httpx
 import pytest
 
 from bot.agora.webhooks import sign_body
+from bot.calls.inbox import WebhookInbox
+from bot.keys import generate_master_key_text, parse_master_key
 from tests.calls.test_lifecycle import ALICE, conversation, start_call, stored
 from tests.fakes.agora_emulator import TEST_WEBHOOK_SECRET
 from tests.harness import CallWorld, call_world, eventually
@@ -155,3 +158,41 @@ async def test_a_restart_saves_the_running_agents_history_window_at_once(world: 
     calls = await world.restart()
     assert await calls.reconcile() == {"resumed": 1, "finalized": 0, "failed": 0}
     assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
+
+
+async def test_with_member_encryption_a_kept_delivery_holds_no_member_text_on_disk(tmp_path: Path) -> None:
+    """The inbox keeps a history notice (the transcript) until it is stored; with a master key it is sealed, and
+    after a restart it is opened and stored all the same. A rotated master key opens none of it."""
+    master = generate_master_key_text()
+    async with call_world(tmp_path, busy_timeout_ms=100, memory={"master_key": master}) as world:
+        world.emu.hold_webhooks()
+        started, agent = await start_call(world)
+        convo = conversation(3, "Zephyrquill ")
+        world.emu.script(agent.agent_id, convo)
+        world.emu.fail_next(5, 503, operation="history")
+        await world.calls.hang_up(ALICE)
+        locker = sqlite3.connect(world.settings.memory.database_path)
+        locker.execute("BEGIN IMMEDIATE")
+        try:
+            world.emu.webhook_max_retries = 0
+            await world.emu.release_webhooks()
+        finally:
+            locker.rollback()
+            locker.close()
+        kept = world.calls.inbox.pending()
+        assert kept and {p.suffix for p in kept} == {".sealed"}
+        folder = kept[0].parent
+        on_disk = b"".join(p.read_bytes() for p in folder.iterdir())
+        assert b"Zephyrquill" not in on_disk and b"something distinct" not in on_disk
+        for path in kept:  # named by a keyed hash: the name does not confirm a guessed body either
+            assert path.stem != hashlib.sha256(world.calls.inbox.read(path)).hexdigest()
+        assert any(b"Zephyrquill" in world.calls.inbox.read(path) for path in kept), "the transcript was kept"
+
+        rotated = WebhookInbox(folder, master_key=parse_master_key(generate_master_key_text()))
+        with pytest.raises(ValueError, match="did not open"):
+            rotated.read(kept[0])
+
+        calls = await world.restart()
+        await calls.reconcile()
+        assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
+        assert calls.inbox.pending() == []
