@@ -17,24 +17,20 @@ are kept (the README says to keep them briefly), and the file system may keep fr
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import re
 import time
-from collections import OrderedDict
 
 import asyncpg
 
 from bot.keys.crypto import (
-    MASTER_KEY_ENV,
-    MemberCipher,
     make_verifier,
     new_data_key,
     unwrap_data_key,
     verifier_opens,
     wrap_data_key,
 )
-from bot.keys.store import CACHE_SIZE, KeyStoreLocked, locked_message
+from bot.keys.store import CachingKeyStore, KeyStoreLocked, locked_message
+from bot.store.copy import describe
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +47,16 @@ _SCHEMA_LOCK = 0x6B657973  # serialises the first start of several processes on 
 
 def describe_url(url: str) -> str:
     """The URL without its password, for messages."""
-    return re.sub(r"//[^@/]*@", "//***@", url)
+    return describe(url)
 
 
-class PostgresKeyStore:
+class PostgresKeyStore(CachingKeyStore):
     """Member data keys in their own PostgreSQL database (``memory.key_store_url``)."""
 
     def __init__(self, url: str, master_key: bytes):
+        super().__init__(master_key)
         self.url = url
-        self._master_key = master_key
         self._pool: asyncpg.Pool | None = None
-        self._lock = asyncio.Lock()
-        self._cache: OrderedDict[int, MemberCipher] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"PostgresKeyStore({describe_url(self.url)!r})"
@@ -105,45 +99,21 @@ class PostgresKeyStore:
 
     # ---- member keys -----------------------------------------------------------------------------------
 
-    async def cipher(self, user_id: int, *, create: bool = True) -> MemberCipher | None:
-        """The member's cipher; a new random key is made (and committed) when they have none and ``create`` is
-        true. None when they have no key and ``create`` is false (a forgotten member stays unreadable)."""
-        user_id = int(user_id)
-        cached = self._cache.get(user_id)
-        if cached is not None:
-            self._cache.move_to_end(user_id)
-            return cached
-        async with self._lock:
-            wrapped = await self._wrapped(user_id)
-            if wrapped is None:
-                if not create:
-                    return None
-                async with self.pool.acquire() as db, db.transaction():
-                    # Shares the verifier's row lock with rotate(): a key is never written under a retired master key.
-                    verifier = await db.fetchval("SELECT value FROM key_store_meta WHERE name = 'verifier' FOR SHARE")
-                    if verifier is None or not verifier_opens(self._master_key, bytes(verifier)):
-                        raise KeyStoreLocked(
-                            f"the master key of the key store {self.label} was rotated since this process started: "
-                            f"restart with the new {MASTER_KEY_ENV}"
-                        )
-                    await db.execute(
-                        "INSERT INTO member_keys (user_id, wrapped, created_at) VALUES ($1, $2, $3) "
-                        "ON CONFLICT (user_id) DO NOTHING",
-                        user_id,
-                        wrap_data_key(self._master_key, user_id, new_data_key()),
-                        time.time(),
-                    )
-                    row = await db.fetchval("SELECT wrapped FROM member_keys WHERE user_id = $1", user_id)
-                wrapped = bytes(row)  # another process may have won: its key is the one
-            cipher = MemberCipher(user_id, unwrap_data_key(self._master_key, user_id, wrapped))
-            self._cache[user_id] = cipher
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
-            return cipher
-
-    async def has_key(self, user_id: int) -> bool:
-        async with self._lock:
-            return await self._wrapped(int(user_id)) is not None
+    async def _create(self, user_id: int) -> bytes:
+        async with self.pool.acquire() as db, db.transaction():
+            # Shares the verifier's row lock with rotate(): a key is never written under a retired master key.
+            verifier = await db.fetchval("SELECT value FROM key_store_meta WHERE name = 'verifier' FOR SHARE")
+            if verifier is None or not verifier_opens(self._master_key, bytes(verifier)):
+                raise self.rotated()
+            await db.execute(
+                "INSERT INTO member_keys (user_id, wrapped, created_at) VALUES ($1, $2, $3) "
+                "ON CONFLICT (user_id) DO NOTHING",
+                user_id,
+                wrap_data_key(self._master_key, user_id, new_data_key()),
+                time.time(),
+            )
+            row = await db.fetchval("SELECT wrapped FROM member_keys WHERE user_id = $1", user_id)
+        return bytes(row)  # another process may have won: its key is the one
 
     async def delete(self, user_id: int) -> bool:
         """Destroys the member's key in its own committed transaction; True when there was one. From the moment

@@ -73,15 +73,67 @@ class KeyStoreLocked(Exception):
     The message is the one line the operator reads; nothing has been written."""
 
 
-class SqliteKeyStore:
+class CachingKeyStore:
+    """What every key store shares: the unwrapped ciphers kept in an LRU, one key made per member at most.
+    A backend supplies ``label``, ``_wrapped`` (the stored wrapped key) and ``_create`` (make and commit one)."""
+
+    def __init__(self, master_key: bytes):
+        self._master_key = master_key
+        self._lock = asyncio.Lock()
+        self._cache: OrderedDict[int, MemberCipher] = OrderedDict()
+
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+    async def _wrapped(self, user_id: int) -> bytes | None:
+        raise NotImplementedError
+
+    async def _create(self, user_id: int) -> bytes:
+        """Makes the member's key and commits it, unless another process has just done so; returns the stored
+        one. Raises ``KeyStoreLocked`` (``rotated``) when the stored verifier is not this process's master key."""
+        raise NotImplementedError
+
+    def rotated(self) -> KeyStoreLocked:
+        """A rotation by another process since we opened would leave a new key wrapped by a retired master key:
+        it is refused rather than written where the next start could not open it."""
+        return KeyStoreLocked(
+            f"the master key of the key store {self.label} was rotated since this process started: "
+            f"restart with the new {MASTER_KEY_ENV}"
+        )
+
+    async def cipher(self, user_id: int, *, create: bool = True) -> MemberCipher | None:
+        """The member's cipher; a new random key is made (and committed) when they have none and ``create`` is
+        true. None when they have no key and ``create`` is false (a forgotten member stays unreadable)."""
+        user_id = int(user_id)
+        cached = self._cache.get(user_id)
+        if cached is not None:
+            self._cache.move_to_end(user_id)
+            return cached
+        async with self._lock:
+            wrapped = await self._wrapped(user_id)
+            if wrapped is None:
+                if not create:
+                    return None
+                wrapped = await self._create(user_id)
+            cipher = MemberCipher(user_id, unwrap_data_key(self._master_key, user_id, wrapped))
+            self._cache[user_id] = cipher
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+            return cipher
+
+    async def has_key(self, user_id: int) -> bool:
+        async with self._lock:
+            return await self._wrapped(int(user_id)) is not None
+
+
+class SqliteKeyStore(CachingKeyStore):
     """Member data keys in their own SQLite file (``memory.key_store``)."""
 
     def __init__(self, path: Path | str, master_key: bytes):
+        super().__init__(master_key)
         self.path = Path(path)
-        self._master_key = master_key
         self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
-        self._cache: OrderedDict[int, MemberCipher] = OrderedDict()
 
     @property
     def label(self) -> str:
@@ -128,49 +180,24 @@ class SqliteKeyStore:
 
     # ---- member keys -----------------------------------------------------------------------------------
 
-    async def cipher(self, user_id: int, *, create: bool = True) -> MemberCipher | None:
-        """The member's cipher; a new random key is made (and committed) when they have none and ``create`` is
-        true. None when they have no key and ``create`` is false (a forgotten member stays unreadable)."""
-        user_id = int(user_id)
-        cached = self._cache.get(user_id)
-        if cached is not None:
-            self._cache.move_to_end(user_id)
-            return cached
-        async with self._lock:
-            wrapped = await self._wrapped(user_id)
-            if wrapped is None:
-                if not create:
-                    return None
-                await self.db.execute("BEGIN IMMEDIATE")
-                try:
-                    # A rotation by another process since we opened would leave this key wrapped by a retired
-                    # master key: refuse rather than write one that the next start could not open.
-                    async with self.db.execute("SELECT value FROM key_store_meta WHERE name = 'verifier'") as cur:
-                        verifier = await cur.fetchone()
-                    if verifier is None or not verifier_opens(self._master_key, bytes(verifier[0])):
-                        raise KeyStoreLocked(
-                            f"the master key of the key store {self.path} was rotated since this process started: "
-                            f"restart with the new {MASTER_KEY_ENV}"
-                        )
-                    await self.db.execute(
-                        "INSERT OR IGNORE INTO member_keys (user_id, wrapped, created_at) VALUES (?, ?, ?)",
-                        (user_id, wrap_data_key(self._master_key, user_id, new_data_key()), time.time()),
-                    )
-                    wrapped = await self._wrapped(user_id)  # another process may have won: use its key
-                    await self.db.execute("COMMIT")
-                except BaseException:
-                    await self.db.execute("ROLLBACK")
-                    raise
-                assert wrapped is not None
-            cipher = MemberCipher(user_id, unwrap_data_key(self._master_key, user_id, wrapped))
-            self._cache[user_id] = cipher
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
-            return cipher
-
-    async def has_key(self, user_id: int) -> bool:
-        async with self._lock:
-            return await self._wrapped(int(user_id)) is not None
+    async def _create(self, user_id: int) -> bytes:
+        await self.db.execute("BEGIN IMMEDIATE")
+        try:
+            async with self.db.execute("SELECT value FROM key_store_meta WHERE name = 'verifier'") as cur:
+                verifier = await cur.fetchone()
+            if verifier is None or not verifier_opens(self._master_key, bytes(verifier[0])):
+                raise self.rotated()
+            await self.db.execute(
+                "INSERT OR IGNORE INTO member_keys (user_id, wrapped, created_at) VALUES (?, ?, ?)",
+                (user_id, wrap_data_key(self._master_key, user_id, new_data_key()), time.time()),
+            )
+            wrapped = await self._wrapped(user_id)  # another process may have won: use its key
+            await self.db.execute("COMMIT")
+        except BaseException:
+            await self.db.execute("ROLLBACK")
+            raise
+        assert wrapped is not None
+        return wrapped
 
     async def delete(self, user_id: int) -> bool:
         """Destroys the member's key in its own committed transaction; True when there was one. From the moment

@@ -105,21 +105,28 @@ async def test_history_webhook_while_the_database_is_locked_is_refused_then_kept
         assert world.calls.inbox.pending() == []
 
 
+async def history_kept_in_the_inbox(world: CallWorld, convo: list[tuple[str, str]]) -> Any:
+    """A call whose transcript only the history webhook carries, delivered (once, no retries) while the database
+    is locked: the delivery stays in the inbox. Returns the started call."""
+    world.emu.hold_webhooks()
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, convo)
+    world.emu.fail_next(5, 503, operation="history")
+    await world.calls.hang_up(ALICE)
+    locker = sqlite3.connect(world.settings.memory.database_path)
+    locker.execute("BEGIN IMMEDIATE")
+    try:
+        world.emu.webhook_max_retries = 0
+        await world.emu.release_webhooks()
+    finally:
+        locker.rollback()
+        locker.close()
+    return started
+
+
 async def test_a_notice_kept_in_the_inbox_is_stored_after_a_restart(tmp_path: Path) -> None:
     async with call_world(tmp_path, busy_timeout_ms=100) as world:
-        world.emu.hold_webhooks()
-        started, agent = await start_call(world)
-        world.emu.script(agent.agent_id, conversation(3, "restart "))
-        world.emu.fail_next(5, 503, operation="history")
-        await world.calls.hang_up(ALICE)
-        locker = sqlite3.connect(world.settings.memory.database_path)
-        locker.execute("BEGIN IMMEDIATE")
-        try:
-            world.emu.webhook_max_retries = 0
-            await world.emu.release_webhooks()
-        finally:
-            locker.rollback()
-            locker.close()
+        started = await history_kept_in_the_inbox(world, conversation(3, "restart "))
         assert world.calls.inbox.pending()
         calls = await world.restart()
         await calls.reconcile()
@@ -165,20 +172,8 @@ async def test_with_member_encryption_a_kept_delivery_holds_no_member_text_on_di
     after a restart it is opened and stored all the same. A rotated master key opens none of it."""
     master = generate_master_key_text()
     async with call_world(tmp_path, busy_timeout_ms=100, memory={"master_key": master}) as world:
-        world.emu.hold_webhooks()
-        started, agent = await start_call(world)
         convo = conversation(3, "Zephyrquill ")
-        world.emu.script(agent.agent_id, convo)
-        world.emu.fail_next(5, 503, operation="history")
-        await world.calls.hang_up(ALICE)
-        locker = sqlite3.connect(world.settings.memory.database_path)
-        locker.execute("BEGIN IMMEDIATE")
-        try:
-            world.emu.webhook_max_retries = 0
-            await world.emu.release_webhooks()
-        finally:
-            locker.rollback()
-            locker.close()
+        started = await history_kept_in_the_inbox(world, convo)
         kept = world.calls.inbox.pending()
         assert kept and {p.suffix for p in kept} == {".sealed"}
         folder = kept[0].parent
