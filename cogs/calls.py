@@ -44,11 +44,12 @@ def _cooldown(interaction: discord.Interaction[MemoryBot]) -> app_commands.Coold
 
 
 def card_text(started: StartedCall) -> str:
-    memory = (
-        "This call is **private**: nothing is read from or written to your memory."
-        if started.private
-        else "The agent remembers your earlier conversations; this call will be remembered too."
-    )
+    if started.memory_paused:
+        memory = "Your memory is **paused**, so this call is not remembered. Resume it with `/memory`."
+    elif started.private:
+        memory = "This call is **private**: nothing is read from or written to your memory."
+    else:
+        memory = "The agent remembers your earlier conversations; this call will be remembered too."
     return (
         "**Your call is ready.** Open the link, click **Start call** and allow the microphone.\n"
         f"{memory}\nThe link is only for you and works in the first browser that opens it; "
@@ -60,7 +61,7 @@ def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: 
     if not ended.saved:
         return messages.CALL_ENDED_NOT_SAVED
     if ended.private:
-        return "**Call ended.** It was private, so nothing was remembered."
+        return "**Call ended.** Nothing from it was kept in your memory."
     lines = plural(ended.turns_stored, "line")
     if not learning:
         learned = "See them any time with `/memory`."

@@ -107,6 +107,8 @@ class StartedCall:
     link_expires_at: float
     max_minutes: int
     private: bool
+    memory_paused: bool = False
+    """Private only because the member paused their memory (not a private call they asked for)."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +340,7 @@ class CallService:
                 link_expires_at=link_expires,
                 max_minutes=max_minutes,
                 private=not remember,
+                memory_paused=not private and user is not None and not user.memory_enabled,
             )
         finally:
             self._starting.discard(call_id)
