@@ -12,8 +12,6 @@ import pytest_asyncio
 from bot.config import DEFAULT_PERSONA
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
-from bot.keys.pg_store import PostgresKeyStore
-from bot.keys.store import KeyStore
 from bot.llm import LLMClient
 from bot.logs import HANDLER_NAME, THIRD_PARTY_LOGGERS
 from bot.memory.service import MemoryService
@@ -54,17 +52,16 @@ def _restore_logging() -> Iterator[None]:
 @pytest_asyncio.fixture(params=["sqlite", "sqlite-encrypted", "postgresql", "postgresql-encrypted"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Every test that takes `store` runs against both backends, plain and behind the layer that encrypts every
-    member text with the member's own key (bot.keys.encrypted), so none can differ silently. The encrypted
-    PostgreSQL store keeps its keys in another database of the cluster (PostgresKeyStore)."""
+    member text with the member's own key (bot.keys.encrypted), so none can differ silently. The keys are in a
+    SQLite key store file on both (allowed with PostgreSQL too; PostgresKeyStore has its own tests in
+    tests/keys/test_postgres_shredding.py), which keeps the session's cluster to one database per test."""
     backend: Store
-    keys: KeyStore
     master = parse_master_key(generate_master_key_text())
     if request.param.startswith("postgresql"):
         backend = PostgresStore(request.getfixturevalue("postgres_url"))
-        keys = PostgresKeyStore(request.getfixturevalue("postgres_cluster").new_database(), master)
     else:
         backend = SqliteStore(tmp_path / "memory.db")
-        keys = SqliteKeyStore(tmp_path / "memory.keys.db", master)
+    keys = SqliteKeyStore(tmp_path / "memory.keys.db", master)
     if not request.param.endswith("-encrypted"):
         await backend.open()
         yield backend

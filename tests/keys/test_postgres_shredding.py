@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-import bot.store.postgres as postgres_module
+import bot.store.postgres.base as postgres_module
 from bot.__main__ import main
 from bot.keys import DecryptionFailed, KeyStoreLocked, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
