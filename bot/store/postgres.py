@@ -40,6 +40,7 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
+from bot.store.pg_vectors import PostgresVectors
 from bot.store.ranking import WORD, first_stage, fts_terms, rerank
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, TurnsChanged
 
@@ -60,7 +61,7 @@ def _count(status: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-class PostgresStore:
+class PostgresStore(PostgresVectors):
     def __init__(self, url: str, *, min_connections: int = 2, max_connections: int = 10):
         self.url = url
         self._min = min_connections
@@ -777,7 +778,7 @@ class PostgresStore:
         PostgreSQL reuses the space is reported by tests/store/test_postgres.py, not hidden."""
         async with self.pool.acquire() as db:
             pending = await db.fetchval("SELECT MAX(scrub_id) FROM pending_scrubs")
-            for table in ("turns", "facts", "calls", "chats"):
+            for table in ("turns", "facts", "calls", "chats", "memory_vectors"):
                 await db.execute(f"VACUUM {table}")
             await db.execute("CHECKPOINT")
             if pending is not None:

@@ -43,6 +43,7 @@ from bot.store.models import (
 )
 from bot.store.ranking import first_stage, fts_terms, rerank
 from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull, TurnsChanged
+from bot.store.sqlite_vectors import SqliteVectors
 
 SCRUB_BUSY_TIMEOUT_MS = 200
 """How long a scrub waits for another connection's read transaction before it reports "not yet"."""
@@ -66,7 +67,7 @@ def _varint(blob: bytes) -> int:
     return value
 
 
-class SqliteStore:
+class SqliteStore(SqliteVectors):
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000):
         self.path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
