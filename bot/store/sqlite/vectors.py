@@ -1,15 +1,12 @@
-"""SQLite's ``VectorStore`` (see ``bot.store.vectors``), mixed into ``SqliteStore``."""
+"""Dense retrieval's vectors (`VectorStore`, see `bot.store.vectors`) on SQLite."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
-
-import aiosqlite
+from collections.abc import Sequence
 
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import FactRecord, TurnRecord
+from bot.store.sqlite.base import SqliteBase
 from bot.store.vectors import EmbedItem, ItemKind, StoredVector, fact_record, turn_record
 
 _UNEMBEDDED = """
@@ -37,11 +34,8 @@ _PUT = {
 }
 
 
-class SqliteVectors:
-    if TYPE_CHECKING:
-
-        async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]: ...
-        def _tx(self) -> AbstractAsyncContextManager[aiosqlite.Connection]: ...
+class SqliteVectors(SqliteBase):
+    """Implements `bot.store.vectors.VectorStore`: dense retrieval's embeddings of lines and facts."""
 
     async def unembedded(self, user_id: int, model: str, limit: int) -> list[EmbedItem]:
         rows = await self._all(_UNEMBEDDED, (model, user_id, model, user_id, limit))
