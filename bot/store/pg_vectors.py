@@ -10,7 +10,16 @@ import asyncpg
 
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import FactRecord, TurnRecord
-from bot.store.vectors import FACT_NAMES, TURN_NAMES, EmbedItem, ItemKind, StoredVector, fact_record, turn_record
+from bot.store.vectors import (
+    FACT_NAMES,
+    TURN_NAMES,
+    EmbedItem,
+    ItemKind,
+    StoredVector,
+    fact_record,
+    stored_vector,
+    turn_record,
+)
 
 _UNEMBEDDED = """
     SELECT kind, item_id, text FROM (
@@ -61,12 +70,7 @@ class PostgresVectors:
             user_id,
             model,
         )
-        return [
-            StoredVector("turn", row[0], user_id, bytes(row[2]))
-            if row[0] is not None
-            else StoredVector("fact", row[1], user_id, bytes(row[2]))
-            for row in rows
-        ]
+        return [stored_vector(user_id, row[0], row[1], row[2]) for row in rows]
 
     async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
         rows = await self._all(

@@ -69,6 +69,14 @@ class VectorStore(Protocol):
     async def facts_by_id(self, user_id: int, fact_ids: Sequence[int]) -> list[FactRecord]: ...
 
 
+def stored_vector(user_id: int, turn_id: int | None, fact_id: int | None, blob: bytes) -> StoredVector:
+    """A ``memory_vectors`` row (exactly one of turn_id and fact_id is set)."""
+    if turn_id is not None:
+        return StoredVector("turn", int(turn_id), user_id, bytes(blob))
+    assert fact_id is not None
+    return StoredVector("fact", int(fact_id), user_id, bytes(blob))
+
+
 def pack(vector: npt.NDArray[np.float32]) -> bytes:
     return np.asarray(vector, dtype="<f4").tobytes()
 

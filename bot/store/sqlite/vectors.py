@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.sqlite.base import SqliteBase
-from bot.store.vectors import EmbedItem, ItemKind, StoredVector, fact_record, turn_record
+from bot.store.vectors import EmbedItem, ItemKind, StoredVector, fact_record, stored_vector, turn_record
 
 _UNEMBEDDED = """
     SELECT kind, item_id, text FROM (
@@ -55,12 +55,7 @@ class SqliteVectors(SqliteBase):
             "SELECT turn_id, fact_id, vector FROM memory_vectors WHERE user_id = ? AND model = ? ORDER BY vector_id",
             (user_id, model),
         )
-        return [
-            StoredVector("turn", row[0], user_id, bytes(row[2]))
-            if row[0] is not None
-            else StoredVector("fact", row[1], user_id, bytes(row[2]))
-            for row in rows
-        ]
+        return [stored_vector(user_id, row[0], row[1], row[2]) for row in rows]
 
     async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
         rows = await self._all(
