@@ -3,7 +3,7 @@ made it, as packed little-endian float32 (``pack``/``unpack``). The table (``mem
 backends) references its line or fact with ``ON DELETE CASCADE``, so every way of forgetting (an item, a call or
 chat, everything, retention) deletes the vectors in the same transaction; a line whose text changes loses its
 vector (a trigger) and is embedded again. Both backends implement ``VectorStore`` in their own small module
-(``bot.store.sqlite.vectors``, ``bot.store.pg_vectors``); the encrypting layer encrypts the vector bytes with the
+(``bot.store.sqlite.vectors``, ``bot.store.postgres.vectors``); the encrypting layer encrypts the vector bytes with the
 member's key.
 """
 

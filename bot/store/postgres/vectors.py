@@ -1,15 +1,12 @@
-"""PostgreSQL's ``VectorStore`` (see ``bot.store.vectors``), mixed into ``PostgresStore``."""
+"""Dense retrieval's vectors (`VectorStore`, see `bot.store.vectors`) on PostgreSQL."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
-
-import asyncpg
 
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import FactRecord, TurnRecord
+from bot.store.postgres.base import PostgresBase
 from bot.store.vectors import (
     FACT_NAMES,
     TURN_NAMES,
@@ -46,11 +43,8 @@ _PUT = {
 }
 
 
-class PostgresVectors:
-    if TYPE_CHECKING:
-
-        async def _all(self, sql: str, *params: Any) -> list[asyncpg.Record]: ...
-        def _tx(self) -> AbstractAsyncContextManager[Any]: ...
+class PostgresVectors(PostgresBase):
+    """Implements `bot.store.vectors.VectorStore`: dense retrieval's embeddings of lines and facts."""
 
     async def unembedded(self, user_id: int, model: str, limit: int) -> list[EmbedItem]:
         rows = await self._all(_UNEMBEDDED, model, user_id, limit)
