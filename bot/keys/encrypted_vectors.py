@@ -6,6 +6,7 @@ text."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -60,14 +61,13 @@ class EncryptedVectors:
         ]
         return await self.backend.put_vectors(user_id, model, sealed)
 
-    async def member_vectors(self, user_id: int, model: str) -> list[StoredVector]:
-        stored = await self.backend.member_vectors(user_id, model)
+    async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
+        stored = await self.backend.member_vectors(user_id, model, after_id=after_id)
         if not stored:
             return []
         cipher = await self._vector_cipher(user_id)
         return [
-            StoredVector(v.kind, v.item_id, v.user_id, cipher.decrypt_bytes(_column(v.kind, v.item_id), v.vector))
-            for v in stored
+            dataclasses.replace(v, vector=cipher.decrypt_bytes(_column(v.kind, v.item_id), v.vector)) for v in stored
         ]
 
     async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:

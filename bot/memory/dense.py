@@ -28,7 +28,7 @@ import numpy.typing as npt
 from bot.llm.embeddings import EmbeddingClient
 from bot.llm.errors import LLMError
 from bot.store.models import FactRecord, TurnRecord
-from bot.store.vectors import ItemKind, VectorStore, pack, unpack
+from bot.store.vectors import ItemKind, StoredVector, VectorStore, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ DENSE_FACTS = 10
 but every line has some cosine similarity to it; with RRF_K = 60 even rank 100 would score more than half of
 rank 1, so only the head of the dense ranking takes part."""
 CACHED_MEMBERS = 256
+THREAD_SCORING_SIZE = 1 << 20
+"""Matrices of at least this many numbers (e.g. 700 vectors of 1536) are scored off the event loop."""
 
 T = TypeVar("T")
 Matrix = npt.NDArray[np.float32]
@@ -103,10 +105,44 @@ class MemberEmbedder:
 @dataclass(frozen=True)
 class _MemberMatrix:
     stamp: tuple[int, int]
+    last_id: int
+    size: int
     turn_ids: npt.NDArray[np.int64]
     turns: Matrix
     fact_ids: npt.NDArray[np.int64]
     facts: Matrix
+
+    def extended(self, newer: Sequence[StoredVector], stamp: tuple[int, int]) -> _MemberMatrix:
+        """This matrix with the rows of ``newer`` (vectors stored since it was read) appended."""
+        rows = [(v.kind, v.item_id, row) for v in newer if len(row := unpack(v.vector)) == self.size]
+        turn_ids, turns = _part(rows, "turn", self.size)
+        fact_ids, facts = _part(rows, "fact", self.size)
+        return _MemberMatrix(
+            stamp,
+            max([self.last_id, *(v.vector_id for v in newer)]),
+            self.size,
+            np.concatenate([self.turn_ids, turn_ids]),
+            np.vstack([self.turns, turns]),
+            np.concatenate([self.fact_ids, fact_ids]),
+            np.vstack([self.facts, facts]),
+        )
+
+
+def _read_matrix(stored: Sequence[StoredVector], stamp: tuple[int, int]) -> _MemberMatrix:
+    """All of a member's vectors of one model, as unit rows (those of another length than most are left out)."""
+    rows = [unpack(v.vector) for v in stored]
+    sizes = [len(row) for row in rows]
+    size = max(set(sizes), key=sizes.count) if sizes else 0
+    kept = [(v.kind, v.item_id, row) for v, row in zip(stored, rows, strict=True) if len(row) == size]
+    last_id = max((v.vector_id for v in stored), default=0)
+    return _MemberMatrix(stamp, last_id, size, *_part(kept, "turn", size), *_part(kept, "fact", size))
+
+
+def _part(kept: list[tuple[ItemKind, int, Matrix]], kind: ItemKind, size: int) -> tuple[npt.NDArray[np.int64], Matrix]:
+    ids = np.array([item_id for k, item_id, _ in kept if k == kind], dtype=np.int64)
+    rows = [row for k, _, row in kept if k == kind]
+    matrix = _unit(np.vstack(rows)) if rows else np.zeros((0, size), dtype=np.float32)
+    return ids, matrix
 
 
 class DenseRetriever:
@@ -164,32 +200,32 @@ class DenseRetriever:
         if cached is not None and cached.stamp == stamp:
             self._cache.move_to_end(user_id)
             return cached
-        stored = await self.store.member_vectors(user_id, model)
-        rows = [unpack(v.vector) for v in stored]
-        sizes = [len(row) for row in rows]
-        size = max(set(sizes), key=sizes.count) if sizes else 0
-        kept = [(v.kind, v.item_id, row) for v, row in zip(stored, rows, strict=True) if len(row) == size]
-        entry = _MemberMatrix(stamp, *self._part(kept, "turn", size), *self._part(kept, "fact", size))
+        entry = None
+        if cached is not None:  # only new vectors since (the count and the id sum say so): append them
+            newer = await self.store.member_vectors(user_id, model, after_id=cached.last_id)
+            if (cached.stamp[0] + len(newer), cached.stamp[1] + sum(v.vector_id for v in newer)) == stamp:
+                entry = cached.extended(newer, stamp)
+        if entry is None:
+            entry = _read_matrix(await self.store.member_vectors(user_id, model), stamp)
         self._cache[user_id] = entry
+        self._cache.move_to_end(user_id)
         while len(self._cache) > self.cached_members:
             self._cache.popitem(last=False)
         return entry
 
     @staticmethod
-    def _part(
-        kept: list[tuple[ItemKind, int, Matrix]], kind: ItemKind, size: int
-    ) -> tuple[npt.NDArray[np.int64], Matrix]:
-        ids = np.array([item_id for k, item_id, _ in kept if k == kind], dtype=np.int64)
-        rows = [row for k, _, row in kept if k == kind]
-        matrix = _unit(np.vstack(rows)) if rows else np.zeros((0, size), dtype=np.float32)
-        return ids, matrix
+    async def _nearest(ids: npt.NDArray[np.int64], matrix: Matrix, query: Matrix, limit: int) -> list[int]:
+        """Ids of the ``limit`` rows most similar to ``query`` (cosine above zero), best first.
 
-    @staticmethod
-    def _nearest(ids: npt.NDArray[np.int64], matrix: Matrix, query: Matrix, limit: int) -> list[int]:
-        """Ids of the ``limit`` rows most similar to ``query`` (cosine above zero), best first."""
+        The product is numpy's own single-threaded loop (einsum), not BLAS: on a small shared machine a
+        multi-threaded BLAS matrix-vector product was several times slower (bench/dense_retrieval.py). A large
+        matrix is scored in a worker thread (the loop releases the GIL), so other calls' requests go on."""
         if not len(ids) or matrix.shape[1] != query.shape[0] or limit <= 0:
             return []
-        scores = matrix @ query
+        if matrix.size >= THREAD_SCORING_SIZE:
+            scores = await asyncio.to_thread(np.einsum, "ij,j->i", matrix, query)
+        else:
+            scores = np.einsum("ij,j->i", matrix, query)
         top = np.argpartition(-scores, limit - 1)[:limit] if limit < len(ids) else np.arange(len(ids))
         best = top[np.argsort(-scores[top], kind="stable")]
         return [int(ids[i]) for i in best if scores[i] > 0]
@@ -213,8 +249,8 @@ class DenseRetriever:
         if vector is None:
             return facts, turns
         wanted = min(limit, DENSE_LINES)
-        near_turns = self._nearest(member.turn_ids, member.turns, vector, 2 * wanted)
-        near_facts = self._nearest(member.fact_ids, member.facts, vector, DENSE_FACTS)
+        near_turns = await self._nearest(member.turn_ids, member.turns, vector, 2 * wanted)
+        near_facts = await self._nearest(member.fact_ids, member.facts, vector, DENSE_FACTS)
 
         known_turns = {t.turn_id: t for t, _ in turns}
         missing = [i for i in near_turns if i not in known_turns]

@@ -40,6 +40,8 @@ class StoredVector:
     item_id: int
     user_id: int
     vector: bytes
+    vector_id: int = 0
+    """The row's id: ids only grow, so a reader that kept vectors up to an id can read just the newer ones."""
 
 
 class VectorStore(Protocol):
@@ -55,7 +57,9 @@ class VectorStore(Protocol):
         a line or fact that no longer exists (forgotten meanwhile) gets none. Returns how many were stored."""
         ...
 
-    async def member_vectors(self, user_id: int, model: str) -> list[StoredVector]: ...
+    async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
+        """The member's vectors of ``model`` whose row id is above ``after_id``, in id order."""
+        ...
 
     async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
         """Changes whenever the member's vectors of ``model`` do (ids are never reused): (count, sum of ids)."""
@@ -69,12 +73,12 @@ class VectorStore(Protocol):
     async def facts_by_id(self, user_id: int, fact_ids: Sequence[int]) -> list[FactRecord]: ...
 
 
-def stored_vector(user_id: int, turn_id: int | None, fact_id: int | None, blob: bytes) -> StoredVector:
+def stored_vector(user_id: int, vector_id: int, turn_id: int | None, fact_id: int | None, blob: bytes) -> StoredVector:
     """A ``memory_vectors`` row (exactly one of turn_id and fact_id is set)."""
     if turn_id is not None:
-        return StoredVector("turn", int(turn_id), user_id, bytes(blob))
+        return StoredVector("turn", int(turn_id), user_id, bytes(blob), int(vector_id))
     assert fact_id is not None
-    return StoredVector("fact", int(fact_id), user_id, bytes(blob))
+    return StoredVector("fact", int(fact_id), user_id, bytes(blob), int(vector_id))
 
 
 def pack(vector: npt.NDArray[np.float32]) -> bytes:

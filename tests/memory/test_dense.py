@@ -246,3 +246,32 @@ async def test_encrypted_vectors_are_not_stored_in_the_clear(fake_llm, llm, embe
     finally:
         await backend.close()
         await keys.close()
+
+
+async def test_new_vectors_are_added_to_the_kept_matrix_and_a_removal_reads_it_again(
+    store, memory, fake_llm, llm, embeddings, monkeypatch
+) -> None:
+    fake_llm.concepts.update({"car": "vehicle", "automobile": "vehicle", "bike": "cycle", "bicycle": "cycle"})
+    await ended_call(store, memory, [("user", PURCHASE), *FILLER[:20]], queue=False)
+    await MemberEmbedder(store, embeddings).embed_member(USER)
+    memory.context.dense = DenseRetriever(store, embeddings)
+    reads: list[int] = []
+    member_vectors = store.member_vectors
+
+    async def counted(user_id: int, model: str, *, after_id: int = 0):
+        reads.append(after_id)
+        return await member_vectors(user_id, model, after_id=after_id)
+
+    monkeypatch.setattr(store, "member_vectors", counted)
+    assert PURCHASE in (await memory.build_context(USER, query="car", budget_tokens=200))[1]["content"]
+    assert reads == [0]
+    bicycle = "My daughter got a green bicycle for her birthday."
+    later = await ended_call(store, memory, [("user", bicycle)], started_at=TUESDAY + 3600, queue=False)
+    await MemberEmbedder(store, embeddings).embed_member(USER)
+    assert bicycle in (await memory.build_context(USER, query="bike", budget_tokens=200))[1]["content"]
+    assert reads[1] > 0 and len(reads) == 2, "only the new vector was read"
+    assert PURCHASE in (await memory.build_context(USER, query="car", budget_tokens=200))[1]["content"]
+    assert len(reads) == 2, "nothing changed: nothing read"
+    await store.forget_call(USER, later.call_id)  # another process forgets: the kept matrix is not told
+    block = (await memory.build_context(USER, query="bike", budget_tokens=200))[1]["content"]
+    assert bicycle not in block and reads[-1] == 0, "a removal reads the vectors again"

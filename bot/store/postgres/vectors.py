@@ -58,13 +58,15 @@ class PostgresVectors(PostgresBase):
                 stored += int(status.rsplit(" ", 1)[-1])
         return stored
 
-    async def member_vectors(self, user_id: int, model: str) -> list[StoredVector]:
+    async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
         rows = await self._all(
-            "SELECT turn_id, fact_id, vector FROM memory_vectors WHERE user_id = $1 AND model = $2 ORDER BY vector_id",
+            "SELECT vector_id, turn_id, fact_id, vector FROM memory_vectors WHERE user_id = $1 AND model = $2 "
+            "AND vector_id > $3 ORDER BY vector_id",
             user_id,
             model,
+            after_id,
         )
-        return [stored_vector(user_id, row[0], row[1], row[2]) for row in rows]
+        return [stored_vector(user_id, *row) for row in rows]
 
     async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
         rows = await self._all(
