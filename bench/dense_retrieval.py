@@ -150,13 +150,13 @@ async def run(args: argparse.Namespace) -> None:
                 await keys.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dims", type=int, default=1536)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--encryption", choices=["off", "on"], default="off")
-    asyncio.run(run(parser.parse_args()))
+    asyncio.run(run(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":
