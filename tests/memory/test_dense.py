@@ -275,3 +275,24 @@ async def test_new_vectors_are_added_to_the_kept_matrix_and_a_removal_reads_it_a
     await store.forget_call(USER, later.call_id)  # another process forgets: the kept matrix is not told
     block = (await memory.build_context(USER, query="bike", budget_tokens=200))[1]["content"]
     assert bicycle not in block and reads[-1] == 0, "a removal reads the vectors again"
+
+
+async def test_kept_matrices_are_bounded_by_size(store, memory, fake_llm, llm, embeddings, monkeypatch) -> None:
+    other = USER + 1
+    for member in (USER, other):
+        await ended_call(store, memory, [("user", PURCHASE)], user_id=member, queue=False)
+        await MemberEmbedder(store, embeddings).embed_member(member)
+    reads: list[int] = []
+    member_vectors = store.member_vectors
+
+    async def counted(user_id: int, model: str, *, after_id: int = 0):
+        reads.append(user_id)
+        return await member_vectors(user_id, model, after_id=after_id)
+
+    monkeypatch.setattr(store, "member_vectors", counted)
+    for cached_bytes, expected in ((1 << 20, [USER, other]), (1, [USER, other, USER])):
+        reads.clear()
+        memory.context.dense = DenseRetriever(store, embeddings, cached_bytes=cached_bytes)
+        for member in (USER, other, USER):
+            await memory.build_context(member, query="automobile", budget_tokens=200)
+        assert reads == expected, f"kept within {cached_bytes} bytes"
