@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -29,7 +29,7 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
-from bot.store.repository import SchemaTooNew
+from bot.store.repository import SchemaTooNew, StorageFull
 
 _OPEN = "('starting', 'active', 'ending')"
 # Serialises migrations when several processes start at once on an empty database.
@@ -114,8 +114,9 @@ class PostgresBase:
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Connection]:
-        async with self.pool.acquire() as db, db.transaction():
-            yield db
+        with _storage_errors():
+            async with self.pool.acquire() as db, db.transaction():
+                yield db
 
     async def _all(self, sql: str, *params: Any) -> list[asyncpg.Record]:
         return list(await self.pool.fetch(sql, *params))
@@ -125,7 +126,18 @@ class PostgresBase:
         return row
 
     async def _write(self, sql: str, *params: Any) -> int:
-        return _count(await self.pool.execute(sql, *params))
+        with _storage_errors():
+            return _count(await self.pool.execute(sql, *params))
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A full disk on the server (SQLSTATE 53100, disk_full) crosses the store boundary as StorageFull, as SQLite's
+    does, so a call still ends and is stored once there is space."""
+    try:
+        yield
+    except asyncpg.DiskFullError as exc:
+        raise StorageFull(str(exc)) from exc
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
