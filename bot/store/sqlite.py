@@ -18,6 +18,7 @@ from typing import Any
 
 import aiosqlite
 
+from bot.store import sqlite_trips
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
@@ -42,7 +43,8 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.ranking import first_stage, fts_terms, rerank
-from bot.store.repository import NOTICE_KEEP_SECONDS, OpenCallExists, SchemaTooNew, StorageFull, TurnsChanged
+from bot.store.repository import NOTICE_KEEP_SECONDS, SchemaTooNew, StorageFull
+from bot.store.sqlite_trips import T, in_transaction
 
 SCRUB_BUSY_TIMEOUT_MS = 200
 """How long a scrub waits for another connection's read transaction before it reports "not yet"."""
@@ -166,16 +168,26 @@ class SqliteStore:
         async with self._lock, self._transaction() as db:
             yield db
 
+    async def _one_trip(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``work(conn, *args, **kwargs)`` (see bot.store.sqlite_trips) in one transaction, in ONE trip to the
+        database thread, however many statements it runs."""
+        with _storage_errors():
+            async with self._lock:
+                result: T = await self.db._execute(in_transaction, self.db._conn, work, *args, **kwargs)
+                return result
+
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """One round trip to the database thread (execute, fetch and close together)."""
         async with self._lock:
             return list(await self.db.execute_fetchall(sql, tuple(params)))
 
     async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
-        """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed."""
+        """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed.
+        One trip to the database thread (execute and close together)."""
         with _storage_errors():
-            async with self._lock, self.db.execute(sql, tuple(params)) as cur:
-                return max(cur.rowcount, 0)
+            async with self._lock:
+                changed: int = await self.db._execute(sqlite_trips.changes, self.db._conn, sql, tuple(params))
+                return changed
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)
@@ -268,16 +280,7 @@ class SqliteStore:
 
     async def create_call(self, call: CallRecord) -> None:
         values = [_to_db(getattr(call, name)) for name in _CALL_COLUMNS]
-        try:
-            async with self._tx() as db:
-                await db.execute(
-                    f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join('?' * len(_CALL_COLUMNS))})",
-                    values,
-                )
-        except sqlite3.IntegrityError as exc:
-            if "calls.user_id" in str(exc):
-                raise OpenCallExists(call.user_id) from exc
-            raise
+        await self._one_trip(sqlite_trips.create_call, values, call.user_id)
 
     async def get_call(self, call_id: str) -> CallRecord | None:
         row = await self._one("SELECT * FROM calls WHERE call_id = ?", (call_id,))
@@ -427,42 +430,17 @@ class SqliteStore:
         generation: int | None = None,
         expected_version: int | None = None,
     ) -> bool:
-        async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, call_id=call_id):
-                return False
-            cur = await db.execute(
-                "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
-                "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
-                (int(anchored), checkpoint_at, call_id, expected_version, expected_version),
-            )
-            if cur.rowcount != 1 and expected_version is not None:
-                raise TurnsChanged(call_id)
-            if updates:
-                await db.executemany(
-                    "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
-                    "WHERE turn_id = ? AND call_id = ?",
-                    [(u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id) for u in updates],
-                )
-            if inserts:
-                await db.executemany(
-                    "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
-                    "source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice')",
-                    [
-                        (
-                            user_id,
-                            call_id,
-                            t.seq,
-                            t.segment,
-                            int(t.partial),
-                            t.captured,
-                            t.role,
-                            t.content,
-                            t.spoken_at,
-                        )
-                        for t in inserts
-                    ],
-                )
-            return True
+        return await self._one_trip(
+            sqlite_trips.apply_call_turns,
+            call_id,
+            user_id,
+            inserts,
+            updates,
+            anchored=anchored,
+            checkpoint_at=checkpoint_at,
+            generation=generation,
+            expected_version=expected_version,
+        )
 
     async def append_chat_turn(
         self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
@@ -1122,31 +1100,12 @@ async def memory_write_allowed(
     call_id: str | None = None,
     chat_id: str | None = None,
 ) -> bool:
-    """The fence every write of a member's memory passes, inside the write's own transaction.
-
-    False when the member forgot something or paused memory since the writer read `generation` (from
-    `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
-    chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
-    generation check."""
-    if generation is not None:
-        async with db.execute("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,)) as cur:
-            row = await cur.fetchone()
-        if (int(row[0]) if row else 0) != generation:
-            return False
-    async with db.execute("SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0", (user_id,)) as cur:
-        if await cur.fetchone() is not None:
-            return False
-    if call_id is not None or chat_id is not None:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
-        column, ref = convo.column, convo.ref_id
-        table = convo.table
-        purged = " AND transcript_purged_at IS NULL" if call_id else ""
-        async with db.execute(
-            f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0{purged}", (ref, user_id)
-        ) as cur:
-            if await cur.fetchone() is None:
-                return False
-    return True
+    """The fence every write of a member's memory passes, inside the write's own transaction (see
+    `bot.store.sqlite_trips.memory_write_allowed`), checked in one trip to the database thread."""
+    allowed: bool = await db._execute(
+        sqlite_trips.memory_write_allowed, db._conn, user_id, generation, call_id=call_id, chat_id=chat_id
+    )
+    return allowed
 
 
 async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:
