@@ -7,6 +7,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from bot.store.models import NewTurn
 from bot.store.postgres import PostgresStore
 from tests.factories import make_call
 
@@ -36,6 +37,21 @@ async def test_a_read_is_one_statement_and_a_failed_transaction_leaves_the_conne
         monkeypatch.setattr(asyncpg.Connection, "_execute", counting_execute_args)
         assert (await store.get_call(call.call_id)) is not None
         assert len(sent) == 1, sent  # the SELECT only: no reset query when the connection went back
+
+        # A merge of turns: BEGIN, the fence (generation, pause, conversation) in one statement, the version bump,
+        # the inserts, COMMIT.
+        sent.clear()
+        generation = await store.memory_generation(42)
+        sent.clear()
+        turns = [NewTurn("user", f"line {i}", 2.0, i, 0, False, 1000 + i) for i in range(3)]
+        assert await store.apply_call_turns(
+            call.call_id, 42, turns, [], anchored=True, checkpoint_at=2.0, generation=generation, expected_version=0
+        )
+        assert len(sent) == 4, sent  # executemany is not counted here: BEGIN, fence, UPDATE, COMMIT
+        assert not await store.apply_call_turns(  # a stale generation is refused by the same one statement
+            call.call_id, 42, turns, [], anchored=True, checkpoint_at=2.0, generation=generation + 1
+        )
+        assert [t.content for t in await store.call_turns(call.call_id)] == ["line 0", "line 1", "line 2"]
 
         # A transaction that fails half-way is rolled back; the connection it used serves the next caller.
         with pytest.raises(asyncpg.UndefinedTableError):
