@@ -3,7 +3,7 @@
 Every ``await`` on an aiosqlite cursor is a trip to the database thread and back (a queue put, a thread switch,
 a wake-up of the event loop). An operation written as a sequence of awaited statements holds the store's lock
 for all of those trips, and under a burst of calls every other operation queues behind them. The functions here
-take the plain ``sqlite3.Connection`` and are handed to the thread in one piece by `SqliteStore._one_trip`
+take the plain ``sqlite3.Connection`` and are handed to the thread in one piece by `SqliteBase._one_trip`
 (through aiosqlite's ``_execute``), so an operation costs one trip however many statements it runs.
 
 They run on the database thread: they must not touch the event loop, and they see the connection's row factory
