@@ -142,8 +142,7 @@ class SqliteBase:
         database thread, however many statements it runs."""
         with _storage_errors():
             async with self._lock:
-                result: T = await self.db._execute(in_transaction, self.db._conn, work, *args, **kwargs)
-                return result
+                return await trips.on_thread(self.db, in_transaction, work, *args, **kwargs)
 
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """One round trip to the database thread (execute, fetch and close together)."""
@@ -155,8 +154,7 @@ class SqliteBase:
         One trip to the database thread (execute and close together)."""
         with _storage_errors():
             async with self._lock:
-                changed: int = await self.db._execute(trips.changes, self.db._conn, sql, tuple(params))
-                return changed
+                return await trips.on_thread(self.db, trips.changes, sql, tuple(params))
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)

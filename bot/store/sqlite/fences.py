@@ -19,10 +19,7 @@ async def memory_write_allowed(
 ) -> bool:
     """The fence every write of a member's memory passes, inside the write's own transaction (see
     `bot.store.sqlite.trips.memory_write_allowed`), checked in one trip to the database thread."""
-    allowed: bool = await db._execute(
-        trips.memory_write_allowed, db._conn, user_id, generation, call_id=call_id, chat_id=chat_id
-    )
-    return allowed
+    return await trips.on_thread(db, trips.memory_write_allowed, user_id, generation, call_id=call_id, chat_id=chat_id)
 
 
 async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:

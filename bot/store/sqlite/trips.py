@@ -13,8 +13,10 @@ They run on the database thread: they must not touch the event loop, and they se
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+
+import aiosqlite
 
 from bot.store.columns import CALL_COLUMNS
 from bot.store.models import Conversation, NewTurn, TurnUpdate
@@ -23,6 +25,13 @@ from bot.store.repository import OpenCallExists, TurnsChanged
 T = TypeVar("T")
 
 _INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
+
+
+async def on_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``work(conn, *args, **kwargs)`` on the connection's database thread, in one trip (aiosqlite's own queue
+    to its thread, ``Connection._execute``, which every cursor method uses as well)."""
+    run: Callable[..., Awaitable[T]] = db._execute
+    return await run(work, db._conn, *args, **kwargs)
 
 
 def in_transaction(conn: sqlite3.Connection, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
