@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
+from bot.keys.encrypted_vectors import EncryptedVectors
 from bot.keys.sealed import is_sealed, seal, unseal
 from bot.keys.store import SqliteKeyStore
 from bot.keys.terms import query_terms
@@ -84,7 +85,7 @@ PASS_THROUGH = frozenset(
 )
 
 
-class EncryptedStore:
+class EncryptedStore(EncryptedVectors):
     def __init__(self, backend: Store, keys: SqliteKeyStore):
         self.backend = backend
         self.keys = keys

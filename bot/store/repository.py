@@ -21,6 +21,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
+from bot.store.vectors import VectorStore
 
 NOTICE_KEEP_SECONDS = 7 * 86400
 """How long webhook notice ids are kept for de-duplication; older deliveries are refused by their signed
@@ -278,6 +279,7 @@ class Store(
     FactStore,
     PrivacyStore,
     JobStore,
+    VectorStore,
     Protocol,
 ):
     """Every aggregate: what a backend implements and what the composition root holds. A service declares only

@@ -449,3 +449,25 @@ async def test_pausing_memory_mid_reply_keeps_the_reply_in_flight_out(world: Cal
     assert (await turn).outcome == "ok", "the agent still gets its answer"
     await world.live.wait_idle()  # type: ignore[union-attr]
     assert await lines(world, call_id) == stored, "the pause fences out the reply that was streaming"
+
+
+async def test_with_dense_retrieval_a_line_sharing_no_word_reaches_the_llm(tmp_path: Path, llm: FakeLLM) -> None:
+    from tests.factories import make_call
+    from tests.memory.test_dense import FILLER, PURCHASE
+
+    llm.concepts.update({"car": "vehicle", "automobile": "vehicle", "purchase": "buy", "bought": "buy"})
+    settings = {"timeout_seconds": 1.0, "embedding_model": "fake-embed"}
+    async with call_world(tmp_path, llm_base_url=llm.base_url, llm=settings) as world:
+        assert world.embedder is not None
+        old = make_call(ALICE, state="ended", started_at=time.time() - 7 * 86400)
+        await world.store.create_call(old)
+        await world.memory.record_snapshot(old, [("user", PURCHASE), *FILLER], max_history=None, final=True)
+        assert (await world.embedder.embed_member(ALICE))[0] == 1 + len(FILLER)
+        _call_id, agent_id = await start(world)
+        snapshot = "\n".join(m["content"] for m in world.emu.agent(agent_id).system_messages)
+        assert "automobile" not in snapshot, "the call-start memory is full of later lines"
+
+        llm.queue_reply("A red one, last spring.")
+        await world.emu.user_says(agent_id, "Which car did I purchase?")
+        assert PURCHASE in memory_message(llm.last_request)
+        assert llm.embedding_requests[-1]["input"] == ["Which car did I purchase?"]
