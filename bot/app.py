@@ -136,7 +136,10 @@ def build_store(settings: Settings, keys: SqliteKeyStore | None = None) -> Store
     if settings.memory.database_url is not None:
         if keys is not None:
             raise ValueError("member encryption is SQLite-only: memory.database_url cannot take a key store")
-        return PostgresStore(settings.memory.database_url.get_secret_value())
+        size = settings.memory.pool_size
+        return PostgresStore(
+            settings.memory.database_url.get_secret_value(), min_connections=min(2, size), max_connections=size
+        )
     backend = SqliteStore(
         settings.memory.database_path, busy_timeout_ms=int(settings.memory.lock_timeout_seconds * 1000)
     )

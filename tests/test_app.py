@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
-from bot.app import open_services
+import pytest
+from pydantic import ValidationError
+
+from bot.app import build_store, open_services
 from bot.memory import tokens
+from bot.store.postgres import PostgresStore
 from tests.factories import make_call
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import make_settings
@@ -43,6 +48,24 @@ async def test_starting_loads_the_tokenizer_before_the_first_call(tmp_path: Path
             assert tokens._encoding is not None  # loaded off the event loop, not inside a member's first call
         finally:
             await services.stop_background()
+
+
+async def test_memory_pool_size_caps_the_postgresql_connections(tmp_path: Path, postgres_url: str) -> None:
+    settings = make_settings(tmp_path, memory={"database_url": postgres_url, "pool_size": 3})
+    store = build_store(settings)
+    assert isinstance(store, PostgresStore)
+    await store.open()
+    try:
+        await asyncio.gather(*(store.ping() for _ in range(12)))  # a burst wants more connections than allowed
+        assert store.pool.get_max_size() == 3
+        assert store.pool.get_size() == 3
+    finally:
+        await store.close()
+
+
+def test_memory_pool_size_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="pool_size"):
+        make_settings(tmp_path, memory={"pool_size": 0})
 
 
 async def test_the_embedding_setting_wires_dense_retrieval_into_the_queue_and_the_builder(

@@ -16,7 +16,7 @@ from bot.store.copy import store_for_url
 from bot.store.models import ChatRecord
 from bot.store.repository import Store
 from bot.store.vectors import pack
-from tests.factories import make_call
+from tests.factories import make_call, seed_fact
 
 MEMBERS = [101, 202, 303]
 
@@ -36,7 +36,7 @@ async def seed(store: Store) -> None:
         await store.enqueue_job("extract", call.call_id, 20.0)
         job = await store.claim_job(30.0, lease_seconds=60)
         assert job is not None
-        old = await store.add_fact(user_id, "Likes coffee", 5.0, call_id=call.call_id)
+        old = await seed_fact(store, user_id, "Likes coffee", 5.0, call_id=call.call_id)
         await store.apply_extraction(
             job.job_id, job.attempts, user_id, 40.0, call_id=call.call_id,
             new_facts=[("Likes tea, not coffee", [old.fact_id])], summary=f"Member {user_id} talked about tea.",
@@ -112,7 +112,7 @@ async def test_sqlite_to_postgresql_and_back_gives_identical_exports(
     try:
         hits = await target.search_turns(MEMBERS[0], "tea", 5)
         assert [t.user_id for t in hits] == [MEMBERS[0]]
-        fact = await target.add_fact(MEMBERS[0], "New fact", 70.0)
+        fact = await seed_fact(target, MEMBERS[0], "New fact", 70.0)
         assert fact.fact_id > max(f["id"] for e in before.values() for f in e["facts"])
         settings = await target.get_guild_settings(7)
         assert (settings.persona, settings.retention_days, settings.calls_enabled) == ("A pirate", 30, False)
