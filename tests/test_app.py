@@ -13,6 +13,7 @@ from bot.app import build_store, open_services
 from bot.memory import tokens
 from bot.store.postgres import PostgresStore
 from tests.factories import make_call
+from tests.fakes.llm_server import FakeLLM
 from tests.harness import make_settings
 
 
@@ -65,3 +66,30 @@ async def test_memory_pool_size_caps_the_postgresql_connections(tmp_path: Path, 
 def test_memory_pool_size_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="pool_size"):
         make_settings(tmp_path, memory={"pool_size": 0})
+
+
+async def test_the_embedding_setting_wires_dense_retrieval_into_the_queue_and_the_builder(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from bot.memory.importer import POST_CALL_JOB
+
+    llm = {"base_url": fake_llm.base_url, "model": "fake-model", "embedding_model": "fake-embed"}
+    settings = make_settings(tmp_path, agora={"app_id": None, "customer_id": None}, llm=llm)
+    async with open_services(settings, full=True) as services:
+        assert services.postcall is not None and services.memory.context.dense is not None
+        call = make_call(state="ended", started_at=time.time() - 600, ended_at=time.time() - 300)
+        await services.store.create_call(call)
+        await services.memory.record_snapshot(call, [("user", "I play the cello.")], max_history=None)
+        await services.store.enqueue_job(POST_CALL_JOB, call.call_id, time.time())
+        fake_llm.queue_reply('{"summary": "Cello.", "facts": []}')
+        while await services.postcall.run_once():
+            pass
+        assert fake_llm.embedding_requests == [{"model": "fake-embed", "input": ["I play the cello."]}]
+        assert await services.store.count_vectors(call.user_id) == 1
+
+    settings = make_settings(
+        tmp_path / "off", agora={"app_id": None, "customer_id": None}, llm={**llm, "embedding_model": None}
+    )
+    async with open_services(settings, full=True) as services:
+        assert services.memory.context.dense is None and services.embeddings is None
+        assert services.postcall is not None and services.postcall.embedder is None

@@ -305,13 +305,6 @@ class SqliteConversations(SqliteFullText):
 
     # ---- summaries and listings ------------------------------------------------------------------------
 
-    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None:
-        async with self._tx() as db:
-            if call_id:
-                await db.execute("UPDATE calls SET summary = ? WHERE call_id = ?", (text, call_id))
-            else:
-                await db.execute("UPDATE chats SET summary = ? WHERE chat_id = ?", (text, chat_id))
-
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
         rows = await self._all(
             "SELECT * FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, private "
