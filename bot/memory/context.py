@@ -16,11 +16,14 @@ import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.repository import ConversationStore, FactStore
+
+if TYPE_CHECKING:
+    from bot.memory.dense import DenseRetriever
 
 
 class ContextStore(FactStore, ConversationStore, Protocol):
@@ -288,6 +291,8 @@ class ContextBuilder:
         self.persona = persona
         self._cache: OrderedDict[tuple[int, str | None], tuple[int, list[TurnRecord], dict[int, float]]]
         self._cache = OrderedDict()
+        self.dense: DenseRetriever | None = None
+        """Optional dense retrieval (``llm.embedding_model``): fused with BM25 in query-aware builds."""
 
     async def build(
         self,
@@ -316,20 +321,27 @@ class ContextBuilder:
         block = _BudgetedBlock(budget)
         terms = query_terms(query) if query else ""
         if terms:
-            await self._fill_for_query(block, user_id, terms, exclude_call_id)
+            await self._fill_for_query(block, user_id, terms, exclude_call_id, query or "")
         else:
             await self._fill_for_call_start(block, user_id, exclude_call_id)
         return None if block.empty else block.render()
 
-    async def _fill_for_query(self, block: _BudgetedBlock, user_id: int, terms: str, exclude: str | None) -> None:
+    async def _fill_for_query(
+        self, block: _BudgetedBlock, user_id: int, terms: str, exclude: str | None, query: str
+    ) -> None:
         """Facts matching the utterance, then the member's lines by relevance (BM25 from the stemmed index)
         plus a smaller prior for lines that carry specifics (see ``_priors``), each question line with the line
         that answers it; then the rest of the facts, summaries and the latest lines while anything fits."""
-        for fact, _ in await self.store.rank_facts(user_id, terms, FACT_CANDIDATES):
-            if fact.current:
-                block.add_fact(fact)
+        ranked_facts = await self.store.rank_facts(user_id, terms, FACT_CANDIDATES)
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
         ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
+        if self.dense is not None:  # fused with the nearest by embedding (reciprocal rank fusion)
+            ranked_facts, ranked = await self.dense.fuse(
+                user_id, query, ranked_facts, ranked, limit=candidates, exclude_call_id=exclude
+            )
+        for fact, _ in ranked_facts:
+            if fact.current:
+                block.add_fact(fact)
         lines, priors = await self._lines(user_id, exclude)
         top = max((score for _, score in ranked), default=0.0) or 1.0
         scores: dict[int, float] = {}
@@ -396,6 +408,8 @@ class ContextBuilder:
         """Drop kept lines: of one member, or of everyone."""
         for key in [k for k in self._cache if user_id is None or k[0] == user_id]:
             del self._cache[key]
+        if self.dense is not None:
+            self.dense.forget_cached(user_id)
 
     async def _fill_rest(
         self, block: _BudgetedBlock, user_id: int, lines: list[TurnRecord], facts: list[FactRecord] | None = None

@@ -24,8 +24,9 @@ _SOURCES = (
 
 async def reseal_texts(pool: asyncpg.Pool, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
     """Rewrites every member text through ``reseal(user_id, column, value)`` in one transaction (None leaves a
-    value as it is), then rewrites the changed tables (``VACUUM (FULL)``) so the plain versions leave their table
-    files. Returns how many values changed. What the WAL still holds is said in the README."""
+    value as it is), then rewrites the changed tables (``VACUUM (FULL)``, with the vectors the changes deleted) so
+    the plain versions leave their table files. Returns how many values changed. What the WAL still holds is said
+    in the README."""
     changed_tables = []
     async with pool.acquire() as db:
         async with db.transaction():
@@ -39,6 +40,9 @@ async def reseal_texts(pool: asyncpg.Pool, reseal: Callable[[int, str, str], Awa
                 await db.executemany(f"UPDATE {table} SET {column} = $1 WHERE {key} = $2", updates)
                 if updates:
                     changed_tables.append((table, len(updates)))
-        for table, _ in changed_tables:
+        rewritten = [table for table, _ in changed_tables]
+        if {"turns", "facts"} & set(rewritten):
+            rewritten.append("memory_vectors")  # a changed text's plain vector was deleted (migration 7's trigger)
+        for table in rewritten:
             await db.execute(f"VACUUM (FULL) {table}")
     return sum(n for _, n in changed_tables)

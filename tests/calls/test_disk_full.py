@@ -10,6 +10,7 @@ import pytest
 from bot.store.repository import StorageFull
 from cogs.calls import ended_text
 from tests.calls.test_lifecycle import ALICE, start_call, stored
+from tests.factories import seed_fact
 from tests.harness import CallWorld, call_world
 
 
@@ -41,7 +42,7 @@ async def test_hang_up_on_a_full_disk_stops_the_agent_and_stores_the_call_later(
     world.emu.script(agent.agent_id, convo)
     await fill_the_disk(world)
     with pytest.raises(StorageFull):
-        await world.store.add_fact(ALICE, "x " * 5000, world.clock())  # the disk is full for real
+        await seed_fact(world.store, ALICE, "x " * 5000, world.clock())  # the disk is full for real
 
     ended = await world.calls.hang_up(ALICE)
 

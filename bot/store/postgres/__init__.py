@@ -6,9 +6,9 @@ queue is claimed with `FOR UPDATE SKIP LOCKED`, so two processes never take the 
 
 One module per aggregate, each a mixin over the pool of `base.PostgresBase` that implements one protocol of
 `bot.store.repository`: `accounts` (AccountStore), `guild_settings` (GuildSettingsStore), `conversations`
-(ConversationStore), `facts` (FactStore), `privacy` (PrivacyStore), `jobs` (JobStore); `base` holds the lifecycle
-(StoreLifecycle), `fences` the memory fence every member write passes, `fulltext` the BM25 first stage shared by
-turns and facts. `PostgresStore` composes them.
+(ConversationStore), `facts` (FactStore), `privacy` (PrivacyStore), `jobs` (JobStore), `vectors` (VectorStore,
+dense retrieval); `base` holds the lifecycle (StoreLifecycle), `fences` the memory fence every member write
+passes, `fulltext` the BM25 first stage shared by turns and facts. `PostgresStore` composes them.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.guild_settings import PostgresGuildSettings
 from bot.store.postgres.jobs import PostgresJobs
 from bot.store.postgres.privacy import PostgresPrivacy
+from bot.store.postgres.vectors import PostgresVectors
 
 __all__ = ["Connection", "PostgresStore", "memory_write_allowed"]
 
@@ -32,6 +33,7 @@ class PostgresStore(
     PostgresFacts,
     PostgresPrivacy,
     PostgresJobs,
+    PostgresVectors,
     PostgresBase,
 ):
     """Every aggregate over one connection pool: implements `bot.store.repository.Store`."""

@@ -339,12 +339,6 @@ class PostgresConversations(PostgresFullText):
 
     # ---- summaries and listings ------------------------------------------------------------------------
 
-    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None:
-        if call_id:
-            await self._write("UPDATE calls SET summary = $2 WHERE call_id = $1", call_id, text)
-        else:
-            await self._write("UPDATE chats SET summary = $2 WHERE chat_id = $1", chat_id, text)
-
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
         rows = await self._all(
             "SELECT * FROM (SELECT * FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, "

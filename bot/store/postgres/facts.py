@@ -19,54 +19,6 @@ class PostgresFacts(PostgresFullText):
     """Implements `bot.store.repository.FactStore`: facts, their sources and supersession, and the post-call
     extraction results written in one transaction."""
 
-    async def add_fact(
-        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
-    ) -> FactRecord:
-        async with self._tx() as db:
-            row = await db.fetchrow(
-                "INSERT INTO facts (user_id, text, source_call_id, source_chat_id, created_at, updated_at, "
-                f"confirmed_at) VALUES ($1, $2, $3, $4, $5, $5, $5) RETURNING {_FACT_COLUMNS}",
-                user_id,
-                text,
-                call_id,
-                chat_id,
-                at,
-            )
-            assert row is not None
-            if call_id or chat_id:
-                await db.execute(
-                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES ($1, $2, $3)",
-                    row["fact_id"],
-                    call_id,
-                    chat_id,
-                )
-        return _fact(row)
-
-    async def confirm_fact(
-        self, fact_id: int, at: float, *, call_id: str | None = None, chat_id: str | None = None
-    ) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                "UPDATE facts SET mentions = mentions + 1, confirmed_at = $2, updated_at = $2 WHERE fact_id = $1",
-                fact_id,
-                at,
-            )
-            if call_id or chat_id:
-                await db.execute(
-                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES ($1, $2, $3)",
-                    fact_id,
-                    call_id,
-                    chat_id,
-                )
-
-    async def supersede_fact(self, old_fact_id: int, new_fact_id: int, at: float) -> None:
-        await self._write(
-            "UPDATE facts SET superseded_by = $2, invalidated_at = $3, updated_at = $3 WHERE fact_id = $1",
-            old_fact_id,
-            new_fact_id,
-            at,
-        )
-
     async def get_fact(self, fact_id: int) -> FactRecord | None:
         row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = $1", fact_id)
         return None if row is None else _fact(row)

@@ -4,6 +4,8 @@ writes that move it: a forget or a pause bumps the member's generation.
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.store.models import (
     Conversation,
 )
@@ -20,24 +22,24 @@ async def memory_write_allowed(
 ) -> bool:
     """The fence every write of a member's memory passes, inside the write's own transaction (as on SQLite: see
     `bot.store.sqlite.memory_write_allowed`). The member's fence row is read FOR SHARE, so a forget or pause that
-    bumps it waits for this write to commit, or this write sees the new generation."""
-    if generation is not None:
-        current = await db.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1 FOR SHARE", user_id)
-        if int(current or 0) != generation:
-            return False
-    if await db.fetchval("SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled", user_id) is not None:
-        return False
+    bumps it waits for this write to commit, or this write sees the new generation. One statement: the fence
+    row's lock comes first (the select list is evaluated in order), then the pause and the conversation."""
+    checks = ["EXISTS (SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled)"]
+    params: list[Any] = [user_id]
     if call_id is not None or chat_id is not None:
         convo = Conversation.of(call_id=call_id, chat_id=chat_id)
-        column, ref = convo.column, convo.ref_id
-        table = convo.table
         purged = " AND transcript_purged_at IS NULL" if call_id else ""
-        row = await db.fetchval(
-            f"SELECT 1 FROM {table} WHERE {column} = $1 AND user_id = $2 AND NOT private{purged}", ref, user_id
+        checks.append(
+            f"NOT EXISTS (SELECT 1 FROM {convo.table} WHERE {convo.column} = $2 AND user_id = $1 "
+            f"AND NOT private{purged})"
         )
-        if row is None:
-            return False
-    return True
+        params.append(convo.ref_id)
+    fence = "(SELECT generation FROM memory_fences WHERE user_id = $1 FOR SHARE)" if generation is not None else "0"
+    row = await db.fetchrow(f"SELECT COALESCE({fence}, 0) AS generation, {' OR '.join(checks)} AS refused", *params)
+    assert row is not None
+    if generation is not None and int(row["generation"]) != generation:
+        return False
+    return not row["refused"]
 
 
 async def _bump_generation(db: Connection, user_id: int) -> None:

@@ -88,7 +88,7 @@ class PostgresPrivacy(PostgresBase):
         PostgreSQL reuses the space is reported by tests/store/test_postgres.py, not hidden."""
         async with self.pool.acquire() as db:
             pending = await db.fetchval("SELECT MAX(scrub_id) FROM pending_scrubs")
-            for table in ("turns", "facts", "calls", "chats"):
+            for table in ("turns", "facts", "calls", "chats", "memory_vectors"):
                 await db.execute(f"VACUUM {table}")
             await db.execute("CHECKPOINT")
             if pending is not None:
