@@ -791,6 +791,14 @@ class PostgresStore:
         value = await self.pool.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1", user_id)
         return int(value or 0)
 
+    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
+        row = await self.pool.fetchrow(
+            "SELECT (SELECT version FROM memory_versions WHERE user_id = $1), "
+            "(SELECT generation FROM memory_fences WHERE user_id = $1)",
+            user_id,
+        )
+        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
         facts = await self._all(f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 ORDER BY fact_id", user_id)

@@ -879,6 +879,14 @@ class SqliteStore:
         value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
         return int(value or 0)
 
+    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
+        row = await self._one(
+            "SELECT (SELECT version FROM memory_versions WHERE user_id = ?), "
+            "(SELECT generation FROM memory_fences WHERE user_id = ?)",
+            (user_id, user_id),
+        )
+        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+
     async def reseal_texts(self, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
         """Rewrites every member text (turns, facts, call and chat summaries) through ``reseal(user_id, column,
         value)``, in one transaction; None leaves a value as it is. Returns how many values changed. This is how

@@ -1,0 +1,164 @@
+"""A member's memory held in process memory while they are in a call, so each utterance's build is in-memory work.
+
+The live voice path builds a query-aware memory block on every turn of a call, leaving out the call's own lines.
+Reading and ranking the member's lines from the database each time costs several milliseconds of Python on the
+event loop (postings decoded, rows turned into records) for the same few thousand lines. ``MemberIndex`` reads the
+member's lines outside the call, their current facts and latest summaries once, with the terms of each line
+(stemmed as the full-text index stems them, ``bot.keys.terms``), and ranks an utterance over them with the same
+BM25 as the backends (``bot.store.ranking``).
+
+It is used only while it is current: before each use the member's ``memory_stamp`` is read from the store (one
+indexed lookup): the memory version, which database triggers bump on every change to the member's lines, facts
+and summaries by any writer (another process included) except the lines of a call still open, and the memory
+generation, which every forget and pause bumps. The stamp is read before the rows, so a write that lands while
+the index loads makes the next build load again. Forgetting also drops the member's index at once.
+
+The index holds plaintext only in this process's memory (decrypted by the encrypting store, if any); it is never
+written anywhere. At most ``INDEXED_MEMBERS`` members are held, least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bot.keys.terms import index_terms, query_terms
+from bot.store.models import ConversationSummary, FactRecord, TurnRecord
+from bot.store.ranking import first_stage, rerank
+from bot.store.repository import ConversationStore, FactStore
+
+INDEXED_MEMBERS = 32
+"""Members whose index is held at once (about 2 MB per 5,000 lines); the least recently used is dropped."""
+ALL = 1 << 31
+SUMMARIES = 3
+
+
+class IndexStore(FactStore, ConversationStore, Protocol):
+    """What an index reads."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _terms(text: str) -> tuple[frozenset[str], int]:
+    """The distinct stemmed terms of ``text`` and its length in terms (what FTS5 counts)."""
+    terms = index_terms(text)
+    return frozenset(terms), len(terms)
+
+
+@dataclass
+class _Postings:
+    """Row numbers by term, and each row's length in terms."""
+
+    rows: dict[str, list[int]] = field(default_factory=dict)
+    lengths: list[int] = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        row = len(self.lengths)
+        terms, length = _terms(text)
+        self.lengths.append(length)
+        for term in terms:
+            self.rows.setdefault(term, []).append(row)
+
+    def rank(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """(row number, BM25 score) of the best ``limit`` rows holding any of ``terms``, best first."""
+        postings = [self.rows[t] for t in terms if t in self.rows]
+        first = first_stage(len(self.lengths), postings, (), limit)
+        ranked = rerank(first, [(row, self.lengths[row], row) for row in first], limit)
+        return [(row, score) for row, score in ranked]
+
+
+class MemberIndex:
+    """One member's lines outside one call (chronological), current facts (newest confirmed first) and latest
+    summaries, with postings for ranking."""
+
+    def __init__(
+        self,
+        stamp: tuple[int, int],
+        lines: list[TurnRecord],
+        facts: list[FactRecord],
+        summaries: list[ConversationSummary],
+    ):
+        self.stamp = stamp
+        self.lines = lines
+        self.facts = facts
+        self.summaries = summaries
+        self._line_postings = _Postings()
+        for turn in lines:
+            self._line_postings.add(turn.content)
+        self._fact_postings = _Postings()
+        for fact in facts:
+            self._fact_postings.add(fact.text)
+        self._by_position = {(t.call_id or t.chat_id, t.seq): t for t in lines}
+        self.derived: dict[str, object] = {}
+        """What a caller computes once from the index (e.g. the call-start candidates' priors)."""
+
+    def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
+        """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
+        ranking's seam (a ranked list of candidates)."""
+        ranked = self._line_postings.rank(query_terms(query), limit)
+        return [(self.lines[row], score) for row, score in ranked]
+
+    def rank_facts(self, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        ranked = self._fact_postings.rank(query_terms(query), limit)
+        return [(self.facts[row], score) for row, score in ranked]
+
+    def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
+        found = (self._by_position.get(position) for position in positions)
+        return [t for t in found if t is not None]
+
+    def recent(self, limit: int) -> list[TurnRecord]:
+        return self.lines[-limit:] if limit else []
+
+    def derive(self, name: str, compute: Callable[[MemberIndex], object]) -> object:
+        if name not in self.derived:
+            self.derived[name] = compute(self)
+        return self.derived[name]
+
+
+class MemberIndexes:
+    """The indexes held in this process, by (member, call left out), least recently used dropped first."""
+
+    def __init__(self, store: IndexStore, *, capacity: int = INDEXED_MEMBERS):
+        self.store = store
+        self.capacity = capacity
+        self._held: OrderedDict[tuple[int, str], MemberIndex] = OrderedDict()
+        self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        self.loads = 0
+        """How many indexes were read from the store (for tests and benchmarks)."""
+
+    async def get(self, user_id: int, exclude_call_id: str) -> MemberIndex:
+        """The member's current index of everything outside ``exclude_call_id`` (the call in progress), read
+        afresh when the store's stamp changed since it was read."""
+        key = (user_id, exclude_call_id)
+        stamp = await self.store.memory_stamp(user_id)
+        held = self._held.get(key)
+        if held is not None and held.stamp == stamp:
+            self._held.move_to_end(key)
+            return held
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            held = self._held.get(key)
+            if held is None or held.stamp != stamp:
+                held = await self._load(user_id, exclude_call_id, stamp)
+                self._held[key] = held
+            self._held.move_to_end(key)
+            while len(self._held) > self.capacity:
+                dropped, _ = self._held.popitem(last=False)
+                self._locks.pop(dropped, None)
+        return held
+
+    async def _load(self, user_id: int, exclude_call_id: str, stamp: tuple[int, int]) -> MemberIndex:
+        """``stamp`` was read before the rows: a write meanwhile makes the index stale at the next use."""
+        lines = await self.store.recent_turns_of(user_id, ALL, exclude_call_id=exclude_call_id)
+        facts = await self.store.list_facts(user_id, limit=ALL)
+        summaries = await self.store.latest_summaries(user_id, SUMMARIES)
+        self.loads += 1
+        return MemberIndex(stamp, lines, facts, summaries)
+
+    def drop(self, user_id: int | None = None) -> None:
+        """Drop the indexes of one member, or of everyone (forget, retention purge)."""
+        for key in [k for k in self._held if user_id is None or k[0] == user_id]:
+            del self._held[key]
