@@ -209,7 +209,7 @@ def build_monitor(
 ) -> Monitor:
     monitor = Monitor(store, counters=counters, agora=agora, **overrides)
     if backend is not None:
-        monitor.sections.append(backend.health)  # the calls' own figures
+        monitor.sections.append(backend.health_figures)
     return monitor
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from bot.app import build_agora_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
-from bot.doctor import Finding, StartupProblem, inspect_configured_database, startup_findings
+from bot.doctor import Finding, StartupProblem, inspect_configured_database, inspect_postgres, startup_findings
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable, parse_master_key
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
@@ -109,6 +109,8 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
         ok = ok and discord_ok
 
     database, listen = startup_findings(settings)
+    if settings.memory.database_url is not None and not database.failed:
+        database = await inspect_postgres(settings.memory.database_url.get_secret_value())
     _out("Database (read only: check never creates or migrates it)")
     _finding(database)
     _out("Web server")

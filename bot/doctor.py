@@ -132,6 +132,44 @@ def startup_findings(settings: Settings) -> list[Finding]:
     ]
 
 
+PG_CHECK_TIMEOUT_SECONDS = 5.0
+
+
+async def inspect_postgres(url: str) -> Finding:
+    """The PostgreSQL database as `migrate` would find it: reached, logged into and its schema read, nothing
+    written. The URL's password never appears in the finding."""
+    import asyncpg
+
+    from bot.store.copy import describe
+    from bot.store.pg_migrations import PG_LATEST_VERSION
+
+    where = f"memory.database_url {describe(url)}"
+    try:
+        connection = await asyncpg.connect(url, timeout=PG_CHECK_TIMEOUT_SECONDS)
+    except (OSError, TimeoutError) as exc:
+        return _fail(f"{where}: cannot reach the PostgreSQL server ({type(exc).__name__}); is it running there?")
+    except asyncpg.PostgresError as exc:
+        return _fail(f"{where}: PostgreSQL refused the connection: {exc}")
+    try:
+        version = None
+        if await connection.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
+            version = await connection.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+    except asyncpg.PostgresError as exc:
+        return _fail(f"{where}: connected, but cannot read the schema: {exc}")
+    finally:
+        await connection.close()
+    if version is None:
+        return _ok(f"{where} is reachable and empty: `migrate` (or starting the bot) creates the schema")
+    if version > PG_LATEST_VERSION:
+        return _fail(
+            f"{where} has schema version {version}, but this bot only knows up to {PG_LATEST_VERSION}: "
+            "upgrade the bot, or point memory.database_url at another database"
+        )
+    if version < PG_LATEST_VERSION:
+        return _ok(f"{where} is at schema {version}; the bot migrates it to {PG_LATEST_VERSION} when it starts")
+    return _ok(f"{where} is reachable, at schema {version}")
+
+
 def inspect_configured_database(settings: Settings) -> Finding:
     """The SQLite file, or for PostgreSQL (`memory.database_url`) a note: the server is reached at start-up."""
     if settings.memory.database_url is not None:

@@ -44,11 +44,12 @@ def _cooldown(interaction: discord.Interaction[MemoryBot]) -> app_commands.Coold
 
 
 def card_text(started: StartedCall) -> str:
-    memory = (
-        "This call is **private**: nothing is read from or written to your memory."
-        if started.private
-        else "The agent remembers your earlier conversations; this call will be remembered too."
-    )
+    if started.memory_paused:
+        memory = "Your memory is **paused**, so this call is not remembered. Resume it with `/memory`."
+    elif started.private:
+        memory = "This call is **private**: nothing is read from or written to your memory."
+    else:
+        memory = "The agent remembers your earlier conversations; this call will be remembered too."
     return (
         "**Your call is ready.** Open the link, click **Start call** and allow the microphone.\n"
         f"{memory}\nThe link is only for you and works in the first browser that opens it; "
@@ -60,7 +61,7 @@ def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: 
     if not ended.saved:
         return messages.CALL_ENDED_NOT_SAVED
     if ended.private:
-        return "**Call ended.** It was private, so nothing was remembered."
+        return "**Call ended.** Nothing from it was kept in your memory."
     lines = plural(ended.turns_stored, "line")
     if not learning:
         learned = "See them any time with `/memory`."
@@ -204,9 +205,16 @@ class Calls(commands.Cog):
 
     async def call_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:
         card = self.cards.pop(ref_id, None)
-        if kind != "post_call" or card is None or card[1] is None:
+        if kind != "post_call":
             return
-        await self._edit_card(card[0], ended_text(card[1], facts_learned))
+        if card is not None and card[1] is not None:
+            await self._edit_card(card[0], ended_text(card[1], facts_learned))
+            return
+        if self.bot.services.calls is None:
+            return
+        ended = await self.calls.ended_call(ref_id)
+        if ended is not None:  # shown by another process, or before a restart
+            await self._edit_stored_card(ended, ended_text(ended, facts_learned))
 
     def _forget_expired_cards(self) -> None:
         """Discord lets a card be edited for 15 minutes; older ones are dropped so the map stays small."""
@@ -216,12 +224,15 @@ class Calls(commands.Cog):
 
     async def _edit_card_elsewhere(self, ended: CallEnded) -> None:
         """The call was shown by another bot process (or before a restart): edit its card through the token."""
+        await self._edit_stored_card(ended, ended_text(ended, learning=False))
+
+    async def _edit_stored_card(self, ended: CallEnded, content: str) -> None:
         if ended.card is None or self.bot.application_id is None:
             return
         token, message_id = ended.card
         webhook = discord.Webhook.partial(self.bot.application_id, token, client=self.bot)
         try:
-            await webhook.edit_message(message_id, content=ended_text(ended, learning=False), view=None)
+            await webhook.edit_message(message_id, content=content, view=None)
         except discord.HTTPException as exc:
             log.info("could not edit a call card (Discord no longer allows it): %s", exc.status)
 

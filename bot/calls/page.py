@@ -43,6 +43,15 @@ class CallPageAdapter:
             browser_key=key,
         )
 
+    async def renew_token(self, link_token: str, *, browser: str | None = None) -> str | None:
+        """Only for the browser the page was opened in (the link is bound to it at the first opening)."""
+        call = await self.calls.call_for_link(link_token, browser=browser)
+        if call is None or call.state not in ("starting", "active") or call.browser_hash is None:
+            return None
+        if not self.calls.browser_allowed(call, browser):
+            return None
+        return self.calls.user_token(call)
+
     async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
         call = await self.store.get_call_by_link_hash(self.calls.links.hash(link_token))
         if call is None or not self.calls.browser_allowed(call, browser):
@@ -80,3 +89,7 @@ class CallPageAdapter:
             "active_calls": await self.store.count_open_calls(),
             "agents_still_running": await self.calls.agents_still_running(),
         }
+
+    async def health_figures(self) -> dict[str, object]:
+        """What the calls add to the monitor's /healthz, which reports the database and active calls itself."""
+        return {"agents_still_running": await self.calls.agents_still_running()}

@@ -107,6 +107,8 @@ class StartedCall:
     link_expires_at: float
     max_minutes: int
     private: bool
+    memory_paused: bool = False
+    """Private only because the member paused their memory (not a private call they asked for)."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +340,7 @@ class CallService:
                 link_expires_at=link_expires,
                 max_minutes=max_minutes,
                 private=not remember,
+                memory_paused=not private and user is not None and not user.memory_enabled,
             )
         finally:
             self._starting.discard(call_id)
@@ -643,15 +646,28 @@ class CallService:
             reason=call.end_reason or "ended",
             turns_stored=turns,
             private=call.private,
-            card=(call.notify_token, call.card_message_id)
-            if call.notify_token and call.card_message_id is not None
-            else None,
+            card=_card_of(call),
         )
         self.counters.call_ended(ended.reason, ended.turns_stored)
         ids = {"call_id": ended.call_id, "user_id": ended.user_id, "guild_id": ended.guild_id}
         log.info("call ended (%s), %d lines stored", ended.reason, ended.turns_stored, extra=ids)
         await self._notify(ended)
         return ended
+
+    async def ended_call(self, call_id: str) -> CallEnded | None:
+        """A call that has ended, as its card shows it, for a process that did not end it (or a restarted one)."""
+        call = await self.store.get_call(call_id)
+        if call is None or call.state != "ended":
+            return None
+        return CallEnded(
+            call_id=call.call_id,
+            user_id=call.user_id,
+            guild_id=call.guild_id,
+            reason=call.end_reason or "ended",
+            turns_stored=await self.store.count_call_turns(call.call_id),
+            private=call.private,
+            card=_card_of(call),
+        )
 
     async def _end_without_storage(self, call_id: str, reason: str) -> CallEnded | None:
         """The database cannot be written at all (disk full): still stop the agent and end the call for the
@@ -1029,3 +1045,10 @@ class CallService:
     @staticmethod
     def link_expiry(call: CallRecord) -> datetime:
         return datetime.fromtimestamp(call.link_expires_at or call.started_at, UTC)
+
+
+def _card_of(call: CallRecord) -> tuple[str, int] | None:
+    """The member's call card (interaction token, message id), when one was shown and stored."""
+    if call.notify_token and call.card_message_id is not None:
+        return call.notify_token, call.card_message_id
+    return None

@@ -83,6 +83,11 @@ class CallPageBackend(Protocol):
         can always end its call while it is active, also after the link expired."""
         ...
 
+    async def renew_token(self, link_token: str, *, browser: str | None = None) -> str | None:
+        """A fresh RTC token for the page of a call that is still running (Agora tokens last at most 24 hours,
+        calls up to 72), or None for an unknown, ended or other browser's link."""
+        ...
+
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
         """Verify the Agora NCS signature quickly; False for a bad signature.
 
@@ -119,6 +124,9 @@ class NoCalls:
     async def hang_up(
         self, link_token: str, *, via: str, page_id: str | None = None, browser: str | None = None
     ) -> CallStatus | None:
+        return None
+
+    async def renew_token(self, link_token: str, *, browser: str | None = None) -> str | None:
         return None
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:

@@ -7,6 +7,8 @@ Routes
                                             first one gets a cookie binding the link to it)
 ``GET  /api/calls/{link_token}/status``     JSON ``CallStatus`` or 404 ``{"error": "invalid link"}``
 ``POST /api/calls/{link_token}/hangup``     JSON ``CallStatus`` or 404 (accepts any body: fetch or sendBeacon)
+``POST /api/calls/{link_token}/token``      ``{"token": …}``, a fresh RTC token for the bound browser of a running
+                                            call (Agora tokens last a day at most, calls up to 72 h), or 404
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
 ``GET  /healthz``                           backend.health() as JSON, 503 when it raises
 ``GET  /static/...``                        call.js, call.css, invalid.html
@@ -229,6 +231,7 @@ def create_app(
     app.router.add_get("/call/{link_token}", _call_page, name="call_page")
     app.router.add_get("/api/calls/{link_token}/status", _api_status, name="api_status")
     app.router.add_post("/api/calls/{link_token}/hangup", _api_hangup, name="api_hangup")
+    app.router.add_post("/api/calls/{link_token}/token", _api_token, name="api_token")
     app.router.add_post("/agora/webhook", _agora_webhook, name="agora_webhook")
     app.router.add_get("/healthz", _healthz, name="healthz")
     if monitor is not None:
@@ -442,6 +445,19 @@ async def _api_hangup(request: web.Request) -> web.Response:
     page_id = page if page and is_valid_link_token(page) else None
     backend = request.app[BACKEND_KEY]
     return _status_json(await backend.hang_up(token, via=via, page_id=page_id, browser=_browser(request)))
+
+
+async def _api_token(request: web.Request) -> web.Response:
+    """A fresh RTC token for a long call's page, asked for when the SDK says the current one is about to expire."""
+    token = request.match_info["link_token"]
+    if not is_valid_link_token(token):
+        return _invalid_link_json()
+    if not _origin_allowed(request):
+        return web.json_response({"error": "forbidden"}, status=403)
+    renewed = await request.app[BACKEND_KEY].renew_token(token, browser=_browser(request))
+    if renewed is None:
+        return _invalid_link_json()
+    return web.json_response({"token": renewed})
 
 
 async def _agora_webhook(request: web.Request) -> web.Response:

@@ -3,11 +3,13 @@ while it is active, also after the link's lifetime (issue 13 item 6, issue 10 it
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
 import pytest
 
+from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS, token_expires_at
 from tests.calls.test_lifecycle import link_token, start_call
 from tests.harness import CallWorld, call_world
 
@@ -65,3 +67,30 @@ async def test_an_expired_link_never_opened_stays_invalid(world: CallWorld) -> N
     async with httpx.AsyncClient(base_url=world.web.url) as browser:
         assert (await browser.get(f"/call/{token}")).status_code == 404
         assert (await browser.post(f"/api/calls/{token}/hangup", json={"via": "page"})).status_code == 404
+
+
+async def test_a_call_longer_than_a_day_gets_a_fresh_token_for_its_page_only(tmp_path: Path) -> None:
+    """Agora tokens last at most 24 hours and calls up to 72: the page that opened the call asks for a new one."""
+    async with call_world(tmp_path, calls={"max_minutes": 48 * 60}) as world:
+        started, _agent = await start_call(world)
+        token = link_token(started)
+        async with (
+            httpx.AsyncClient(base_url=world.web.url) as page,
+            httpx.AsyncClient(base_url=world.web.url) as other,
+        ):
+            assert (await other.post(f"/api/calls/{token}/token")).status_code == 404, "not before the page opened"
+            opened = await page.get(f"/call/{token}")
+            first = re.search(r'"token":\s*"([^"]+)"', opened.text)
+            assert first is not None
+            first_expiry = token_expires_at(first.group(1))
+            assert first_expiry is not None and first_expiry <= world.clock() + MAX_TOKEN_LIFETIME_SECONDS
+
+            world.clock.advance(23.5 * 3600)
+            renewed = await page.post(f"/api/calls/{token}/token")
+            assert renewed.status_code == 200
+            fresh = renewed.json()["token"]
+            assert fresh != first.group(1) and (token_expires_at(fresh) or 0) > first_expiry + 23 * 3600
+            assert (await other.post(f"/api/calls/{token}/token")).status_code == 404, "another browser gets none"
+
+            assert (await page.post(f"/api/calls/{token}/hangup", json={"via": "page"})).status_code == 200
+            assert (await page.post(f"/api/calls/{token}/token")).status_code == 404, "none for an ended call"

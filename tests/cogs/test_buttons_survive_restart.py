@@ -11,6 +11,7 @@ import pytest
 
 from bot.app import Services
 from bot.client import EXTENSIONS
+from bot.memory.postcall import PostCallProcessor
 from cogs._consent import ChoiceButton
 from cogs._memory_ui import CancelButton, ConfirmEverythingButton
 from cogs.calls import HangUpButton
@@ -169,3 +170,41 @@ async def test_a_chat_memory_choice_after_a_restart_is_saved_and_asks_for_the_me
     user = await world.store.get_user(alice.id)
     assert user is not None and user.consent == "no_memory"
     assert "please send your message again" in prompt.content and prompt.components == []
+
+
+async def test_what_was_learned_reaches_a_card_shown_before_a_restart(
+    simcord_env, world: CallWorld, services: Services, fake_llm, member
+) -> None:
+    """The post-call job may run in a restarted process (or another one): it still updates the member's card."""
+    _, channel, alice = member
+    await world.store.set_consent(alice.id, True, world.clock())
+    card = (await alice.slash(channel, "call")).response
+    call = await world.store.open_call_for_user(alice.id)
+    world.emu.user_joined(call.agent_id)
+    world.emu.script(call.agent_id, [("user", "I keep bees on my balcony."), ("assistant", "How lovely!")])
+    await alice.click(card, label="Hang up")
+    assert "will appear in `/memory` shortly" in card.content
+
+    bot = await restart(simcord_env, world, services)
+    postcall = PostCallProcessor(
+        world.store, services.llm, clock=world.clock, on_processed=bot.services.notify_processed
+    )
+    fake_llm.queue_reply(
+        json.dumps(
+            {
+                "summary": "The member talked about bees.",
+                "facts": [
+                    {
+                        "text": "The user keeps bees on their balcony.",
+                        "evidence": "I keep bees on my balcony",
+                        "replaces": [],
+                        "duplicate_of": None,
+                    }
+                ],
+            }
+        )
+    )
+    world.clock.advance(60)
+    assert await postcall.run_once()
+    await simcord_env.settle()
+    assert "learned 1 new thing about you" in card.content

@@ -57,6 +57,23 @@ async def test_call_without_memory_is_private_and_remembered_as_a_choice(simcord
     assert (await world.store.open_call_for_user(alice.id)).private
 
 
+async def test_call_with_memory_paused_says_paused_not_private(simcord_env, world: CallWorld, member) -> None:
+    _, channel, alice = member
+    card = await remembered_call(simcord_env, world, channel, alice)
+    await alice.click(card.response, label="Hang up")
+    await world.store.set_memory_enabled(alice.id, False, world.clock())
+    card = await alice.slash(channel, "call")
+    assert "paused" in card.response.content and "/memory" in card.response.content
+    assert "private" not in card.response.content
+    call = await world.store.open_call_for_user(alice.id)
+    assert call.private
+    world.emu.user_joined(call.agent_id)
+    world.emu.script(call.agent_id, [("user", "My cat is called Miso.")])
+    await alice.click(card.response, label="Hang up")
+    assert "Nothing from it was kept" in card.response.content and "private" not in card.response.content
+    assert await world.store.call_turns(call.call_id) == []
+
+
 async def test_hang_up_button_ends_the_call_and_the_card_says_so(simcord_env, world: CallWorld, member) -> None:
     _, channel, alice = member
     card = await remembered_call(simcord_env, world, channel, alice)

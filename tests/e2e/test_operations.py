@@ -54,6 +54,7 @@ async def test_one_call_as_the_operator_sees_it(tmp_path: Path, monkeypatch: pyt
                 assert health["agora"]["configured"] is True and health["agora"]["reachable"] is True
                 assert health["calls"]["active"] == 0 and health["queue"]["depth"] == 0
                 assert health["agents_still_running"] == 0  # the calls backend's own figure, merged in
+                assert "active_calls" not in health  # reported once, under calls
 
                 token = await fake.slash("call", ALICE)
                 await next_of_kind(fake, token, "followup", "edit")
@@ -84,6 +85,7 @@ async def test_one_call_as_the_operator_sees_it(tmp_path: Path, monkeypatch: pyt
                 assert "memory_call_bot_turns_stored_total 3.0" in text
                 assert "memory_call_bot_active_calls 0.0" in text
                 assert "memory_call_bot_agents_still_running 0.0" in text
+                assert text.count("\nmemory_call_bot_active_calls ") == 1
                 assert "memory_call_bot_queue_depth" in text and "memory_call_bot_agora_reachable 1.0" in text
             fake.assert_no_invalid_requests()
         finally:

@@ -18,6 +18,7 @@ from bot.store.pg_migrations import PG_LATEST_VERSION
 from bot.store.postgres import PostgresStore
 from bot.store.repository import SchemaTooNew
 from tests.factories import make_call
+from tests.harness import free_port
 from tests.postgres import PostgresCluster
 
 
@@ -148,3 +149,33 @@ def test_migrate_and_the_sqlite_only_commands_with_a_database_url(
     assert not (tmp_path / "data" / "bot.db").exists(), "no SQLite file was made"
     assert main(["backup", str(tmp_path / "b.db")]) == 1
     assert "with memory.database_url (PostgreSQL) use pg_dump" in capsys.readouterr().err
+
+
+def test_check_reaches_postgresql_reads_its_schema_and_names_the_setting(
+    postgres_cluster: PostgresCluster,
+    postgres_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMORY_DATABASE_URL", postgres_url)
+    main(["check"])
+    out = capsys.readouterr().out
+    assert "memory.database_url postgresql://" in out and "reachable and empty" in out
+    assert main(["migrate"]) == 0
+    capsys.readouterr()
+    main(["check"])
+    assert f"is reachable, at schema {PG_LATEST_VERSION}" in capsys.readouterr().out
+
+    monkeypatch.setenv("MEMORY_DATABASE_URL", postgres_cluster.url("no_such_database"))
+    assert main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL     memory.database_url postgresql://" in out and "refused the connection" in out
+    assert "no_such_database" in out
+
+    monkeypatch.setenv("MEMORY_DATABASE_URL", f"postgresql://bot:secret-pw@127.0.0.1:{free_port()}/memory")
+    assert main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL     memory.database_url" in out and "cannot reach the PostgreSQL server" in out
+    assert "secret-pw" not in out

@@ -144,6 +144,14 @@ class FakeCallPageBackend:
             call.facts_learned = call.facts_on_hangup
         return call.status()
 
+    async def renew_token(self, link_token: str, *, browser: str | None = None) -> str | None:
+        self.log.append(("renew_token", link_token))
+        call = self.calls.get(link_token)
+        if call is None or call.state not in ("starting", "active"):
+            return None
+        call.session = replace(call.session, rtc_token="007eJxRenewed" + secrets.token_hex(24))
+        return call.session.rtc_token
+
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
         self.log.append(("receive_webhook", raw_body))
         expected = hmac.new(self.webhook_secret.encode(), raw_body, hashlib.sha256).hexdigest()

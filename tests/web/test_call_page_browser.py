@@ -18,6 +18,7 @@ import pytest_asyncio
 from playwright.async_api import expect
 
 from bot.web.server import WebServer
+from tests.harness import eventually
 from tests.web.conftest import REPO_ROOT
 from tests.web.fake_backend import FAKE_APP_ID, FakeCallPageBackend
 
@@ -355,6 +356,25 @@ async def test_token_expiry_says_one_thing(open_call: OpenCall, fake_backend: Fa
 
     await expect(call.status).to_have_text("Call ended")
     await expect(call.page.locator("#summary-note")).to_have_text("The call's access has expired.")
+
+
+async def test_a_token_about_to_expire_is_renewed_from_the_bot(
+    open_call: OpenCall, fake_backend: FakeCallPageBackend
+) -> None:
+    call = await open_call()
+    await call.start(agent_joins=True)
+
+    await call.emit("token-privilege-will-expire")
+
+    async def renewed() -> bool:
+        return bool(await call.calls("renewToken"))
+
+    await eventually(renewed)
+    [renew] = await call.calls("renewToken")
+    assert renew["args"] == [fake_backend.calls[call.token].session.rtc_token]
+    assert renew["args"][0].startswith("007eJxRenewed")
+    assert "renew_token" in fake_backend.methods()
+    await expect(call.status).not_to_have_text("Call ended")
 
 
 async def test_start_is_disabled_when_the_voice_component_failed_to_load(

@@ -35,6 +35,7 @@ const linkToken = decodeURIComponent(location.pathname.split("/").filter(Boolean
 const api = {
   status: `/api/calls/${encodeURIComponent(linkToken)}/status`,
   hangup: `/api/calls/${encodeURIComponent(linkToken)}/hangup`,
+  token: `/api/calls/${encodeURIComponent(linkToken)}/token`,
 };
 // The close beacon names this opening of the page, so the bot can tell a reload from a close.
 const beaconUrl = `${api.hangup}?via=beacon&page=${encodeURIComponent(cfg.pageId || "")}`;
@@ -206,6 +207,16 @@ async function fetchStatus() {
     if (res.status === 404) return { state: "ended", ended_reason: null, turns_stored: 0, facts_learned: null, gone: true };
     if (!res.ok) return null;
     return await res.json();
+  } catch {
+    return null;
+  }
+}
+
+async function fetchFreshToken() {
+  try {
+    const res = await fetch(api.token, { method: "POST", cache: "no-store", credentials: "same-origin" });
+    if (!res.ok) return null;
+    return (await res.json()).token || null;
   } catch {
     return null;
   }
@@ -429,6 +440,12 @@ function registerHandlers(rtc) {
     } else if (current === "DISCONNECTED" && reason && reason !== "LEAVE") {
       connectionLost();
     }
+  });
+  // Agora tokens last at most a day; a longer call gets a fresh one from the bot shortly before it runs out.
+  rtc.on("token-privilege-will-expire", async () => {
+    if (rtc !== client) return;
+    const token = await fetchFreshToken();
+    if (token && rtc === client) await rtc.renewToken(token);
   });
   rtc.on("token-privilege-did-expire", () => {
     if (rtc === client) hangUp({ message: "The call's access has expired." });

@@ -1,0 +1,251 @@
+"""The SQLite backend's foundation (aiosqlite): one file, WAL mode, foreign keys and secure_delete on.
+
+One connection serves the process; an asyncio lock makes every operation (and every transaction) run alone,
+so coroutines never see each other's half-written state. Conditional UPDATEs make call state transitions safe
+across processes sharing the file too. Here: the connection, migrations, transaction helpers, storage-error
+mapping and row mappers; each aggregate's mixin (accounts, guild_settings, conversations, facts, jobs,
+privacy) builds on `SqliteBase`, and `bot.store.sqlite.SqliteStore` composes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
+from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
+from bot.store.models import (
+    CallRecord,
+    ChatRecord,
+    FactRecord,
+    TurnRecord,
+    UserRecord,
+)
+from bot.store.repository import SchemaTooNew, StorageFull
+
+
+class SqliteBase:
+    """The one connection and what every aggregate builds on (implements `StoreLifecycle`): open with the
+    pragmas, migrate, the lock that makes each operation run alone, transactions and one-trip reads and
+    writes."""
+
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000):
+        self.path = Path(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        if self.path.parent and str(self.path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(self.path, isolation_level=None)
+        db.row_factory = aiosqlite.Row
+        try:
+            for pragma in (
+                f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}",
+                "PRAGMA journal_mode = WAL",
+                "PRAGMA foreign_keys = ON",
+                "PRAGMA secure_delete = ON",
+                "PRAGMA synchronous = NORMAL",
+            ):
+                async with db.execute(pragma):
+                    pass  # some pragmas return a row; closing the cursor ends the statement
+            self._db = db
+            await self._migrate()
+        except BaseException:
+            self._db = None
+            await db.close()
+            raise
+
+    async def close(self) -> None:
+        if self._db is not None:
+            async with self._lock:
+                await self._db.close()
+                self._db = None
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("store is not open")
+        return self._db
+
+    async def _migrate(self) -> None:
+        await self.db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+            "applied_at REAL NOT NULL)"
+        )
+        current = await self.schema_version()
+        if current > LATEST_VERSION:
+            raise SchemaTooNew(
+                f"the database {self.path} has schema version {current}, but this bot only knows up to "
+                f"{LATEST_VERSION}: upgrade the bot, or point memory.database_path at another file"
+            )
+        for version, name, sql in MIGRATIONS:
+            if version <= current:
+                continue
+            async with self._transaction():
+                for needed, repair in REPAIRS.get(version, []):
+                    if list(await self.db.execute_fetchall(needed)):
+                        for statement in _split_sql(repair):
+                            await self.db.execute(statement)
+                for statement in _split_sql(sql):
+                    await self.db.execute(statement)
+                await self.db.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (version, name, time.time()),
+                )
+
+    async def schema_version(self) -> int:
+        async with self.db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def ping(self) -> None:
+        async with self._lock, self.db.execute("SELECT 1") as cur:
+            await cur.fetchone()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        with _storage_errors():
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if self.db.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+                    await self.db.execute("ROLLBACK")
+                raise
+            else:
+                await self.db.execute("COMMIT")
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock, self._transaction() as db:
+            yield db
+
+    async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        """One round trip to the database thread (execute, fetch and close together)."""
+        async with self._lock:
+            return list(await self.db.execute_fetchall(sql, tuple(params)))
+
+    async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
+        """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed."""
+        with _storage_errors():
+            async with self._lock, self.db.execute(sql, tuple(params)) as cur:
+                return max(cur.rowcount, 0)
+
+    async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+        rows = await self._all(sql, params)
+        return rows[0] if rows else None
+
+    async def _scalar(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        row = await self._one(sql, params)
+        return None if row is None else row[0]
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A full disk (SQLITE_FULL) crosses the store boundary as StorageFull, which callers can act on."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+            raise StorageFull(str(exc)) from exc
+        raise
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (BEGIN ... END;) whole."""
+    statements, current = [], []
+    in_trigger = False
+    for line in script.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("--"):
+            continue
+        current.append(line)
+        upper = stripped.upper()
+        if upper.startswith("CREATE TRIGGER"):
+            in_trigger = True
+        if in_trigger:
+            if upper == "END;":
+                statements.append("\n".join(current))
+                current, in_trigger = [], False
+        elif stripped.endswith(";"):
+            statements.append("\n".join(current))
+            current = []
+    if current:
+        statements.append("\n".join(current))
+    return statements
+
+
+async def _changes(db: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> int:
+    cur = await db.execute(sql, params)
+    return max(cur.rowcount, 0)
+
+
+def _to_db(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value
+
+
+def _user(row: aiosqlite.Row) -> UserRecord:
+    return UserRecord(
+        user_id=row["user_id"],
+        memory_enabled=bool(row["memory_enabled"]),
+        consent=row["consent"],
+        consent_at=row["consent_at"],
+        created_at=row["created_at"],
+    )
+
+
+def _call(row: aiosqlite.Row) -> CallRecord:
+    data = {name: row[name] for name in _CALL_COLUMNS}
+    data["private"] = bool(data["private"])
+    data["history_anchored"] = bool(data["history_anchored"])
+    data["agent_stop_pending"] = bool(data["agent_stop_pending"])
+    return CallRecord(**data)
+
+
+def _chat(row: aiosqlite.Row) -> ChatRecord:
+    data = {name: row[name] for name in _CHAT_COLUMNS}
+    data["private"] = bool(data["private"])
+    return ChatRecord(**data)
+
+
+def _turn(row: aiosqlite.Row) -> TurnRecord:
+    return TurnRecord(
+        turn_id=row[0],
+        user_id=row[1],
+        call_id=row[2],
+        chat_id=row[3],
+        seq=row[4],
+        role=row[5],
+        content=row[6],
+        spoken_at=row[7],
+        source=row[8],
+        segment=row[9],
+        partial=bool(row[10]),
+        captured=row[11],
+    )
+
+
+def _fact(row: aiosqlite.Row) -> FactRecord:
+    return FactRecord(*tuple(row))

@@ -1,0 +1,182 @@
+"""Facts and the post-call extraction results (`FactStore`) on SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
+from bot.store.models import (
+    Conversation,
+    FactRecord,
+)
+from bot.store.sqlite.base import _fact
+from bot.store.sqlite.fences import memory_write_allowed
+from bot.store.sqlite.fulltext import SqliteFullText
+
+
+class SqliteFacts(SqliteFullText):
+    """Implements `bot.store.repository.FactStore`: facts, their sources and supersession, and the post-call
+    extraction results written in one transaction."""
+
+    async def add_fact(
+        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
+    ) -> FactRecord:
+        async with self._tx() as db:
+            cur = await db.execute(
+                "INSERT INTO facts (user_id, text, source_call_id, source_chat_id, created_at, updated_at, "
+                "confirmed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (user_id, text, call_id, chat_id, at, at, at),
+            )
+            fact_id = int(cur.lastrowid or 0)
+            if call_id or chat_id:
+                await db.execute(
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)",
+                    (fact_id, call_id, chat_id),
+                )
+        fact = await self.get_fact(fact_id)
+        assert fact is not None
+        return fact
+
+    async def confirm_fact(
+        self, fact_id: int, at: float, *, call_id: str | None = None, chat_id: str | None = None
+    ) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE facts SET mentions = mentions + 1, confirmed_at = ?, updated_at = ? WHERE fact_id = ?",
+                (at, at, fact_id),
+            )
+            if call_id or chat_id:
+                await db.execute(
+                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)",
+                    (fact_id, call_id, chat_id),
+                )
+
+    async def supersede_fact(self, old_fact_id: int, new_fact_id: int, at: float) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE facts SET superseded_by = ?, invalidated_at = ?, updated_at = ? WHERE fact_id = ?",
+                (new_fact_id, at, at, old_fact_id),
+            )
+
+    async def get_fact(self, fact_id: int) -> FactRecord | None:
+        row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = ?", (fact_id,))
+        return None if row is None else _fact(row)
+
+    async def list_facts(
+        self,
+        user_id: int,
+        *,
+        include_superseded: bool = False,
+        superseded_only: bool = False,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[FactRecord]:
+        if superseded_only:
+            where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
+        elif include_superseded:
+            where = ""
+        else:
+            where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        rows = await self._all(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? {where} "
+            "ORDER BY (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), confirmed_at DESC, mentions DESC, "
+            "fact_id DESC LIMIT ? OFFSET ?",
+            (user_id, limit, offset),
+        )
+        return [_fact(r) for r in rows]
+
+    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int:
+        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        return int(await self._scalar(f"SELECT COUNT(*) FROM facts WHERE user_id = ? {where}", (user_id,)))
+
+    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
+        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
+
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        """The member's current facts matching any word of ``query`` (porter-stemmed), best BM25 first."""
+        columns = ", ".join("f." + c.strip() for c in _FACT_COLUMNS.split(","))
+        ranked = await self._bm25(
+            "facts_fts",
+            "text",
+            user_id,
+            query,
+            limit,
+            records=f"SELECT {columns}, d.sz FROM facts f JOIN facts_fts_docsize d ON d.id = f.fact_id "
+            "WHERE f.fact_id IN (SELECT value FROM json_each(?)) "
+            "AND f.superseded_by IS NULL AND f.invalidated_at IS NULL",
+        )
+        return [(FactRecord(*tuple(row)[:-1]), score) for row, score in ranked]
+
+    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        rows = await self._all(
+            f"SELECT DISTINCT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM fact_sources s "
+            f"JOIN facts f ON f.fact_id = s.fact_id WHERE s.{column} = ? ORDER BY f.fact_id",
+            (ref,),
+        )
+        return [_fact(r) for r in rows]
+
+    # ---- post-call extraction results ------------------------------------------------------------------
+
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        *,
+        call_id: str | None = None,
+        chat_id: str | None = None,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+        generation: int | None = None,
+    ) -> int | None:
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
+        current = "user_id = ? AND superseded_by IS NULL AND invalidated_at IS NULL"
+        async with self._tx() as db:
+            cur = await db.execute(
+                "UPDATE jobs SET state = 'done', updated_at = ? WHERE job_id = ? AND state = 'running' "
+                "AND attempts = ?",
+                (at, job_id, attempt),
+            )
+            if cur.rowcount != 1:
+                return None
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id, chat_id=chat_id):
+                return 0
+            for fact_id in dict.fromkeys(confirmed):
+                cur = await db.execute(
+                    "UPDATE facts SET mentions = mentions + 1, confirmed_at = MAX(confirmed_at, ?), updated_at = ? "
+                    f"WHERE fact_id = ? AND {current}",
+                    (at, at, fact_id, user_id),
+                )
+                if cur.rowcount == 1:
+                    await db.execute(
+                        f"INSERT INTO fact_sources (fact_id, {column}) SELECT ?, ? WHERE NOT EXISTS "
+                        f"(SELECT 1 FROM fact_sources WHERE fact_id = ? AND {column} = ?)",
+                        (fact_id, ref, fact_id, ref),
+                    )
+            for text, replaces in new_facts:
+                cur = await db.execute(
+                    f"INSERT INTO facts (user_id, text, source_{column}, created_at, updated_at, confirmed_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (user_id, text, ref, at, at, at),
+                )
+                new_id = int(cur.lastrowid or 0)
+                await db.execute(f"INSERT INTO fact_sources (fact_id, {column}) VALUES (?, ?)", (new_id, ref))
+                for old_id in dict.fromkeys(replaces):
+                    await db.execute(
+                        f"UPDATE facts SET superseded_by = ?, invalidated_at = ?, updated_at = ? "
+                        f"WHERE fact_id = ? AND fact_id != ? AND {current}",
+                        (new_id, at, at, old_id, new_id, user_id),
+                    )
+            if summary is not None:
+                await db.execute(f"UPDATE {table} SET summary = ? WHERE {column} = ?", (summary, ref))
+            async with db.execute(
+                f"SELECT COUNT(DISTINCT fact_id) FROM fact_sources WHERE {column} = ?", (ref,)
+            ) as cur:
+                row = await cur.fetchone()
+            return int(row[0]) if row else 0

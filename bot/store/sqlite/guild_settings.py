@@ -1,0 +1,58 @@
+"""Per-server settings (`GuildSettingsStore`) on SQLite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
+from bot.store.models import (
+    GuildSettings,
+)
+from bot.store.sqlite.base import SqliteBase
+
+
+class SqliteGuildSettings(SqliteBase):
+    """Implements `bot.store.repository.GuildSettingsStore`."""
+
+    async def get_guild_settings(self, guild_id: int) -> GuildSettings:
+        row = await self._one("SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
+        if row is None:
+            return GuildSettings(guild_id=guild_id)
+        return GuildSettings(
+            guild_id=guild_id,
+            calls_enabled=bool(row["calls_enabled"]),
+            persona=row["persona"],
+            greeting=row["greeting"],
+            max_call_minutes=row["max_call_minutes"],
+            calls_per_member_per_day=row["calls_per_member_per_day"],
+            retention_days=row["retention_days"],
+        )
+
+    async def update_guild_settings(self, guild_id: int, at: float, **changes: Any) -> GuildSettings:
+        unknown = set(changes) - _GUILD_SETTING_NAMES
+        if unknown:
+            raise ValueError(f"unknown guild settings: {sorted(unknown)}")
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO guild_settings (guild_id, updated_at) VALUES (?, ?) ON CONFLICT (guild_id) DO NOTHING",
+                (guild_id, at),
+            )
+            if changes:
+                assignments = ", ".join(f"{name} = ?" for name in changes)
+                values = [int(v) if isinstance(v, bool) else v for v in changes.values()]
+                await db.execute(
+                    f"UPDATE guild_settings SET {assignments}, updated_at = ? WHERE guild_id = ?",
+                    (*values, at, guild_id),
+                )
+        return await self.get_guild_settings(guild_id)
+
+    async def retention_policies(self) -> list[tuple[int, int]]:
+        rows = await self._all(
+            "SELECT guild_id, retention_days FROM guild_settings WHERE retention_days IS NOT NULL "
+            "AND retention_days > 0"
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def delete_guild_settings(self, guild_id: int) -> None:
+        async with self._tx() as db:
+            await db.execute("DELETE FROM guild_settings WHERE guild_id = ?", (guild_id,))
