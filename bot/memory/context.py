@@ -13,7 +13,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
@@ -213,11 +213,21 @@ class _BudgetedBlock:
         MAX_MISFITS lines tried in a row were all too long for what is left."""
         return self.left < MIN_LINE_TOKENS or self._misfits >= MAX_MISFITS
 
-    def add(self, group: tuple[Any, ...], header: str, order: tuple[float, int, int], line: str, key: str) -> bool:
-        """Add ``line`` under ``group`` (created with ``header`` if new) when it fits; True when it is in."""
+    def add(
+        self,
+        group: tuple[Any, ...],
+        header: str,
+        order: tuple[float, int, int],
+        line: str,
+        key: str,
+        line_cost: int | None = None,
+    ) -> bool:
+        """Add ``line`` (``line_cost`` tokens with its newline, counted when not given) under ``group`` (created
+        with ``header`` if new) when it fits; True when it is in."""
         if key in self.seen:
             return True
-        cost = count_tokens(line + "\n") + (0 if group in self.groups else count_tokens(header + "\n"))
+        cost = count_tokens(line + "\n") if line_cost is None else line_cost
+        cost += 0 if group in self.groups else count_tokens(header + "\n")
         if cost > self.left:
             return False
         self.groups.setdefault(group, _Group(header)).lines[order] = line
@@ -239,7 +249,7 @@ class _BudgetedBlock:
         if self._repeats(signature, prefix):
             return False
         header = f"{'Call' if kind == 'call' else 'Text chat'} on {_day(turn.spoken_at)}:"
-        if not self.add((2, kind, ref), header, (turn.spoken_at, turn.seq, turn.turn_id), line, key):
+        if not self.add((2, kind, ref), header, (turn.spoken_at, turn.seq, turn.turn_id), line, key, cost):
             return False
         self._misfits = 0
         index = len(self._signatures)
@@ -262,12 +272,14 @@ class _BudgetedBlock:
         return False
 
     def add_fact(self, fact: FactRecord) -> bool:
+        line, cost = _fact_line(fact.text, fact.confirmed_at)
         return self.add(
             (0,),
             "What they told you:",
             (-fact.confirmed_at, -fact.mentions, fact.fact_id),
-            f"- {_quote(fact.text)} ({_day(fact.confirmed_at)})",
+            line,
             f"fact:{fact.fact_id}",
+            cost,
         )
 
     def add_summary(self, convo: ConversationSummary) -> bool:
@@ -335,33 +347,24 @@ class ContextBuilder:
         if index is not None:
             ranked_facts = index.rank_facts(terms, FACT_CANDIDATES)
             ranked = index.rank_turns(terms, candidates)
-            lines, priors = _indexed_lines(index)
+            lines, priors, base = _indexed_lines(index)
             answers = _answers([t for t, _ in ranked], index.turns_at)
         else:
             ranked_facts = await self.store.rank_facts(user_id, terms, FACT_CANDIDATES)
             ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
             lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
             priors = _priors(lines)
+            base = _by_informativeness(lines, priors)
             questions = [t for t, _ in ranked if "?" in t.content]
             following = await self.store.turns_at([(t.call_id or t.chat_id or "", t.seq + 1) for t in questions])
             answers = _answers(questions, lambda _: following)
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
-        top = max((score for _, score in ranked), default=0.0) or 1.0
-        scores: dict[int, float] = {}
-        turns: dict[int, TurnRecord] = {}
-        for turn in lines:
-            turns[turn.turn_id] = turn
-            scores[turn.turn_id] = QUERY_PRIOR_WEIGHT * priors[turn.turn_id]
-        for turn, score in ranked:
-            turns[turn.turn_id] = turn
-            scores[turn.turn_id] = scores.get(turn.turn_id, 0.0) + score / top
-        hits = {turn.turn_id for turn, _ in ranked}
-        for turn_id in sorted(scores, key=lambda i: (-scores[i], -turns[i].spoken_at)):
-            if block.full or scores[turn_id] <= 0:
+        for turn, hit in _by_score(ranked, priors, base):
+            if block.full:
                 break
-            if block.add_turn(turns[turn_id]) and turn_id in hits and (answer := answers.get(turn_id)) is not None:
+            if block.add_turn(turn) and hit and (answer := answers.get(turn.turn_id)) is not None:
                 block.add_turn(answer)
         await self._fill_rest(block, user_id, lines, index)
 
@@ -375,16 +378,16 @@ class ContextBuilder:
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
         if index is not None:
-            lines, priors = _indexed_lines(index)
+            lines, _, base = _indexed_lines(index)
         else:
             lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
-            priors = _priors(lines)
+            base = _by_informativeness(lines, _priors(lines))
         if lines:
             latest = lines[-1].call_id or lines[-1].chat_id
             latest_lines = [t for t in lines if (t.call_id or t.chat_id) == latest]
             for turn in latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []:
                 block.add_turn(turn)
-            for turn in _by_informativeness(lines, priors):
+            for turn in base:
                 if block.full:
                     break
                 block.add_turn(turn)
@@ -421,14 +424,41 @@ class ContextBuilder:
             block.add_turn(turn)
 
 
-def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float]]:
-    """The index's latest CALL_START_LINES lines and their priors, computed once per index."""
+def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord]]:
+    """The index's latest CALL_START_LINES lines, their priors, and those that carry something in the order of
+    their prior (``_by_informativeness``): computed once per index."""
 
-    def compute(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float]]:
+    def compute(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord]]:
         lines = index.recent(CALL_START_LINES)
-        return lines, _priors(lines)
+        priors = _priors(lines)
+        return lines, priors, _by_informativeness(lines, priors)
 
-    return cast(tuple[list[TurnRecord], dict[int, float]], index.derive("lines", compute))
+    return cast(tuple[list[TurnRecord], dict[int, float], list[TurnRecord]], index.derive("lines", compute))
+
+
+def _by_score(
+    ranked: list[tuple[TurnRecord, float]], priors: dict[int, float], base: list[TurnRecord]
+) -> Iterator[tuple[TurnRecord, bool]]:
+    """Candidate lines for a query, best first, each with whether it matched: relevance (BM25 scaled so the best
+    match scores 1) plus QUERY_PRIOR_WEIGHT times the prior; newer first among equals. ``base`` holds the
+    recent lines with a prior in order of it, so only the matches need sorting: the two orders are merged."""
+    top = max((score for _, score in ranked), default=0.0) or 1.0
+    hits = sorted(
+        ((score / top + QUERY_PRIOR_WEIGHT * priors.get(turn.turn_id, 0.0), turn) for turn, score in ranked),
+        key=lambda hit: (-hit[0], -hit[1].spoken_at),
+    )
+    matched = {turn.turn_id for turn, _ in ranked}
+    at = 0
+    for turn in base:
+        if turn.turn_id in matched:
+            continue
+        score = QUERY_PRIOR_WEIGHT * priors[turn.turn_id]
+        while at < len(hits) and (hits[at][0], hits[at][1].spoken_at) >= (score, turn.spoken_at):
+            yield hits[at][1], True
+            at += 1
+        yield turn, False
+    for _, turn in hits[at:]:
+        yield turn, True
 
 
 def _answers(
@@ -445,6 +475,13 @@ def _answers(
         if answer is not None and answer.role != question.role:
             answers[question.turn_id] = answer
     return answers
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
+    """A fact as rendered, and its tokens with its newline."""
+    line = f"- {_quote(text)} ({_day(confirmed_at)})"
+    return line, count_tokens(line + "\n")
 
 
 @functools.lru_cache(maxsize=1 << 16)

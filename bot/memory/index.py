@@ -22,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
+
+import numpy as np
 
 from bot.keys.terms import index_terms, query_terms
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
-from bot.store.ranking import first_stage, rerank
+from bot.store.ranking import rank_arrays
 from bot.store.repository import ConversationStore, FactStore
 
 INDEXED_MEMBERS = 32
@@ -48,26 +49,23 @@ def _terms(text: str) -> tuple[frozenset[str], int]:
     return frozenset(terms), len(terms)
 
 
-@dataclass
 class _Postings:
-    """Row numbers by term, and each row's length in terms."""
+    """Row numbers by term, and each row's length in terms, as arrays for ``rank_arrays``."""
 
-    rows: dict[str, list[int]] = field(default_factory=dict)
-    lengths: list[int] = field(default_factory=list)
-
-    def add(self, text: str) -> None:
-        row = len(self.lengths)
-        terms, length = _terms(text)
-        self.lengths.append(length)
-        for term in terms:
-            self.rows.setdefault(term, []).append(row)
+    def __init__(self, texts: Iterable[str]):
+        rows: dict[str, list[int]] = {}
+        lengths: list[int] = []
+        for row, text in enumerate(texts):
+            terms, length = _terms(text)
+            lengths.append(length)
+            for term in terms:
+                rows.setdefault(term, []).append(row)
+        self.rows = {term: np.array(found, dtype=np.int32) for term, found in rows.items()}
+        self.lengths = np.array(lengths, dtype=np.float64)
 
     def rank(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """(row number, BM25 score) of the best ``limit`` rows holding any of ``terms``, best first."""
-        postings = [self.rows[t] for t in terms if t in self.rows]
-        first = first_stage(len(self.lengths), postings, (), limit)
-        ranked = rerank(first, [(row, self.lengths[row], row) for row in first], limit)
-        return [(row, score) for row, score in ranked]
+        return rank_arrays([self.rows[t] for t in terms if t in self.rows], self.lengths, limit)
 
 
 class MemberIndex:
@@ -85,12 +83,8 @@ class MemberIndex:
         self.lines = lines
         self.facts = facts
         self.summaries = summaries
-        self._line_postings = _Postings()
-        for turn in lines:
-            self._line_postings.add(turn.content)
-        self._fact_postings = _Postings()
-        for fact in facts:
-            self._fact_postings.add(fact.text)
+        self._line_postings = _Postings(turn.content for turn in lines)
+        self._fact_postings = _Postings(fact.text for fact in facts)
         self._by_position = {(t.call_id or t.chat_id, t.seq): t for t in lines}
         self.derived: dict[str, object] = {}
         """What a caller computes once from the index (e.g. the call-start candidates' priors)."""
