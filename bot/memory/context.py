@@ -335,6 +335,8 @@ class ContextBuilder:
             await self._fill_for_query(block, user_id, terms, exclude_call_id, index)
         else:
             await self._fill_for_call_start(block, user_id, index)
+            if index is None:  # a call starting: its utterances will need the index
+                self.indexes.prefetch(user_id)
         return None if block.empty else block.render()
 
     async def _fill_for_query(

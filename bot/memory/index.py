@@ -21,20 +21,26 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import numpy as np
 
-from bot.keys.terms import index_terms, query_terms
+from bot.keys.terms import index_terms, query_terms, stem
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.ranking import rank_arrays
 from bot.store.repository import ConversationStore, FactStore
 
-INDEXED_MEMBERS = 32
-"""Members whose index is held at once (about 2 MB per 5,000 lines); the least recently used is dropped."""
+INDEXED_MEMBERS = 128
+"""Members whose index is held at once, least recently used dropped first: enough for every call a process runs
+at once (`agora.max_concurrent_agents`, 20 by default) with room for those that just ended. About 3 MB per member
+with 5,000 lines; most members have far fewer."""
 ALL = 1 << 31
+log = logging.getLogger(__name__)
+_WORD = re.compile(r"[^\W_]+")
 SUMMARIES = 3
 
 
@@ -45,7 +51,10 @@ class IndexStore(FactStore, ConversationStore, Protocol):
 @functools.lru_cache(maxsize=1 << 16)
 def _terms(text: str) -> tuple[frozenset[str], int]:
     """The distinct stemmed terms of ``text`` and its length in terms (what FTS5 counts)."""
-    terms = index_terms(text)
+    if text.isascii():  # nothing to fold, and numbers do not stem: ``index_terms``'s terms, several times faster
+        terms = [word if word.isdigit() else stem(word) for word in _WORD.findall(text.lower())]
+    else:
+        terms = index_terms(text)
     return frozenset(terms), len(terms)
 
 
@@ -120,6 +129,7 @@ class MemberIndexes:
         self.capacity = capacity
         self._held: OrderedDict[tuple[int, str], MemberIndex] = OrderedDict()
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        self._prefetching: dict[int, asyncio.Task[None]] = {}
         self.loads = 0
         """How many indexes were read from the store (for tests and benchmarks)."""
 
@@ -152,7 +162,30 @@ class MemberIndexes:
         self.loads += 1
         return MemberIndex(stamp, lines, facts, summaries)
 
+    def prefetch(self, user_id: int) -> None:
+        """Read the index of the member's open call in the background (at call start: the call's first utterance
+        then finds it ready instead of reading a few thousand lines on the agent's time)."""
+        if user_id in self._prefetching:
+            return
+        task = asyncio.get_running_loop().create_task(self._prefetch(user_id))
+        self._prefetching[user_id] = task
+        task.add_done_callback(lambda done: self._prefetched(user_id, done))
+
+    def _prefetched(self, user_id: int, task: asyncio.Task[None]) -> None:
+        if self._prefetching.get(user_id) is task:
+            del self._prefetching[user_id]
+
+    async def _prefetch(self, user_id: int) -> None:
+        try:
+            call = await self.store.open_call_for_user(user_id)
+            if call is not None:
+                await self.get(user_id, call.call_id)
+        except Exception as exc:  # the first utterance reads it instead (and reports a failure to read)
+            log.warning("reading member %s's memory index ahead failed (%s)", user_id, type(exc).__name__)
+
     def drop(self, user_id: int | None = None) -> None:
-        """Drop the indexes of one member, or of everyone (forget, retention purge)."""
+        """Drop the indexes of one member, or of everyone (forget, retention purge), and stop reading ahead."""
         for key in [k for k in self._held if user_id is None or k[0] == user_id]:
             del self._held[key]
+        for member in [m for m in self._prefetching if user_id is None or m == user_id]:
+            self._prefetching.pop(member).cancel()

@@ -9,13 +9,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from bot.keys.encrypted import EncryptedStore
+from bot.keys.terms import index_terms
+from bot.memory.index import _terms
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, ChatRecord
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
+from tests.harness import eventually
 
 DAY = 86400.0
 T0 = 1_700_000_000.0
@@ -142,3 +148,18 @@ async def test_pausing_in_another_process_stops_the_next_build(store: Store, mem
         assert await memory_text(memory, ask) == ""
         await other.set_memory_enabled(USER, True, T0 + DAY + 1)
     assert "7788" in await memory_text(memory, ask)
+
+
+async def test_a_call_start_reads_the_index_ahead_for_the_first_utterance(store: Store, memory: MemoryService) -> None:
+    _, ask, _ = await in_a_call(store, memory)
+    assert memory.context.indexes.loads == 0
+    assert "7788" in await memory_text(memory, {})  # the call-start build, as CallService.start makes it
+    await eventually(lambda: memory.context.indexes.loads == 1)
+    assert "7788" in await memory_text(memory, ask)
+    assert memory.context.indexes.loads == 1
+
+
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=80))
+def test_index_terms_of_plain_ascii_take_the_fast_path_to_the_same_terms(text: str) -> None:
+    terms = index_terms(text)
+    assert _terms(text) == (frozenset(terms), len(terms))
