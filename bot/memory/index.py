@@ -23,11 +23,13 @@ import asyncio
 import functools
 import logging
 import re
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from bot.keys.terms import index_terms, query_terms, stem
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
@@ -42,6 +44,8 @@ ALL = 1 << 31
 log = logging.getLogger(__name__)
 _WORD = re.compile(r"[^\W_]+")
 SUMMARIES = 3
+LOAD_SLICE = 256
+"""Lines tokenized between two yields to the event loop while an index is read (about a millisecond)."""
 
 
 class IndexStore(FactStore, ConversationStore, Protocol):
@@ -61,16 +65,26 @@ def _terms(text: str) -> tuple[frozenset[str], int]:
 class _Postings:
     """Row numbers by term, and each row's length in terms, as arrays for ``rank_arrays``."""
 
-    def __init__(self, texts: Iterable[str]):
+    def __init__(self) -> None:
+        self.rows: dict[str, NDArray[np.int32]] = {}
+        self.lengths: NDArray[np.float64] = np.zeros(0)
+
+    @classmethod
+    async def of(cls, texts: Sequence[str]) -> _Postings:
+        """Built in slices of ``LOAD_SLICE`` texts, letting the event loop serve other calls between them."""
         rows: dict[str, list[int]] = {}
         lengths: list[int] = []
         for row, text in enumerate(texts):
+            if row and not row % LOAD_SLICE:
+                await asyncio.sleep(0)
             terms, length = _terms(text)
             lengths.append(length)
             for term in terms:
                 rows.setdefault(term, []).append(row)
-        self.rows = {term: np.array(found, dtype=np.int32) for term, found in rows.items()}
-        self.lengths = np.array(lengths, dtype=np.float64)
+        postings = cls()
+        postings.rows = {term: np.array(found, dtype=np.int32) for term, found in rows.items()}
+        postings.lengths = np.array(lengths, dtype=np.float64)
+        return postings
 
     def rank(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """(row number, BM25 score) of the best ``limit`` rows holding any of ``terms``, best first."""
@@ -92,11 +106,24 @@ class MemberIndex:
         self.lines = lines
         self.facts = facts
         self.summaries = summaries
-        self._line_postings = _Postings(turn.content for turn in lines)
-        self._fact_postings = _Postings(fact.text for fact in facts)
+        self._line_postings = _Postings()
+        self._fact_postings = _Postings()
         self._by_position = {(t.call_id or t.chat_id, t.seq): t for t in lines}
         self.derived: dict[str, object] = {}
         """What a caller computes once from the index (e.g. the call-start candidates' priors)."""
+
+    @classmethod
+    async def read(
+        cls,
+        stamp: tuple[int, int],
+        lines: list[TurnRecord],
+        facts: list[FactRecord],
+        summaries: list[ConversationSummary],
+    ) -> MemberIndex:
+        index = cls(stamp, lines, facts, summaries)
+        index._line_postings = await _Postings.of([turn.content for turn in lines])
+        index._fact_postings = await _Postings.of([fact.text for fact in facts])
+        return index
 
     def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
         """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
@@ -130,8 +157,11 @@ class MemberIndexes:
         self._held: OrderedDict[tuple[int, str], MemberIndex] = OrderedDict()
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
         self._prefetching: dict[int, asyncio.Task[None]] = {}
+        self._reading_ahead = asyncio.Semaphore(1)
         self.loads = 0
         """How many indexes were read from the store (for tests and benchmarks)."""
+        self.load_seconds: list[float] = []
+        """How long each read took (for benchmarks)."""
 
     async def get(self, user_id: int, exclude_call_id: str) -> MemberIndex:
         """The member's current index of everything outside ``exclude_call_id`` (the call in progress), read
@@ -156,11 +186,14 @@ class MemberIndexes:
 
     async def _load(self, user_id: int, exclude_call_id: str, stamp: tuple[int, int]) -> MemberIndex:
         """``stamp`` was read before the rows: a write meanwhile makes the index stale at the next use."""
+        began = time.perf_counter()
         lines = await self.store.recent_turns_of(user_id, ALL, exclude_call_id=exclude_call_id)
         facts = await self.store.list_facts(user_id, limit=ALL)
         summaries = await self.store.latest_summaries(user_id, SUMMARIES)
+        index = await MemberIndex.read(stamp, lines, facts, summaries)
         self.loads += 1
-        return MemberIndex(stamp, lines, facts, summaries)
+        self.load_seconds.append(time.perf_counter() - began)
+        return index
 
     def prefetch(self, user_id: int) -> None:
         """Read the index of the member's open call in the background (at call start: the call's first utterance
@@ -177,11 +210,17 @@ class MemberIndexes:
 
     async def _prefetch(self, user_id: int) -> None:
         try:
-            call = await self.store.open_call_for_user(user_id)
-            if call is not None:
-                await self.get(user_id, call.call_id)
+            async with self._reading_ahead:  # one at a time: many calls starting at once do not crowd the loop
+                call = await self.store.open_call_for_user(user_id)
+                if call is not None:
+                    await self.get(user_id, call.call_id)
         except Exception as exc:  # the first utterance reads it instead (and reports a failure to read)
             log.warning("reading member %s's memory index ahead failed (%s)", user_id, type(exc).__name__)
+
+    async def idle(self) -> None:
+        """Wait until nothing is being read ahead (benchmarks, tests)."""
+        while self._prefetching:
+            await asyncio.gather(*list(self._prefetching.values()), return_exceptions=True)
 
     def drop(self, user_id: int | None = None) -> None:
         """Drop the indexes of one member, or of everyone (forget, retention purge), and stop reading ahead."""
