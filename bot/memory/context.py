@@ -349,14 +349,14 @@ class ContextBuilder:
         if index is not None:
             ranked_facts = index.rank_facts(terms, FACT_CANDIDATES)
             ranked = index.rank_turns(terms, candidates)
-            lines, priors, base = _indexed_lines(index)
+            lines, priors, _, base = _indexed_lines(index)
             answers = _answers([t for t, _ in ranked], index.turns_at)
         else:
             ranked_facts = await self.store.rank_facts(user_id, terms, FACT_CANDIDATES)
             ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
             lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
             priors = _priors(lines)
-            base = _by_informativeness(lines, priors)
+            base = _QueryBase.of(lines, priors)
             questions = [t for t, _ in ranked if "?" in t.content]
             following = await self.store.turns_at([(t.call_id or t.chat_id or "", t.seq + 1) for t in questions])
             answers = _answers(questions, lambda _: following)
@@ -380,7 +380,7 @@ class ContextBuilder:
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
         if index is not None:
-            lines, _, base = _indexed_lines(index)
+            lines, _, base, _ = _indexed_lines(index)
         else:
             lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
             base = _by_informativeness(lines, _priors(lines))
@@ -426,41 +426,68 @@ class ContextBuilder:
             block.add_turn(turn)
 
 
-def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord]]:
-    """The index's latest CALL_START_LINES lines, their priors, and those that carry something in the order of
-    their prior (``_by_informativeness``): computed once per index."""
+def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
+    """The index's latest CALL_START_LINES lines, their priors, those that carry something in the order of their
+    prior (``_by_informativeness``) and in a query's order (``_QueryBase``): computed once per index."""
 
-    def compute(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord]]:
+    def compute(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
         lines = index.recent(CALL_START_LINES)
         priors = _priors(lines)
-        return lines, priors, _by_informativeness(lines, priors)
+        return lines, priors, _by_informativeness(lines, priors), _QueryBase.of(lines, priors)
 
-    return cast(tuple[list[TurnRecord], dict[int, float], list[TurnRecord]], index.derive("lines", compute))
+    return cast(tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase], index.derive("lines", compute))
 
 
 def _by_score(
-    ranked: list[tuple[TurnRecord, float]], priors: dict[int, float], base: list[TurnRecord]
+    ranked: list[tuple[TurnRecord, float]], priors: dict[int, float], base: _QueryBase
 ) -> Iterator[tuple[TurnRecord, bool]]:
     """Candidate lines for a query, best first, each with whether it matched: relevance (BM25 scaled so the best
-    match scores 1) plus QUERY_PRIOR_WEIGHT times the prior; newer first among equals. ``base`` holds the
-    recent lines with a prior in order of it, so only the matches need sorting: the two orders are merged."""
+    match scores 1) plus QUERY_PRIOR_WEIGHT times the prior; newer first among equals, then the recent lines in
+    order, then the other matches in rank order. ``base`` holds the recent lines with a prior in that order
+    already, so only the matches need sorting: the two orders are merged."""
     top = max((score for _, score in ranked), default=0.0) or 1.0
+    lines = len(base.positions)
     hits = sorted(
-        ((score / top + QUERY_PRIOR_WEIGHT * priors.get(turn.turn_id, 0.0), turn) for turn, score in ranked),
-        key=lambda hit: (-hit[0], -hit[1].spoken_at),
+        (
+            (
+                -(score / top + QUERY_PRIOR_WEIGHT * priors.get(turn.turn_id, 0.0)),
+                -turn.spoken_at,
+                base.positions.get(turn.turn_id, lines + rank),
+            ),
+            turn,
+        )
+        for rank, (turn, score) in enumerate(ranked)
     )
     matched = {turn.turn_id for turn, _ in ranked}
     at = 0
-    for turn in base:
+    for key, turn in base.order:
         if turn.turn_id in matched:
             continue
-        score = QUERY_PRIOR_WEIGHT * priors[turn.turn_id]
-        while at < len(hits) and (hits[at][0], hits[at][1].spoken_at) >= (score, turn.spoken_at):
+        while at < len(hits) and hits[at][0] < key:
             yield hits[at][1], True
             at += 1
         yield turn, False
     for _, turn in hits[at:]:
         yield turn, True
+
+
+@dataclass(frozen=True)
+class _QueryBase:
+    """The recent lines that carry something, in the order a query ranks them before relevance is added, with
+    their sort keys; and every recent line's position."""
+
+    order: list[tuple[tuple[float, float, int], TurnRecord]]
+    positions: dict[int, int]
+
+    @classmethod
+    def of(cls, lines: list[TurnRecord], priors: dict[int, float]) -> _QueryBase:
+        keyed = [
+            ((-QUERY_PRIOR_WEIGHT * priors[t.turn_id], -t.spoken_at, position), t)
+            for position, t in enumerate(lines)
+            if priors[t.turn_id] > 0
+        ]
+        keyed.sort(key=lambda item: item[0])
+        return cls(keyed, {t.turn_id: position for position, t in enumerate(lines)})
 
 
 def _answers(

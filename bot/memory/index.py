@@ -31,9 +31,9 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from bot.keys.terms import index_terms, query_terms, stem
+from bot.keys.terms import index_terms, stem
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
-from bot.store.ranking import rank_arrays
+from bot.store.ranking import fts_terms, rank_arrays
 from bot.store.repository import ConversationStore, FactStore
 
 INDEXED_MEMBERS = 128
@@ -60,6 +60,12 @@ def _terms(text: str) -> tuple[frozenset[str], int]:
     else:
         terms = index_terms(text)
     return frozenset(terms), len(terms)
+
+
+def _query(text: str) -> list[str]:
+    """The query's terms as the backends search them (``fts_terms``, each then stemmed by the index): two words
+    with one stem count twice, as they do there."""
+    return [term for word in fts_terms(text) for term in _terms(word)[0]]
 
 
 class _Postings:
@@ -128,11 +134,11 @@ class MemberIndex:
     def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
         """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
         ranking's seam (a ranked list of candidates)."""
-        ranked = self._line_postings.rank(query_terms(query), limit)
+        ranked = self._line_postings.rank(_query(query), limit)
         return [(self.lines[row], score) for row, score in ranked]
 
     def rank_facts(self, query: str, limit: int) -> list[tuple[FactRecord, float]]:
-        ranked = self._fact_postings.rank(query_terms(query), limit)
+        ranked = self._fact_postings.rank(_query(query), limit)
         return [(self.facts[row], score) for row, score in ranked]
 
     def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
