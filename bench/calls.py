@@ -19,11 +19,20 @@ Reported:
 * turns lost (expected greeting + turns per call, missing from the store) and duplicated (stored turns not in
   the expected list), plus calls whose stored turns are not exactly the expected list in order; any of these,
   or a call that failed, exits 1.
+* the database inside each operation: round trips (SQLite: jobs handed to aiosqlite's database thread;
+  PostgreSQL: statements sent on a connection, a transaction's BEGIN and COMMIT included) and the time spent
+  awaiting them ("db"), plus, on PostgreSQL, the time spent waiting for a pooled connection ("pool wait"). For
+  SQLite, waiting for the store's lock is bot-side. Counted by wrapping the drivers' internal entry points in this
+  process (``aiosqlite.Connection._execute``, ``asyncpg.Connection._execute``/``_executemany``/``execute``,
+  ``asyncpg.Pool._acquire``), so nothing in the bot changes for the measurement.
 * CPU seconds per call: this process's CPU over the run (``time.process_time``, all threads: the event loop and
   the SQLite thread), divided by the calls. The emulator controls (member joins, scripted turns) are sent from a
   separate driver thread, whose CPU is also shown and subtracted for the "bot" figure.
 
     .venv/bin/python bench/calls.py [--calls 200] [--turns 20] [--batch 4] [--seed 1] [--pool N]
+        [--backends sqlite,postgresql] [--postgres-url URL] [--db-pool N]
+
+``--db-pool`` sizes the PostgreSQL connection pool (``memory.pool_size``; default: the setting's default).
 
 ``--pool`` sizes the ConvoAIClient's connection pool (it is given an httpx transport with ``max_connections`` and
 ``max_keepalive_connections`` of N; default: one per call, so no request waits for a connection). ``--pool 0``
@@ -38,13 +47,14 @@ import asyncio
 import contextvars
 import json
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,10 +64,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
+import aiosqlite  # noqa: E402
+import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
 from bot.agora import ConvoAIClient  # noqa: E402
 from bot.calls.service import CallService  # noqa: E402
+from bot.memory import tokens  # noqa: E402
 from bot.memory.service import MemoryService  # noqa: E402
 from bot.store.postgres import PostgresStore  # noqa: E402
 from bot.store.repository import Store  # noqa: E402
@@ -114,11 +127,14 @@ WORDS = (
 
 @dataclass
 class AgoraTime:
-    """Time spent on the wire with Agora during one bot operation."""
+    """Time spent on the wire with Agora, and with the database, during one bot operation."""
 
     seconds: float = 0.0
     requests: int = 0
     timed: int = 0
+    db_seconds: float = 0.0
+    db_trips: int = 0
+    pool_wait: float = 0.0
 
 
 _agora_time: contextvars.ContextVar[AgoraTime | None] = contextvars.ContextVar("bench_agora_time", default=None)
@@ -164,26 +180,81 @@ class TimedTransport(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+# ---- counting the database round trips --------------------------------------------------------------------
+
+
+@contextmanager
+def counting_database_trips() -> Iterator[None]:
+    """Wrap the drivers' entry points so that each database round trip made inside a measured operation is
+    counted and timed into that operation's accumulator; restored on exit."""
+
+    def timed(original: Any, *, trips: bool = True, field_name: str = "db_seconds") -> Any:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            acc = _agora_time.get()
+            if acc is None:
+                return await original(*args, **kwargs)
+            began = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                setattr(acc, field_name, getattr(acc, field_name) + time.perf_counter() - began)
+                acc.db_trips += trips
+
+        return wrapper
+
+    pg_execute = asyncpg.Connection.execute
+
+    async def execute(self: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        if args:  # goes through _execute, counted there
+            return await pg_execute(self, query, *args, **kwargs)
+        return await timed(pg_execute)(self, query, **kwargs)
+
+    patches = [
+        (aiosqlite.Connection, "_execute", timed(aiosqlite.Connection._execute)),
+        (asyncpg.Connection, "_execute", timed(asyncpg.Connection._execute)),
+        (asyncpg.Connection, "_executemany", timed(asyncpg.Connection._executemany)),
+        (asyncpg.Connection, "execute", execute),
+        (asyncpg.pool.Pool, "_acquire", timed(asyncpg.pool.Pool._acquire, trips=False, field_name="pool_wait")),
+    ]
+    saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
+    for owner, name, replacement in patches:
+        setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
 @dataclass
 class Samples:
     wall: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
     agora: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
     requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
+    db: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
+    pool_wait: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
+    db_trips: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
     untimed: int = 0
 
     @asynccontextmanager
     async def measure(self, operation: str) -> AsyncIterator[None]:
         acc = AgoraTime()
         token = _agora_time.set(acc)
+        cpu_began = time.process_time()
         began = time.perf_counter()
         try:
             yield
         finally:
             wall = time.perf_counter() - began
+            self.cpu[operation].append(time.process_time() - cpu_began)  # meaningful only for one call at a time
             _agora_time.reset(token)
             self.wall[operation].append(wall)
             self.agora[operation].append(acc.seconds)
             self.requests[operation] += acc.requests
+            self.db[operation].append(acc.db_seconds)
+            self.pool_wait[operation].append(acc.pool_wait)
+            self.db_trips[operation] += acc.db_trips
             self.untimed += acc.requests - acc.timed
 
 
@@ -327,7 +398,9 @@ class Result:
     batch: int
     seed: int
     pool: int
+    db_pool: int | None
     samples: Samples
+    solo_samples: Samples
     outcomes: list[CallOutcome]
     expected_turns: int
     stored_turns: int
@@ -388,18 +461,37 @@ async def run(
     pool: int | None = None,
     workdir: Path | None = None,
     database_url: str | None = None,
+    db_pool: int | None = None,
+    solo: int = 10,
 ) -> Result:
-    if calls < 1 or turns < 0 or batch < 1 or (pool is not None and pool < 0):
+    if calls < 1 or turns < 0 or batch < 1 or solo < 0 or (pool is not None and pool < 0):
         raise ValueError("need --calls >= 1, --turns >= 0, --batch >= 1, --pool >= 0")
     with tempfile.TemporaryDirectory(prefix="bench-calls-") as tmp:
         pool = calls if pool is None else pool
         return await _run(
-            Path(workdir or tmp), calls=calls, turns=turns, batch=batch, seed=seed, pool=pool, database_url=database_url
+            Path(workdir or tmp),
+            calls=calls,
+            turns=turns,
+            batch=batch,
+            seed=seed,
+            pool=pool,
+            database_url=database_url,
+            db_pool=db_pool,
+            solo=solo,
         )
 
 
 async def _run(
-    tmp: Path, *, calls: int, turns: int, batch: int, seed: int, pool: int, database_url: str | None
+    tmp: Path,
+    *,
+    calls: int,
+    turns: int,
+    batch: int,
+    seed: int,
+    pool: int,
+    database_url: str | None,
+    db_pool: int | None,
+    solo: int,
 ) -> Result:
     rng = random.Random(seed)
     emulator = EmulatorProcess(max_concurrent=max(250, calls))
@@ -412,8 +504,19 @@ async def _run(
             agora={"api_base_url": emulator.base_url, "max_concurrent_agents": max(200, calls)},
             calls={"calls_per_member_per_day": 1000},
         )
-        store: Store = PostgresStore(database_url) if database_url else SqliteStore(settings.memory.database_path)
+        store: Store = (
+            PostgresStore(
+                database_url,
+                min_connections=min(2, db_pool or settings.memory.pool_size),
+                max_connections=db_pool or settings.memory.pool_size,
+            )
+            if database_url
+            else SqliteStore(settings.memory.database_path)
+        )
         await store.open()
+        db_pool_size = store.pool.get_max_size() if isinstance(store, PostgresStore) else None
+        # As the bot does at start-up (bot/app.py): the tokenizer's vocabulary is loaded before the first call.
+        await asyncio.to_thread(tokens.encoding)
         stack.push_async_callback(store.close)
         memory = MemoryService(
             store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona
@@ -435,14 +538,18 @@ async def _run(
 
         greeting = ("assistant", settings.agora.greeting)
         outcomes = [CallOutcome(FIRST_USER_ID + i, [greeting, *script_for(rng, i, turns)]) for i in range(calls)]
-        for outcome in outcomes:
+        solo_outcomes = [
+            CallOutcome(FIRST_USER_ID + calls + i, [greeting, *script_for(rng, calls + i, turns)]) for i in range(solo)
+        ]
+        for outcome in outcomes + solo_outcomes:
             await store.set_consent(outcome.user_id, True, time.time())
         launch_order = list(outcomes)
         rng.shuffle(launch_order)
         samples = Samples()
+        solo_samples = Samples()
         driver = await stack.enter_async_context(Driver(emulator.root_url + CONTROL_PREFIX))
 
-        async def one_call(outcome: CallOutcome) -> None:
+        async def one_call(outcome: CallOutcome, samples: Samples) -> None:
             try:
                 async with samples.measure("start"):
                     started = await service.start(user_id=outcome.user_id, guild_id=GUILD_ID)
@@ -461,17 +568,21 @@ async def _run(
             except Exception as exc:
                 outcome.error = f"{type(exc).__name__}: {exc}"
 
+        with counting_database_trips():
+            for outcome in solo_outcomes:  # one at a time first: the CPU each operation costs on its own
+                await one_call(outcome, solo_samples)
         driver_cpu_before = await driver.cpu_seconds()
         cpu_before = time.process_time()
         began = time.perf_counter()
-        await asyncio.gather(*(one_call(o) for o in launch_order))
+        with counting_database_trips():
+            await asyncio.gather(*(one_call(o, samples) for o in launch_order))
         run_seconds = time.perf_counter() - began
         cpu_seconds = time.process_time() - cpu_before
         driver_cpu_seconds = await driver.cpu_seconds() - driver_cpu_before
         emulator_stats = await driver.stats()
 
         expected_turns = stored_turns = lost = duplicated = out_of_order = 0
-        for outcome in outcomes:
+        for outcome in outcomes + solo_outcomes:
             stored = []
             if outcome.call_id is not None:
                 stored = [(t.role, t.content) for t in await store.call_turns(outcome.call_id)]
@@ -487,8 +598,10 @@ async def _run(
         batch=batch,
         seed=seed,
         pool=pool,
+        db_pool=db_pool_size,
         samples=samples,
-        outcomes=outcomes,
+        solo_samples=solo_samples,
+        outcomes=outcomes + solo_outcomes,
         expected_turns=expected_turns,
         stored_turns=stored_turns,
         lost=lost,
@@ -515,7 +628,8 @@ def report(result: Result) -> str:
     pool = f"pool {result.pool}" if result.pool else "httpx default pool (100, 20 kept alive)"
     lines = [
         f"bench/calls.py: {result.calls} concurrent calls x {result.turns} turns, batches of {result.batch} "
-        f"({checkpoints} checkpoints + hang-up per call), seed {result.seed}, {pool}",
+        f"({checkpoints} checkpoints + hang-up per call), seed {result.seed}, {pool}"
+        + (f", PostgreSQL pool {result.db_pool}" if result.db_pool else ""),
         f"run {result.run_seconds:.2f} s wall; emulator in process {result.emulator_pid}",
         "",
         f"{'ms':<10}{'n':>5}  "
@@ -529,12 +643,44 @@ def report(result: Result) -> str:
         columns = [percentile(v, q) for v in (wall, bot, agora) for q in (50, 99)]
         lines.append(f"{op:<10}{len(wall):>5}  " + " ".join(_ms(c) for c in columns) + f"  {per_op:6.2f}")
     lines.append("(bot = wall - time on the wire with Agora, per operation)")
+    lines += [
+        "",
+        f"{'database':<10}{'n':>5}  "
+        + " ".join(f"{h:>10}" for h in ("db p50", "db p99", "pool p50", "pool p99"))
+        + "  trips/op",
+    ]
+    for op in OPERATIONS:
+        db, wait = s.db[op], s.pool_wait[op]
+        trips = s.db_trips[op] / len(db) if db else 0.0
+        columns = [percentile(v, q) for v in (db, wait) for q in (50, 99)]
+        lines.append(f"{op:<10}{len(db):>5}  " + " ".join(_ms(c) for c in columns) + f"  {trips:8.2f}")
+    lines.append(
+        "(db = awaiting database round trips inside the operation; pool = waiting for a PostgreSQL connection)"
+    )
     if s.untimed:
         lines.append(f"WARNING: {s.untimed} Agora requests were not timed (no httpcore trace events)")
     bot_cpu = result.cpu_seconds - result.driver_cpu_seconds
     ops = result.emulator_stats.get("operations", {})
     statuses = result.emulator_stats.get("statuses", {})
     errors = sum(n for by in statuses.values() for status, n in by.items() if not status.startswith("2"))
+    solo = result.solo_samples
+    if solo.cpu["start"]:
+        measured = [op for op in OPERATIONS if solo.cpu[op]]  # no checkpoints when all turns fit one batch
+        cpu = {op: statistics.mean(solo.cpu[op]) for op in measured}
+        wall = {op: statistics.mean(solo.wall[op]) for op in measured}
+        trips = {op: solo.db_trips[op] / len(solo.cpu[op]) for op in measured}
+        floor = cpu["start"] * result.calls * 0.99
+        lines += [
+            "",
+            f"one call at a time ({len(solo.cpu['start'])} calls before the burst), mean per operation:",
+            "  "
+            + "; ".join(
+                f"{op} {cpu[op] * 1000:.2f} ms CPU, {wall[op] * 1000:.1f} ms wall, {trips[op]:.0f} db trips"
+                for op in measured
+            ),
+            f"  CPU floor of the burst's start p99 on one event loop: 0.99 x {result.calls} x {cpu['start'] * 1000:.2f}"
+            f" ms = {floor * 1000:.0f} ms (the starts share this process's CPU; any wait for a core adds to it)",
+        ]
     lines += [
         "",
         f"turns lost: {result.lost}   duplicated: {result.duplicated}   calls out of order: {result.out_of_order}   "
@@ -563,6 +709,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--backends", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
     parser.add_argument("--postgres-url", help="an empty PostgreSQL database (default: a throwaway local cluster)")
+    parser.add_argument(
+        "--solo", type=int, default=10, help="calls run one at a time before the burst, to measure CPU per operation"
+    )
+    parser.add_argument(
+        "--db-pool", type=int, default=None, help="PostgreSQL pool size (default: memory.pool_size's default)"
+    )
     args = parser.parse_args(argv)
     results: dict[str, Result] = {}
     for backend in args.backends.split(","):
@@ -578,6 +730,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     seed=args.seed,
                     pool=args.pool,
                     database_url=url,
+                    db_pool=args.db_pool,
+                    solo=args.solo,
                 )
             )
         print(f"== {backend}")

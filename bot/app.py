@@ -21,8 +21,10 @@ from bot.doctor import StartupProblem
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable
 from bot.keys.encrypted import ENCRYPTION_META, EncryptedStore
 from bot.llm import LLMClient
+from bot.llm.embeddings import EmbeddingClient
 from bot.memory import tokens
 from bot.memory.chat import ChatService
+from bot.memory.dense import DenseRetriever, MemberEmbedder
 from bot.memory.live import LiveRecall
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
@@ -48,6 +50,7 @@ class Services:
     keys: SqliteKeyStore | None = None
     agora: ConvoAIClient | None = None
     llm: LLMClient | None = None
+    embeddings: EmbeddingClient | None = None
     calls: CallService | None = None
     postcall: PostCallProcessor | None = None
     chat: ChatService | None = None
@@ -133,7 +136,10 @@ def build_store(settings: Settings, keys: SqliteKeyStore | None = None) -> Store
     if settings.memory.database_url is not None:
         if keys is not None:
             raise ValueError("member encryption is SQLite-only: memory.database_url cannot take a key store")
-        return PostgresStore(settings.memory.database_url.get_secret_value())
+        size = settings.memory.pool_size
+        return PostgresStore(
+            settings.memory.database_url.get_secret_value(), min_connections=min(2, size), max_connections=size
+        )
     backend = SqliteStore(
         settings.memory.database_path, busy_timeout_ms=int(settings.memory.lock_timeout_seconds * 1000)
     )
@@ -179,6 +185,25 @@ def build_llm_client(settings: Settings, **overrides: Any) -> LLMClient:
         "timeout": settings.llm.timeout_seconds,
     }
     return LLMClient(**{**options, **overrides})
+
+
+def build_embedding_client(settings: Settings) -> EmbeddingClient:
+    return EmbeddingClient(
+        base_url=settings.llm.base_url or "",
+        model=settings.llm.embedding_model or "",
+        api_key=_secret(settings.llm.api_key) or None,
+        timeout=settings.llm.timeout_seconds,
+    )
+
+
+def build_dense_retrieval(settings: Settings, store: Store, memory: MemoryService) -> MemberEmbedder | None:
+    """With ``llm.embedding_model``: query-aware builds fuse dense and BM25 rankings, and the returned embedder is
+    the post-call queue's embedding step (its client is ``embedder.client``, closed by the caller)."""
+    if not settings.llm.dense_enabled:
+        return None
+    client = build_embedding_client(settings)
+    memory.context.dense = DenseRetriever(store, client)
+    return MemberEmbedder(store, client)
 
 
 def build_calls(
@@ -255,7 +280,11 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
         if full:
             if settings.llm.enabled:
                 services.llm = build_llm_client(settings)
-            services.postcall = PostCallProcessor(store, services.llm, on_processed=services.notify_processed)
+            embedder = build_dense_retrieval(settings, store, memory)
+            services.embeddings = embedder.client if embedder is not None else None
+            services.postcall = PostCallProcessor(
+                store, services.llm, on_processed=services.notify_processed, embedder=embedder
+            )
             services.chat = ChatService(
                 store,
                 memory,
@@ -280,6 +309,8 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
             await services.agora.aclose()
         if services.llm is not None:
             await services.llm.aclose()
+        if services.embeddings is not None:
+            await services.embeddings.aclose()
         if not await memory.wait_scrubbed(within=SHUTDOWN_SCRUB_WAIT_SECONDS):
             log.warning("deleted memory is still in the database file; it is scrubbed at the next start")
         await memory.stop_scrubbing()

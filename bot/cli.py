@@ -10,7 +10,7 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.app import build_agora_client, build_llm_client, open_services
+from bot.app import build_agora_client, build_embedding_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import Finding, StartupProblem, inspect_configured_database, inspect_postgres, startup_findings
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, SqliteKeyStore, check_unlockable, parse_master_key
@@ -147,6 +147,20 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             await llm.aclose()
     else:
         _out("  off      llm.base_url is not set: no fact extraction, summaries or text chat; calls still work")
+
+    _out("Dense retrieval")
+    _out(f"  {'on ' if settings.llm.dense_enabled else 'off'}      {settings.dense_retrieval_reason()}")
+    if settings.llm.dense_enabled:
+        from bot.llm import LLMError
+
+        embeddings = build_embedding_client(settings)
+        try:
+            dimensions = (await embeddings.embed(["check"])).shape[1]
+            _out(f"  ok       {settings.llm.base_url}/embeddings answers ({dimensions} dimensions)")
+        except LLMError as exc:
+            _out(f"  warning  llm.embedding_model: {exc} (memory is searched with BM25 alone meanwhile)")
+        finally:
+            await embeddings.aclose()
 
     _out("Live recall")
     _out(f"  {'on ' if settings.live_recall_enabled else 'off'}      {settings.live_recall_reason()}")

@@ -156,15 +156,28 @@ class LLMSettings(_Section):
     api_key: SecretStr | None = None
     model: str = "gpt-4o-mini"
     timeout_seconds: float = Field(default=30.0, gt=0)
+    embedding_model: str | None = None
+    """Dense retrieval: the embedding model on the same server (``POST {base_url}/embeddings``); unset means
+    lexical (BM25) retrieval only."""
 
     @field_validator("base_url")
     @classmethod
     def _base_url_is_absolute(cls, value: str | None) -> str | None:
         return value and _http_url(value, "an OpenAI-compatible API address such as https://api.openai.com/v1")
 
+    @field_validator("embedding_model")
+    @classmethod
+    def _embedding_model_named(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
     @property
     def enabled(self) -> bool:
         return bool(self.base_url)
+
+    @property
+    def dense_enabled(self) -> bool:
+        """Whether lines and facts are embedded and fused with BM25 (needs the server and the model)."""
+        return self.enabled and self.embedding_model is not None
 
 
 class WebSettings(_Section):
@@ -186,6 +199,8 @@ class MemorySettings(_Section):
     master_key: SecretStr | None = None
     new_master_key: SecretStr | None = None
     database_url: SecretStr | None = None
+    pool_size: int = Field(default=10, ge=1, le=1000)
+    """PostgreSQL only: the most connections this process keeps open to the database at once."""
 
     @field_validator("database_url")
     @classmethod
@@ -300,6 +315,18 @@ class Settings(_Section):
         return (
             f"{why}: the agent's LLM requests go to {self.web.public_url.rstrip('/')}/llm/v1/chat/completions "
             f"and on to {self.llm.base_url} (model {self.llm.model})"
+        )
+
+    def dense_retrieval_reason(self) -> str:
+        """Whether dense retrieval is on and why, for `check`."""
+        model = self.llm.embedding_model
+        if model is None:
+            return "llm.embedding_model is not set: memory is searched lexically (BM25) only"
+        if not self.llm.enabled:
+            return f"llm.embedding_model is {model!r} but llm.base_url (LLM_BASE_URL) is not set: BM25 only"
+        return (
+            f"llm.embedding_model is {model!r}: lines and facts are embedded after each conversation through "
+            f"{self.llm.base_url}/embeddings and fused with BM25"
         )
 
     @property

@@ -210,7 +210,7 @@ class Calls(commands.Cog):
         if card is not None and card[1] is not None:
             await self._edit_card(card[0], ended_text(card[1], facts_learned))
             return
-        if self.bot.services.calls is None:
+        if self.bot.services.calls is None or not self.learning:
             return
         ended = await self.calls.ended_call(ref_id)
         if ended is not None:  # shown by another process, or before a restart
@@ -224,7 +224,7 @@ class Calls(commands.Cog):
 
     async def _edit_card_elsewhere(self, ended: CallEnded) -> None:
         """The call was shown by another bot process (or before a restart): edit its card through the token."""
-        await self._edit_stored_card(ended, ended_text(ended, learning=False))
+        await self._edit_stored_card(ended, ended_text(ended, learning=self.learning))
 
     async def _edit_stored_card(self, ended: CallEnded, content: str) -> None:
         if ended.card is None or self.bot.application_id is None:

@@ -18,6 +18,7 @@ from bot.agora import ConvoAIClient
 from bot.app import (
     build_agora_client,
     build_calls,
+    build_dense_retrieval,
     build_live_recall,
     build_llm_client,
     build_monitor,
@@ -26,6 +27,7 @@ from bot.app import (
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallEnded, CallService
 from bot.config import Settings
+from bot.memory.dense import MemberEmbedder
 from bot.memory.live import LiveRecall
 from bot.memory.service import MemoryService
 from bot.monitor import Counters, Monitor
@@ -120,6 +122,8 @@ class CallWorld:
     adapter: CallPageAdapter
     monitor: Monitor
     live: LiveRecall | None = None
+    embedder: MemberEmbedder | None = None
+    """With ``llm.embedding_model``: the post-call queue's embedding step (dense retrieval is on in ``memory``)."""
 
     async def restart(self) -> CallService:
         """A new call service over the same database, as after a bot restart (the old one is shut down)."""
@@ -177,6 +181,7 @@ async def call_world(
     await store.open()
     memory = MemoryService(store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona)
     # The bot's own builders (bot.app), so the tests wire the services as the bot does.
+    embedder = build_dense_retrieval(settings, store, memory)
     agora = build_agora_client(settings, timeout=5, backoff_base=0.001, backoff_max=0.01)
     counters = Counters()
     calls, adapter = build_calls(settings, store, memory, agora, counters, clock=clock, run_checkpoints=checkpoints)
@@ -190,7 +195,7 @@ async def call_world(
         await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"
-    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor, live)
+    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor, live, embedder)
     try:
         yield world
     finally:
@@ -201,6 +206,8 @@ async def call_world(
             await live.wait_idle()
         if llm is not None:
             await llm.aclose()
+        if embedder is not None:
+            await embedder.client.aclose()
         await monitor.close()
         await agora.aclose()
         await emu.stop()

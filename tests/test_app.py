@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
-from bot.app import open_services
+import pytest
+from pydantic import ValidationError
+
+from bot.app import build_store, open_services
 from bot.memory import tokens
+from bot.store.postgres import PostgresStore
 from tests.factories import make_call
+from tests.fakes.llm_server import FakeLLM
 from tests.harness import make_settings
 
 
@@ -42,3 +48,48 @@ async def test_starting_loads_the_tokenizer_before_the_first_call(tmp_path: Path
             assert tokens._encoding is not None  # loaded off the event loop, not inside a member's first call
         finally:
             await services.stop_background()
+
+
+async def test_memory_pool_size_caps_the_postgresql_connections(tmp_path: Path, postgres_url: str) -> None:
+    settings = make_settings(tmp_path, memory={"database_url": postgres_url, "pool_size": 3})
+    store = build_store(settings)
+    assert isinstance(store, PostgresStore)
+    await store.open()
+    try:
+        await asyncio.gather(*(store.ping() for _ in range(12)))  # a burst wants more connections than allowed
+        assert store.pool.get_max_size() == 3
+        assert store.pool.get_size() == 3
+    finally:
+        await store.close()
+
+
+def test_memory_pool_size_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="pool_size"):
+        make_settings(tmp_path, memory={"pool_size": 0})
+
+
+async def test_the_embedding_setting_wires_dense_retrieval_into_the_queue_and_the_builder(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    from bot.memory.importer import POST_CALL_JOB
+
+    llm = {"base_url": fake_llm.base_url, "model": "fake-model", "embedding_model": "fake-embed"}
+    settings = make_settings(tmp_path, agora={"app_id": None, "customer_id": None}, llm=llm)
+    async with open_services(settings, full=True) as services:
+        assert services.postcall is not None and services.memory.context.dense is not None
+        call = make_call(state="ended", started_at=time.time() - 600, ended_at=time.time() - 300)
+        await services.store.create_call(call)
+        await services.memory.record_snapshot(call, [("user", "I play the cello.")], max_history=None)
+        await services.store.enqueue_job(POST_CALL_JOB, call.call_id, time.time())
+        fake_llm.queue_reply('{"summary": "Cello.", "facts": []}')
+        while await services.postcall.run_once():
+            pass
+        assert fake_llm.embedding_requests == [{"model": "fake-embed", "input": ["I play the cello."]}]
+        assert await services.store.count_vectors(call.user_id) == 1
+
+    settings = make_settings(
+        tmp_path / "off", agora={"app_id": None, "customer_id": None}, llm={**llm, "embedding_model": None}
+    )
+    async with open_services(settings, full=True) as services:
+        assert services.memory.context.dense is None and services.embeddings is None
+        assert services.postcall is not None and services.postcall.embedder is None

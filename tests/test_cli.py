@@ -183,3 +183,22 @@ def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, 
     monkeypatch.setenv("MEMORY_LIVE_RECALL", "false")
     main(["--config", str(config), "check"])
     assert "off      memory.live_recall is false" in capsys.readouterr().out
+
+
+def test_check_reports_the_embedding_setting(config: Path, monkeypatch, capsys) -> None:
+    main(["--config", str(config), "check"])
+    assert (
+        "off      llm.embedding_model is not set: memory is searched lexically (BM25) only" in capsys.readouterr().out
+    )
+    monkeypatch.setenv("LLM_EMBEDDING_MODEL", "text-embedding-3-small")
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "off      llm.embedding_model is 'text-embedding-3-small' but llm.base_url (LLM_BASE_URL) is not set" in out
+
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
+    monkeypatch.setenv("LLM_BASE_URL", base_url)
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "on       llm.embedding_model is 'text-embedding-3-small': lines and facts are embedded" in out
+    assert f"{base_url}/embeddings and fused with BM25" in out
+    assert "warning  llm.embedding_model: embeddings at " in out and "BM25 alone meanwhile" in out

@@ -468,6 +468,7 @@ class CallService:
                 [(i.role, i.content) for i in history.contents],
                 max_history=self.settings.agora.max_history,
                 generation=generation,
+                current=call,  # read just above: saves the merge reading it again
             )
         return True
 
@@ -606,6 +607,7 @@ class CallService:
                 generation=ending.generation,
                 captured=int(ending.at * 1000),
                 at=ending.at,
+                current=call,
             )
 
     async def _complete_ending(self, call: CallRecord) -> CallEnded | None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
+from bot.keys.encrypted_vectors import EncryptedVectors
 from bot.keys.sealed import is_sealed, seal, unseal
 from bot.keys.store import SqliteKeyStore
 from bot.keys.terms import query_terms
@@ -55,8 +56,6 @@ PASS_THROUGH = frozenset(
         "end_chat",
         "count_call_turns",
         "count_turns",
-        "confirm_fact",
-        "supersede_fact",
         "count_facts",
         "count_conversations",
         "forget_call",
@@ -87,7 +86,7 @@ PASS_THROUGH = frozenset(
 )
 
 
-class EncryptedStore:
+class EncryptedStore(EncryptedVectors):
     def __init__(self, backend: Store, keys: SqliteKeyStore):
         self.backend = backend
         self.keys = keys
@@ -304,15 +303,6 @@ class EncryptedStore:
 
     # ---- facts and summaries ---------------------------------------------------------------------------
 
-    async def add_fact(
-        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
-    ) -> FactRecord:
-        cipher = await self._writer(user_id)
-        fact = await self.backend.add_fact(
-            user_id, seal(cipher, FACT, text, indexed=True), at, call_id=call_id, chat_id=chat_id
-        )
-        return dataclasses.replace(fact, text=text)
-
     async def get_fact(self, fact_id: int) -> FactRecord | None:
         return await self._fact(await self.backend.get_fact(fact_id))
 
@@ -351,19 +341,6 @@ class EncryptedStore:
 
     async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
         return await self._facts(await self.backend.facts_from(call_id=call_id, chat_id=chat_id))
-
-    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None:
-        if call_id is not None:
-            call = await self.backend.get_call(call_id)
-            if call is None:
-                return
-            sealed = seal(await self._writer(call.user_id), CALL_SUMMARY, text, indexed=False)
-        else:
-            chat = await self.backend.get_chat(chat_id) if chat_id is not None else None
-            if chat is None:
-                return
-            sealed = seal(await self._writer(chat.user_id), CHAT_SUMMARY, text, indexed=False)
-        await self.backend.set_summary(call_id=call_id, chat_id=chat_id, text=sealed)
 
     async def _summaries(self, user_id: int, rows: Sequence[ConversationSummary]) -> list[ConversationSummary]:
         opened = []

@@ -16,12 +16,15 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from bot.memory.index import MemberIndex, MemberIndexes
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.repository import ConversationStore, FactStore
+
+if TYPE_CHECKING:
+    from bot.memory.dense import DenseRetriever
 
 
 class ContextStore(FactStore, ConversationStore, Protocol):
@@ -299,6 +302,8 @@ class ContextBuilder:
         self.budget_tokens = budget_tokens
         self.persona = persona
         self.indexes = MemberIndexes(store)
+        self.dense: DenseRetriever | None = None
+        """Optional dense retrieval (``llm.embedding_model``): fused with BM25 in query-aware builds."""
 
     async def build(
         self,
@@ -332,7 +337,7 @@ class ContextBuilder:
         terms = query_terms(query) if query else ""
         index = None if exclude_call_id is None else await self.indexes.get(user_id, exclude_call_id)
         if terms:
-            await self._fill_for_query(block, user_id, terms, exclude_call_id, index)
+            await self._fill_for_query(block, user_id, terms, exclude_call_id, index, query or "")
         else:
             await self._fill_for_call_start(block, user_id, index)
             if index is None:  # a call starting: its utterances will need the index
@@ -340,7 +345,13 @@ class ContextBuilder:
         return None if block.empty else block.render()
 
     async def _fill_for_query(
-        self, block: _BudgetedBlock, user_id: int, terms: str, exclude: str | None, index: MemberIndex | None
+        self,
+        block: _BudgetedBlock,
+        user_id: int,
+        terms: str,
+        exclude: str | None,
+        index: MemberIndex | None,
+        query: str,
     ) -> None:
         """Facts matching the utterance, then the member's lines by relevance (BM25 from the stemmed index)
         plus a smaller prior for lines that carry specifics (see ``_priors``), each question line with the line
@@ -349,11 +360,17 @@ class ContextBuilder:
         if index is not None:
             ranked_facts = index.rank_facts(terms, FACT_CANDIDATES)
             ranked = index.rank_turns(terms, candidates)
-            lines, priors, _, base = _indexed_lines(index)
-            answers = _answers([t for t, _ in ranked], index.turns_at)
         else:
             ranked_facts = await self.store.rank_facts(user_id, terms, FACT_CANDIDATES)
             ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
+        if self.dense is not None:  # fused with the nearest by embedding (reciprocal rank fusion)
+            ranked_facts, ranked = await self.dense.fuse(
+                user_id, query, ranked_facts, ranked, limit=candidates, exclude_call_id=exclude
+            )
+        if index is not None:
+            lines, priors, _, base = _indexed_lines(index)
+            answers = _answers([t for t, _ in ranked], index.turns_at)
+        else:
             lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
             priors = _priors(lines)
             base = _QueryBase.of(lines, priors)
@@ -398,6 +415,8 @@ class ContextBuilder:
     def forget_cached(self, user_id: int | None = None) -> None:
         """Drop what is held in memory: of one member, or of everyone."""
         self.indexes.drop(user_id)
+        if self.dense is not None:
+            self.dense.forget_cached(user_id)
 
     async def _fill_rest(
         self,

@@ -10,6 +10,9 @@ Output that is not valid extraction JSON gets one more LLM call; if that is inva
 ``failed`` (not retried: the same transcript would most likely fail again) and nothing is written. The
 transcript stays, so the conversation is still remembered as lines and can be re-queued. An unreachable LLM
 is retried with exponential backoff, up to ``max_attempts`` claims.
+
+With dense retrieval on (``llm.embedding_model``, ``bot.memory.dense``), a settled conversation job queues an
+``embed`` job that embeds the member's lines and facts still without a vector, batch by batch (see there).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Literal, Protocol
 from bot.llm.client import LLMClient
 from bot.llm.errors import LLMError
 from bot.memory.context import query_terms
+from bot.memory.dense import MemberEmbedder
 from bot.memory.extraction import (
     ExtractedFact,
     Extraction,
@@ -46,6 +50,9 @@ class PostCallStore(AccountStore, ConversationStore, FactStore, JobStore, Protoc
 log = logging.getLogger(__name__)
 
 POST_CHAT_JOB = "post_chat"
+EMBED_JOB = "embed"
+"""Dense retrieval (``bot.memory.dense``): queued when a conversation's post-call job is settled, ref
+``<post_call|post_chat>:<id>`` (``#n`` for the n-th continuation of a long backfill)."""
 _KINDS: dict[str, Literal["call", "chat"]] = {POST_CALL_JOB: "call", POST_CHAT_JOB: "chat"}
 _JOB_FOR = {"call": POST_CALL_JOB, "chat": POST_CHAT_JOB, POST_CALL_JOB: POST_CALL_JOB, POST_CHAT_JOB: POST_CHAT_JOB}
 
@@ -136,9 +143,11 @@ class PostCallProcessor:
         lease_seconds: float = 300.0,
         max_attempts: int = 5,
         retry_base_seconds: float = 60.0,
+        embedder: MemberEmbedder | None = None,
     ):
         self.store = store
         self.llm = llm
+        self.embedder = embedder
         self._clock = clock
         self._on_processed = on_processed
         self.lease_seconds = lease_seconds
@@ -179,6 +188,9 @@ class PostCallProcessor:
     # ---- one job ---------------------------------------------------------------------------------------
 
     async def _process(self, job: Job) -> None:
+        if job.kind == EMBED_JOB:
+            await self._embed(job)
+            return
         kind = _KINDS.get(job.kind)
         if kind is None:
             log.warning("post-call queue: job %d has unknown kind %r; marked failed", job.job_id, job.kind)
@@ -280,7 +292,38 @@ class PostCallProcessor:
         log.warning("post-call job %d: %s; retrying in %.0f s", job.job_id, error, delay)
         await self.store.fail_job(job.job_id, now, error, retry_at=now + delay)
 
+    async def _embed(self, job: Job) -> None:
+        """Embed the member's lines and facts that have no vector yet (this conversation's and any earlier
+        ones'), batch by batch; when more remain than one job embeds, queue the next part."""
+        base, _, part = job.ref_id.partition("#")
+        job_kind, _, ref_id = base.partition(":")
+        kind = _KINDS.get(job_kind)
+        convo = await self._conversation(kind, ref_id) if kind is not None else None
+        user = await self.store.get_user(convo.user_id) if convo is not None else None
+        if self.embedder is None or convo is None or (user is not None and not user.memory_enabled):
+            await self.store.finish_job(job.job_id, self._clock())
+            log.info("embed job %d: nothing embedded (off, conversation gone or memory paused)", job.job_id)
+            return
+        stored, more = await self.embedder.embed_member(convo.user_id)
+        if more:
+            await self.store.enqueue_job(EMBED_JOB, f"{base}#{int(part or 1) + 1}", self._clock())
+        await self.store.finish_job(job.job_id, self._clock())
+        log.info("embed job %d: %d vectors stored%s", job.job_id, stored, ", more queued" if more else "")
+
+    async def _queue_embedding(self, job: Job) -> None:
+        """After a conversation's job is settled: its lines and new facts are embedded by a job of their own (a
+        crash between the two leaves them to the member's next conversation, whose job embeds what is missing)."""
+        if self.embedder is None or job.kind not in _KINDS:
+            return
+        try:
+            await self.store.enqueue_job(EMBED_JOB, f"{job.kind}:{job.ref_id}", self._clock())
+        except Exception:  # the conversation's job is settled already: it must not be retried for this
+            log.exception(
+                "post-call job %d: could not queue its embedding; the next conversation's does it", job.job_id
+            )
+
     async def _notify(self, job: Job, count: int) -> None:
+        await self._queue_embedding(job)
         if self._on_processed is None:
             return
         try:

@@ -79,12 +79,15 @@ class MemoryService:
         final: bool = False,
         at: float | None = None,
         generation: int | None = None,
+        current: CallRecord | None = None,
     ) -> MergeResult:
         """Merge one history snapshot of a call into its stored turns, atomically.
 
         `max_history=None` means the window is known to be the whole conversation (an import). `generation` is
         the member's memory generation read before the snapshot was taken (default: now): a forget or pause
-        since then makes the write a no-op."""
+        since then makes the write a no-op. `current` is the call's row as the caller has just read it: the
+        first merge attempt starts from it instead of reading it again (the merge is versioned, so a row that
+        changed meanwhile only costs a retry, which reads it afresh)."""
         at = time.time() if at is None else at
         if generation is None:
             generation = await self.store.memory_generation(call.user_id)
@@ -95,8 +98,16 @@ class MemoryService:
             for _attempt in range(MERGE_ATTEMPTS - 1):
                 with contextlib.suppress(TurnsChanged):  # another process wrote meanwhile: read and merge again
                     return await self._merge(
-                        call, window, complete=complete, capture=capture, final=final, at=at, generation=generation
+                        call,
+                        window,
+                        complete=complete,
+                        capture=capture,
+                        final=final,
+                        at=at,
+                        generation=generation,
+                        current=current,
                     )
+                current = None
             return await self._merge(
                 call, window, complete=complete, capture=capture, final=final, at=at, generation=generation
             )
@@ -111,8 +122,10 @@ class MemoryService:
         final: bool,
         at: float,
         generation: int,
+        current: CallRecord | None = None,
     ) -> MergeResult:
-        current = await self.store.get_call(call.call_id)
+        if current is None or current.call_id != call.call_id:
+            current = await self.store.get_call(call.call_id)
         anchored = bool(current and current.history_anchored)
         version = None if current is None else current.turns_version
         if anchored or not complete:

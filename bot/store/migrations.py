@@ -298,6 +298,36 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         7,
+        "dense retrieval: one embedding per line and per fact, deleted with them",
+        """
+        -- One row per line (turn) or fact: the model that made it and the vector as packed float32 (encrypted
+        -- with the member's key when member encryption is on). Deleting the line or fact deletes the row; a line
+        -- whose text grows (a reply captured mid-sentence) loses its stale vector and is embedded again.
+        -- AUTOINCREMENT: ids are never reused, so (count, sum of ids) changes whenever a member's vectors do.
+        CREATE TABLE memory_vectors (
+            vector_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id   INTEGER NOT NULL,
+            turn_id   INTEGER REFERENCES turns (turn_id) ON DELETE CASCADE,
+            fact_id   INTEGER REFERENCES facts (fact_id) ON DELETE CASCADE,
+            model     TEXT NOT NULL,
+            vector    BLOB NOT NULL,
+            CHECK ((turn_id IS NULL) <> (fact_id IS NULL))
+        );
+        CREATE UNIQUE INDEX memory_vectors_turn ON memory_vectors (turn_id) WHERE turn_id IS NOT NULL;
+        CREATE UNIQUE INDEX memory_vectors_fact ON memory_vectors (fact_id) WHERE fact_id IS NOT NULL;
+        CREATE INDEX memory_vectors_user ON memory_vectors (user_id, model);
+        CREATE TRIGGER memory_vectors_turn_changed AFTER UPDATE OF content ON turns
+            WHEN old.content IS NOT new.content BEGIN
+            DELETE FROM memory_vectors WHERE turn_id = new.turn_id;
+        END;
+        CREATE TRIGGER memory_vectors_fact_changed AFTER UPDATE OF text ON facts
+            WHEN old.text IS NOT new.text BEGIN
+            DELETE FROM memory_vectors WHERE fact_id = new.fact_id;
+        END;
+        """,
+    ),
+    (
+        8,
         "memory versions: what an in-memory index of a member's lines checks before it is used",
         """
         -- A member's memory version: bumped by every change to what their memory holds (lines, facts, summaries,

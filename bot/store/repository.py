@@ -21,6 +21,7 @@ from bot.store.models import (
     TurnUpdate,
     UserRecord,
 )
+from bot.store.vectors import VectorStore
 
 NOTICE_KEEP_SECONDS = 7 * 86400
 """How long webhook notice ids are kept for de-duplication; older deliveries are refused by their signed
@@ -175,7 +176,6 @@ class ConversationStore(Protocol):
     async def remember_live_turn(self, call_id: str, turn_key: str) -> None: ...
     async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int: ...
 
-    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None: ...
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]: ...
     async def list_conversations(
         self, user_id: int, *, offset: int = 0, limit: int = 10
@@ -185,15 +185,6 @@ class ConversationStore(Protocol):
 
 class FactStore(Protocol):
     # facts and summaries
-    async def add_fact(
-        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
-    ) -> FactRecord: ...
-
-    async def confirm_fact(
-        self, fact_id: int, at: float, *, call_id: str | None = None, chat_id: str | None = None
-    ) -> None: ...
-
-    async def supersede_fact(self, old_fact_id: int, new_fact_id: int, at: float) -> None: ...
     async def get_fact(self, fact_id: int) -> FactRecord | None: ...
     async def list_facts(
         self,
@@ -295,6 +286,7 @@ class Store(
     FactStore,
     PrivacyStore,
     JobStore,
+    VectorStore,
     Protocol,
 ):
     """Every aggregate: what a backend implements and what the composition root holds. A service declares only

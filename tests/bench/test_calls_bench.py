@@ -30,15 +30,22 @@ def test_percentiles_are_nearest_rank_and_batches_cover_every_turn() -> None:
 
 
 def test_quick_run_reports_every_turn_stored_once(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--calls", "5", "--turns", "10", "--batch", "4", "--seed", "3"]) == 0
+    assert main(["--calls", "5", "--turns", "10", "--batch", "4", "--seed", "3", "--solo", "2"]) == 0
     out = capsys.readouterr().out
-    assert "turns lost: 0   duplicated: 0   calls out of order: 0   (expected 55, stored 55)" in out
+    # 5 calls at once after 2 alone, each 11 turns (the greeting and 10 scripted)
+    assert "turns lost: 0   duplicated: 0   calls out of order: 0   (expected 77, stored 77)" in out
     assert "failed calls: 0" in out
     for op, n, requests in (("start", 5, "1.00"), ("checkpoint", 10, "1.00"), ("finalize", 5, "2.00")):
         assert re.search(rf"^{op} +{n}( +[\d.]+){{6}} +{requests}$", out, re.MULTILINE), out
     assert "WARNING" not in out
     assert re.search(r"^CPU per call: [\d.]+ ms", out, re.MULTILINE)
-    assert "Agora requests seen by the emulator: history 15, join 5, leave 5; non-2xx 0" in out
+    assert "Agora requests seen by the emulator: history 21, join 7, leave 7; non-2xx 0" in out
+    # the database inside each operation: round trips are counted on both backends, never zero
+    for op, n in (("start", 5), ("checkpoint", 10), ("finalize", 5)):
+        rows = re.findall(rf"^{op} +{n}( +[\d.]+){{4}} +([\d.]+)$", out, re.MULTILINE)
+        assert len(rows) == 2 and all(float(trips) >= 1 for _, trips in rows), out
+    assert len(re.findall(r"^one call at a time \(2 calls before the burst\)", out, re.MULTILINE)) == 2
+    assert re.search(r"^  CPU floor of the burst's start p99 on one event loop: 0.99 x 5 x [\d.]+ ms", out, re.M)
 
 
 def test_a_lost_turn_fails_the_run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -49,7 +56,7 @@ def test_a_lost_turn_fails_the_run(monkeypatch: pytest.MonkeyPatch, capsys: pyte
         return await original(self, call, list(window)[:-1], **kw)
 
     monkeypatch.setattr(MemoryService, "record_snapshot", drop_newest)
-    assert main(["--calls", "2", "--turns", "4", "--batch", "2", "--seed", "5"]) == 1
+    assert main(["--calls", "2", "--turns", "4", "--batch", "2", "--seed", "5", "--solo", "0"]) == 1
     out = capsys.readouterr().out
     assert "turns lost: 2   duplicated: 0   calls out of order: 2   (expected 10, stored 8)" in out
     assert "failed calls: 0" in out

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from bot.calls.errors import CallAlreadyActive, CapacityReached, ConsentRequired, VoiceUnavailable
+from tests.factories import seed_fact
 from tests.harness import CallWorld, call_world, eventually
 
 ALICE = 1001
@@ -373,7 +374,7 @@ async def test_the_page_status_lists_what_was_learned(world: CallWorld) -> None:
     pending = await world.adapter.status(token)
     assert pending is not None and (pending.facts_learned, pending.facts) == (None, ())
 
-    await world.store.add_fact(ALICE, "Has a cat called Miso", world.clock(), call_id=started.call_id)
+    await seed_fact(world.store, ALICE, "Has a cat called Miso", world.clock(), call_id=started.call_id)
     job = await world.store.claim_job(world.clock() + 60, 60)
     assert job is not None
     await world.store.finish_job(job.job_id, world.clock())

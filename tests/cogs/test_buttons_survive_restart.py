@@ -16,6 +16,7 @@ from cogs._consent import ChoiceButton
 from cogs._memory_ui import CancelButton, ConfirmEverythingButton
 from cogs.calls import HangUpButton
 from tests.cogs.conftest import SimBot
+from tests.factories import seed_fact
 from tests.harness import CallWorld
 
 T0 = 1_780_000_000.0
@@ -86,7 +87,7 @@ async def test_the_memory_panel_pages_and_exports_after_a_restart(
 ) -> None:
     _, channel, alice = member
     for n in range(12):
-        await world.store.add_fact(alice.id, f"Fact number {n:02d}", T0 + n)
+        await seed_fact(world.store, alice.id, f"Fact number {n:02d}", T0 + n)
     shown = await alice.slash(channel, "memory")
 
     await restart(simcord_env, world, services)
@@ -103,8 +104,8 @@ async def test_forget_picker_and_confirmation_work_after_a_restart(
     simcord_env, world: CallWorld, services: Services, member
 ) -> None:
     _, channel, alice = member
-    await world.store.add_fact(alice.id, "Plays the cello", T0)
-    await world.store.add_fact(alice.id, "Grows tomatoes", T0 + 1)
+    await seed_fact(world.store, alice.id, "Plays the cello", T0)
+    await seed_fact(world.store, alice.id, "Grows tomatoes", T0 + 1)
     shown = await alice.slash(channel, "memory")
     [picker] = (await alice.click(shown.response, label="Forget…")).followups
     confirm = await alice.slash(channel, "forget everything")

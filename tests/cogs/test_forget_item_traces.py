@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bot.memory.importer import Conversation, import_conversations
+from tests.factories import seed_fact, seed_summary
 from tests.harness import CallWorld
 
 T0 = 1_780_000_000.0
@@ -53,9 +54,9 @@ async def seed(world: CallWorld, user_id: int) -> int:
             )
         ],
     )
-    await world.store.set_summary(call_id=call_id, text="Talked about their cat Pixel and nursing work.")
-    fact = await world.store.add_fact(user_id, "Has a cat called Pixel", T0, call_id=call_id)
-    await world.store.add_fact(user_id, "Works as a nurse in Leeds", T0, call_id=call_id)
+    await seed_summary(world.store, "Talked about their cat Pixel and nursing work.", call_id=call_id)
+    fact = await seed_fact(world.store, user_id, "Has a cat called Pixel", T0, call_id=call_id)
+    await seed_fact(world.store, user_id, "Works as a nurse in Leeds", T0, call_id=call_id)
     return fact.fact_id
 
 
@@ -87,7 +88,7 @@ async def test_forgetting_a_fact_asks_then_removes_its_lines_and_summary_from_th
 
 async def test_a_fact_nothing_else_repeats_is_forgotten_at_once(simcord_env, world: CallWorld, member) -> None:
     _, channel, alice = member
-    fact = await world.store.add_fact(alice.id, "Plays the cello", T0)
+    fact = await seed_fact(world.store, alice.id, "Plays the cello", T0)
 
     done = await alice.slash(channel, "forget item", item=str(fact.fact_id))
 

@@ -12,6 +12,7 @@ import pytest
 from bot.memory.importer import Conversation, import_conversations
 from bot.store.models import ChatRecord
 from cogs._memory_ui import CONFIRM_SECONDS, MEMORY_VIEW_SECONDS, PICKER_SECONDS
+from tests.factories import extract, seed_fact, seed_summary
 from tests.harness import CallWorld
 
 DAY = 86400.0
@@ -106,18 +107,17 @@ async def test_memory_shows_facts_with_sources_history_and_conversations(
     chat_id = await add_chat(
         world, alice.id, [("user", "Recommend a *cosy* book?"), ("assistant", "Sure.")], at=T0 + DAY
     )
-    await world.store.set_summary(chat_id=chat_id, text="Book recommendations for winter.")
-    old = await world.store.add_fact(alice.id, "Lives in Antwerp", T0 - DAY, call_id=call_id)
-    new = await world.store.add_fact(alice.id, "Lives in Ghent", T0, call_id=call_id)
-    await world.store.supersede_fact(old.fact_id, new.fact_id, T0 + 10)
-    await world.store.add_fact(alice.id, "Likes cosy books", T0 + DAY, chat_id=chat_id)
-    await world.store.add_fact(bob.id, "Bob's secret hobby", T0)
+    await seed_summary(world.store, "Book recommendations for winter.", chat_id=chat_id)
+    old = await seed_fact(world.store, alice.id, "Lives in Antwerp", T0 - DAY, call_id=call_id)
+    await seed_fact(world.store, alice.id, "Lives in Ghent", T0, call_id=call_id, replaces=[old.fact_id])
+    await seed_fact(world.store, alice.id, "Likes cosy books", T0 + DAY, chat_id=chat_id)
+    await seed_fact(world.store, bob.id, "Bob's secret hobby", T0)
 
     shown = await alice.slash(channel, "memory")
     text = text_of(shown.response.embeds[0])
     assert f"Lives in Ghent — *from a call, {stamp(T0)}*" in text
     assert f"Likes cosy books — *from a chat, {stamp(T0 + DAY)}*" in text
-    assert f"~~Lives in Antwerp~~ → replaced on {stamp(T0 + 10)}" in text
+    assert f"~~Lives in Antwerp~~ → replaced on {stamp(T0)}" in text  # when the new fact was learned
     assert f"**Call** · {stamp(T0)} · 2 lines\n> I moved to Ghent last spring." in text
     assert f"**Chat** · {stamp(T0 + DAY)} · 2 lines\n> Book recommendations for winter." in text
     assert "Bob" not in text
@@ -127,7 +127,7 @@ async def test_memory_shows_facts_with_sources_history_and_conversations(
 async def test_pages_move_with_the_arrow_buttons(simcord_env, world: CallWorld, members) -> None:
     channel, alice, _ = members
     for n in range(20):  # 8 per page: three pages, newest first
-        await world.store.add_fact(alice.id, f"Fact number {n:02d}", T0 + n)
+        await seed_fact(world.store, alice.id, f"Fact number {n:02d}", T0 + n)
     shown = await alice.slash(channel, "memory")
     first = shown.response.embeds[0]
     assert first.footer.text.startswith("Page 1 of 3") and "Fact number 19" in first.description
@@ -150,8 +150,8 @@ async def test_pages_move_with_the_arrow_buttons(simcord_env, world: CallWorld, 
 async def test_export_sends_the_json_file_privately(simcord_env, world: CallWorld, members) -> None:
     channel, alice, bob = members
     call_id = await import_call(world, alice.id, [("user", "My cat is called Miso.")], at=T0)
-    await world.store.add_fact(alice.id, "Has a cat called Miso", T0, call_id=call_id)
-    await world.store.add_fact(bob.id, "Bob's secret hobby", T0)
+    await seed_fact(world.store, alice.id, "Has a cat called Miso", T0, call_id=call_id)
+    await seed_fact(world.store, bob.id, "Bob's secret hobby", T0)
     shown = await alice.slash(channel, "memory")
 
     exported = await alice.click(shown.response, label="Export")
@@ -192,7 +192,7 @@ async def test_pause_then_resume_memory(simcord_env, world: CallWorld, members) 
 
 async def test_memory_panel_disables_its_buttons_when_it_times_out(simcord_env, world: CallWorld, members) -> None:
     channel, alice, _ = members
-    await world.store.add_fact(alice.id, "Plays the cello", T0)
+    await seed_fact(world.store, alice.id, "Plays the cello", T0)
     shown = await alice.slash(channel, "memory")
     await simcord_env.advance_time(MEMORY_VIEW_SECONDS + 1)
     assert all(c.get("disabled") for c in items(shown.response))
@@ -203,7 +203,7 @@ async def test_a_panel_used_late_still_disables_itself_after_the_first_token_exp
     simcord_env, world: CallWorld, members
 ) -> None:
     channel, alice, _ = members
-    await world.store.add_fact(alice.id, "Plays the cello", T0)
+    await seed_fact(world.store, alice.id, "Plays the cello", T0)
     shown = await alice.slash(channel, "memory")
     await simcord_env.advance_time(MEMORY_VIEW_SECONDS - 60)
     [picker] = (await alice.click(shown.response, label="Forget…")).followups
@@ -219,10 +219,9 @@ async def test_long_and_markdown_heavy_memory_still_fits_one_embed(simcord_env, 
     channel, alice, _ = members
     call_id = await import_call(world, alice.id, [("user", "*_~" * 400)] * 3, at=T0)
     for n in range(20):
-        old = await world.store.add_fact(alice.id, f"{n} " + "*_`|" * 300, T0 + n, call_id=call_id)
-        new = await world.store.add_fact(alice.id, f"{n} " + "~>" * 500, T0 + n, call_id=call_id)
-        if n < 10:
-            await world.store.supersede_fact(old.fact_id, new.fact_id, T0 + n)
+        old = await seed_fact(world.store, alice.id, f"{n} " + "*_`|" * 300, T0 + n, call_id=call_id)
+        replaces = [old.fact_id] if n < 10 else []
+        await seed_fact(world.store, alice.id, f"{n} " + "~>" * 500, T0 + n, call_id=call_id, replaces=replaces)
     shown = await alice.slash(channel, "memory")
     embed = shown.response.embeds[0]
     assert len(embed.description) <= 4096 and len(embed) <= 6000
@@ -233,9 +232,9 @@ async def test_long_and_markdown_heavy_memory_still_fits_one_embed(simcord_env, 
 async def test_forget_button_picks_one_item_then_everything(simcord_env, world: CallWorld, members) -> None:
     channel, alice, bob = members
     call_id = await import_call(world, alice.id, [("user", "I love hiking in the Alps.")], at=T0)
-    await world.store.add_fact(alice.id, "Loves hiking", T0, call_id=call_id)
-    await world.store.add_fact(alice.id, "Plays the cello", T0 + 1)
-    await world.store.add_fact(bob.id, "Bob's secret hobby", T0)
+    await seed_fact(world.store, alice.id, "Loves hiking", T0, call_id=call_id)
+    await seed_fact(world.store, alice.id, "Plays the cello", T0 + 1, call_id=call_id)
+    await seed_fact(world.store, bob.id, "Bob's secret hobby", T0)
     shown = await alice.slash(channel, "memory")
 
     [picker] = (await alice.click(shown.response, label="Forget…")).followups
@@ -265,11 +264,10 @@ async def test_forget_button_picks_one_item_then_everything(simcord_env, world: 
 async def test_forget_item_offers_only_your_current_facts(simcord_env, world: CallWorld, members, caplog) -> None:
     caplog.set_level(logging.INFO)
     channel, alice, bob = members
-    old = await world.store.add_fact(alice.id, "Likes tea", T0)
-    new = await world.store.add_fact(alice.id, "Likes oat milk lattes", T0 + 1)
-    await world.store.supersede_fact(old.fact_id, new.fact_id, T0 + 2)
-    ghent = await world.store.add_fact(alice.id, "Lives in Ghent " + "and talks a lot " * 10, T0 + 3)
-    bobs = await world.store.add_fact(bob.id, "Bob likes hidden things", T0)
+    old = await seed_fact(world.store, alice.id, "Likes tea", T0)
+    new = await seed_fact(world.store, alice.id, "Likes oat milk lattes", T0 + 1, replaces=[old.fact_id])
+    ghent = await seed_fact(world.store, alice.id, "Lives in Ghent " + "and talks a lot " * 10, T0 + 3)
+    bobs = await seed_fact(world.store, bob.id, "Bob likes hidden things", T0)
 
     choices = await alice.autocomplete(channel, "forget item", "item", "")
     assert {c["value"] for c in choices} == {str(new.fact_id), str(ghent.fact_id)}
@@ -290,7 +288,7 @@ async def test_forget_item_offers_only_your_current_facts(simcord_env, world: Ca
 async def test_autocomplete_lists_at_most_25(simcord_env, world: CallWorld, members) -> None:
     channel, alice, _ = members
     for n in range(30):
-        await world.store.add_fact(alice.id, f"Fact {n}", T0 + n)
+        await seed_fact(world.store, alice.id, f"Fact {n}", T0 + n)
     assert len(await alice.autocomplete(channel, "forget item", "item", "")) == 25
     assert [c["name"] for c in await alice.autocomplete(channel, "forget item", "item", "fact 2")] == [
         "Fact 29",
@@ -309,7 +307,7 @@ async def test_autocomplete_lists_at_most_25(simcord_env, world: CallWorld, memb
 
 async def test_forged_ids_of_another_member_delete_nothing(simcord_env, world: CallWorld, members) -> None:
     channel, alice, bob = members
-    bob_fact = await world.store.add_fact(bob.id, "Bob's secret hobby", T0)
+    bob_fact = await seed_fact(world.store, bob.id, "Bob's secret hobby", T0)
     bob_call = await import_call(world, bob.id, [("user", "Bob's private call")], at=T0)
     bob_chat = await add_chat(world, bob.id, [("user", "Bob's private chat")], at=T0)
     for command, option, value in [
@@ -340,10 +338,10 @@ async def test_forget_call_removes_its_lines_and_the_facts_only_it_taught(
     first = await import_call(world, alice.id, lines, at=T0)
     second = await import_call(world, alice.id, [("user", "Tomatoes again!")], at=T0 + DAY)
     chat = await add_chat(world, alice.id, [("user", "Quick question about basil")], at=T0 + 2 * DAY)
-    await world.store.add_fact(alice.id, "Grows tomatoes", T0, call_id=first)
-    await world.store.add_fact(alice.id, "Has a balcony", T0, call_id=first)
-    shared = await world.store.add_fact(alice.id, "Loves gardening", T0, call_id=first)
-    await world.store.confirm_fact(shared.fact_id, T0 + DAY, call_id=second)
+    await seed_fact(world.store, alice.id, "Grows tomatoes", T0, call_id=first)
+    await seed_fact(world.store, alice.id, "Has a balcony", T0, call_id=first)
+    shared = await seed_fact(world.store, alice.id, "Loves gardening", T0, call_id=first)
+    await extract(world.store, alice.id, T0 + DAY, call_id=second, confirmed=[shared.fact_id])
     await import_call(world, bob.id, [("user", "Bob's gardening call")], at=T0)
 
     choices = await alice.autocomplete(channel, "forget call", "call", "")
@@ -385,8 +383,8 @@ async def seed_everything(world: CallWorld, alice, bob) -> None:
     ]
     await add_chat(world, alice.id, [("user", "hi"), ("assistant", "hello")], at=T0 + 5 * DAY)
     for n in range(9):
-        await world.store.add_fact(alice.id, f"Alice fact {n}", T0 + n, call_id=calls[n % 3])
-    await world.store.add_fact(bob.id, "Bob's secret hobby", T0)
+        await seed_fact(world.store, alice.id, f"Alice fact {n}", T0 + n, call_id=calls[n % 3])
+    await seed_fact(world.store, bob.id, "Bob's secret hobby", T0)
 
 
 async def test_forget_everything_after_confirmation(simcord_env, world: CallWorld, members) -> None:
@@ -463,7 +461,7 @@ async def test_pause_pressed_during_a_running_call_stops_recording_it_at_once(
 async def test_a_click_keeps_the_panel_alive_for_another_full_timeout(simcord_env, world: CallWorld, members) -> None:
     channel, alice, _ = members
     for n in range(10):
-        await world.store.add_fact(alice.id, f"Fact number {n:02d}", T0 + n)
+        await seed_fact(world.store, alice.id, f"Fact number {n:02d}", T0 + n)
     shown = await alice.slash(channel, "memory")
     await simcord_env.advance_time(MEMORY_VIEW_SECONDS - 60)
 

@@ -12,6 +12,7 @@ from bot.keys.store import SqliteKeyStore
 from bot.memory.service import MemoryService
 from bot.store.models import ForgetResult
 from bot.store.sqlite import SqliteStore
+from tests.factories import seed_fact
 
 
 class RowsFail(SqliteStore):
@@ -28,7 +29,7 @@ async def test_forget_everything_deletes_the_key_then_the_rows(tmp_path: Path, s
     memory = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=keys)
     for user_id in (1, 2):
         await keys.cipher(user_id)
-        await store.add_fact(user_id, f"member {user_id} keeps bees", 1000.0)
+        await seed_fact(store, user_id, f"member {user_id} keeps bees", 1000.0)
 
     result = await memory.forget_everything(1)
     await memory.wait_scrubbed()

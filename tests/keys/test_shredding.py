@@ -19,7 +19,7 @@ from bot.keys.terms import index_terms
 from bot.memory.service import MemoryService
 from bot.store.models import ChatRecord
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
+from tests.factories import make_call, seed_fact, seed_summary
 from tests.harness import make_settings
 
 GONE, KEPT = 1, 2
@@ -48,10 +48,9 @@ async def remember(store: SqliteStore | EncryptedStore, memory: MemoryService, u
     await memory.record_snapshot(
         call, [("user", f"I keep {a} near the {b}"), ("assistant", f"Noted, {a} by the {b}.")], max_history=32
     )
-    await store.set_summary(call_id=call.call_id, text=f"Talked about {a} and {c}")
-    old = await store.add_fact(user_id, f"Likes {c}", 1.0, call_id=call.call_id)
-    new = await store.add_fact(user_id, f"Likes {c} and {d}", 2.0, call_id=call.call_id)
-    await store.supersede_fact(old.fact_id, new.fact_id, 2.0)
+    await seed_summary(store, f"Talked about {a} and {c}", call_id=call.call_id)
+    old = await seed_fact(store, user_id, f"Likes {c}", 1.0, call_id=call.call_id)
+    await seed_fact(store, user_id, f"Likes {c} and {d}", 2.0, call_id=call.call_id, replaces=[old.fact_id])
     chat = ChatRecord(f"chat-{user_id}", user_id, None, False, 3.0, 3.0)
     await store.create_chat(chat)
     await store.append_chat_turn(chat.chat_id, user_id, "user", f"Any news about {d}?", 3.0)

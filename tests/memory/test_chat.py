@@ -16,7 +16,7 @@ from bot.memory.context import MEMORY_HEADER
 from bot.memory.postcall import POST_CHAT_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
+from tests.factories import make_call, seed_fact
 from tests.harness import FakeClock
 
 USER = 42
@@ -90,7 +90,7 @@ async def test_text_chat_knows_what_was_said_in_a_voice_call(store, memory, chat
     await memory.record_snapshot(
         call, [("assistant", "Hi!"), ("user", "My sister Lena is getting married in June.")], max_history=None
     )
-    await store.add_fact(USER, "The user plays the cello.", T0 - 86400, call_id=call.call_id)
+    await seed_fact(store, USER, "The user plays the cello.", T0 - 86400, call_id=call.call_id)
     fake_llm.queue_reply("How exciting!")
     await say(chat, "Any ideas for the wedding?")
     system = system_text(fake_llm.last_request)
@@ -138,7 +138,7 @@ async def test_chat_facts_reach_the_next_call_after_processing(store, memory, ch
 
 
 async def test_paused_memory_stores_and_injects_nothing(store, memory, chat, fake_llm) -> None:
-    await store.add_fact(USER, "The user plays the cello.", T0 - 10)
+    await seed_fact(store, USER, "The user plays the cello.", T0 - 10)
     await store.set_memory_enabled(USER, False, T0)
     fake_llm.queue_reply("Sure.")
     assert await say(chat, "Remember that I love sushi.") == "Sure."

@@ -17,6 +17,7 @@ import pytest
 from bot.calls.llm_keys import call_id_of
 from bot.memory.context import MEMORY_HEADER
 from bot.web.llm_route import LLM_ROUTE
+from tests.factories import seed_fact, seed_facts
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld, call_world, eventually, free_port
 
@@ -112,19 +113,20 @@ async def _seed_old_vet_fact(world: CallWorld) -> None:
     now = time.time()
     old = make_call(ALICE, state="ended", started_at=now - 300 * 86400)
     await world.store.create_call(old)
-    await world.store.add_fact(
-        ALICE, "Their cat's vet is Dr. Okonkwo-Lindqvist in Maple Street", old.started_at, call_id=old.call_id
+    await seed_fact(
+        world.store,
+        ALICE,
+        "Their cat's vet is Dr. Okonkwo-Lindqvist in Maple Street",
+        old.started_at,
+        call_id=old.call_id,
     )
     for n in range(60):
         later = make_call(ALICE, state="ended", started_at=now - (200 - n) * 86400)
         await world.store.create_call(later)
-        for k in range(4):
-            await world.store.add_fact(
-                ALICE,
-                f"In call {n} they mentioned hobby number {k}: collecting stamps of series {n}-{k}",
-                later.started_at,
-                call_id=later.call_id,
-            )
+        hobbies = [
+            f"In call {n} they mentioned hobby number {k}: collecting stamps of series {n}-{k}" for k in range(4)
+        ]
+        await seed_facts(world.store, ALICE, hobbies, later.started_at, call_id=later.call_id)
 
 
 async def test_an_old_fact_the_snapshot_cannot_hold_reaches_the_llm_when_asked_about(
@@ -181,7 +183,7 @@ async def test_forged_reused_other_call_and_ended_call_keys_are_refused(world: C
 
 
 async def test_a_private_call_is_answered_but_stores_and_reads_nothing(world: CallWorld, llm: FakeLLM) -> None:
-    await world.store.add_fact(ALICE, "Their sister is called Amaranth", time.time() - 86400)
+    await seed_fact(world.store, ALICE, "Their sister is called Amaranth", time.time() - 86400)
     call_id, agent_id = await start(world, private=True)
     llm.queue_reply("Of course, happy to help.")
     turn = await world.emu.user_says(agent_id, "Can you remind me what my sister is called?")
@@ -192,7 +194,7 @@ async def test_a_private_call_is_answered_but_stores_and_reads_nothing(world: Ca
 
 
 async def test_pausing_memory_mid_call_stops_reading_and_storing_at_once(world: CallWorld, llm: FakeLLM) -> None:
-    await world.store.add_fact(ALICE, "Their sister is called Amaranth", time.time() - 86400)
+    await seed_fact(world.store, ALICE, "Their sister is called Amaranth", time.time() - 86400)
     call_id, agent_id = await start(world)
     llm.queue_reply("Hello!")
     await world.emu.user_says(agent_id, "Hi, tell me about my sister.")
@@ -447,3 +449,25 @@ async def test_pausing_memory_mid_reply_keeps_the_reply_in_flight_out(world: Cal
     assert (await turn).outcome == "ok", "the agent still gets its answer"
     await world.live.wait_idle()  # type: ignore[union-attr]
     assert await lines(world, call_id) == stored, "the pause fences out the reply that was streaming"
+
+
+async def test_with_dense_retrieval_a_line_sharing_no_word_reaches_the_llm(tmp_path: Path, llm: FakeLLM) -> None:
+    from tests.factories import make_call
+    from tests.memory.test_dense import FILLER, PURCHASE
+
+    llm.concepts.update({"car": "vehicle", "automobile": "vehicle", "purchase": "buy", "bought": "buy"})
+    settings = {"timeout_seconds": 1.0, "embedding_model": "fake-embed"}
+    async with call_world(tmp_path, llm_base_url=llm.base_url, llm=settings) as world:
+        assert world.embedder is not None
+        old = make_call(ALICE, state="ended", started_at=time.time() - 7 * 86400)
+        await world.store.create_call(old)
+        await world.memory.record_snapshot(old, [("user", PURCHASE), *FILLER], max_history=None, final=True)
+        assert (await world.embedder.embed_member(ALICE))[0] == 1 + len(FILLER)
+        _call_id, agent_id = await start(world)
+        snapshot = "\n".join(m["content"] for m in world.emu.agent(agent_id).system_messages)
+        assert "automobile" not in snapshot, "the call-start memory is full of later lines"
+
+        llm.queue_reply("A red one, last spring.")
+        await world.emu.user_says(agent_id, "Which car did I purchase?")
+        assert PURCHASE in memory_message(llm.last_request)
+        assert llm.embedding_requests[-1]["input"] == ["Which car did I purchase?"]

@@ -265,3 +265,31 @@ async def test_live_writes_in_speaking_order_keep_repeated_short_answers(store, 
         await memory.record_live_turn(call, convo[: p + 1], max_history=32, turn_key=key)
         await memory.record_live_turn(call, convo[: p + 1], max_history=32, turn_key=key)  # a retried turn
     assert [(t.role, t.content) for t in await store.call_turns(call.call_id)] == convo
+
+
+async def test_a_stale_call_row_handed_to_the_merge_costs_a_retry_not_a_wrong_merge(
+    store, memory: MemoryService, monkeypatch
+) -> None:
+    """A caller's `current` row saves the merge its own read; when the row changed since (another writer), the
+    versioned write refuses it and the merge reads the row again: every line once, in order."""
+    call = make_call()
+    await store.create_call(call)
+    stale = await store.get_call(call.call_id)
+    convo = [("assistant" if i % 2 == 0 else "user", f"line {i}") for i in range(12)]
+    await memory.record_snapshot(call, convo[:6], max_history=32)  # another writer, after `stale` was read
+    reads: list[str] = []
+    get_call = type(store).get_call
+
+    async def counting_get_call(self, call_id: str):
+        reads.append(call_id)
+        return await get_call(self, call_id)
+
+    monkeypatch.setattr(type(store), "get_call", counting_get_call)
+    await memory.record_snapshot(call, convo[:10], max_history=32, current=stale)
+    assert len(reads) == 1  # the retry's fresh read
+    fresh = await store.get_call(call.call_id)
+    reads.clear()
+    await memory.record_snapshot(call, convo, max_history=32, current=fresh)
+    assert reads == []  # an up-to-date row: no read at all
+    turns = await store.call_turns(call.call_id)
+    assert [(t.role, t.content) for t in turns] == convo

@@ -15,7 +15,7 @@ from bot.memory.postcall import POST_CHAT_JOB, PostCallProcessor, facts_learned,
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, ChatRecord, FactRecord
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
+from tests.factories import make_call, seed_fact
 
 USER = 42
 TUESDAY = datetime(2024, 3, 12, 14, 5, tzinfo=UTC).timestamp()
@@ -99,7 +99,7 @@ async def test_assistant_words_and_injected_memory_never_become_facts(store, mem
     earlier = await ended_call(
         store, memory, [("user", "I collect vintage typewriters.")], started_at=TUESDAY - 86400 * 30, queue=False
     )
-    await store.add_fact(USER, "The user lives in Lisbon.", TUESDAY - 86400 * 30, call_id=earlier.call_id)
+    await seed_fact(store, USER, "The user lives in Lisbon.", TUESDAY - 86400 * 30, call_id=earlier.call_id)
     injected = await memory.build_context(USER)
     block = injected[1]["content"]
     assert "typewriters" in block
@@ -128,7 +128,7 @@ async def test_assistant_words_and_injected_memory_never_become_facts(store, mem
 
 
 async def test_contradiction_supersedes_the_old_fact(store, memory, fake_llm, llm) -> None:
-    old = await store.add_fact(USER, "The user lives in San Francisco.", TUESDAY - 86400)
+    old = await seed_fact(store, USER, "The user lives in San Francisco.", TUESDAY - 86400)
     call = await ended_call(store, memory, [("user", "We moved to Seattle last month.")])
     fake_llm.queue_reply(
         reply("Moved.", fact("The user lives in Seattle.", "We moved to Seattle", replaces=[old.fact_id]))
@@ -148,8 +148,8 @@ async def test_duplicates_confirm_instead_of_adding(store, memory, fake_llm, llm
     first = await ended_call(
         store, memory, [("user", "My dog is called Biscuit.")], started_at=TUESDAY - 86400, queue=False
     )
-    dog = await store.add_fact(USER, "The user's dog is called Biscuit.", TUESDAY - 86400, call_id=first.call_id)
-    tea = await store.add_fact(USER, "The user likes green tea.", TUESDAY - 86400, call_id=first.call_id)
+    dog = await seed_fact(store, USER, "The user's dog is called Biscuit.", TUESDAY - 86400, call_id=first.call_id)
+    tea = await seed_fact(store, USER, "The user likes green tea.", TUESDAY - 86400, call_id=first.call_id)
     call = await ended_call(store, memory, [("user", "Biscuit, my dog, says hi. I still like green tea.")])
     fake_llm.queue_reply(
         reply(
@@ -168,7 +168,7 @@ async def test_duplicates_confirm_instead_of_adding(store, memory, fake_llm, llm
 
 
 async def test_reingesting_what_was_recalled_does_not_grow_the_store(store, memory, fake_llm, llm) -> None:
-    dog = await store.add_fact(USER, "The user's dog is called Biscuit.", TUESDAY - 86400)
+    dog = await seed_fact(store, USER, "The user's dog is called Biscuit.", TUESDAY - 86400)
     for _ in range(3):
         await ended_call(store, memory, [("user", "Remember, my dog is called Biscuit.")])
         fake_llm.queue_reply(reply("Dog.", fact("The user's dog is called Biscuit.", "my dog is called Biscuit")))
@@ -178,7 +178,7 @@ async def test_reingesting_what_was_recalled_does_not_grow_the_store(store, memo
 
 
 async def test_ids_of_other_users_or_old_facts_are_ignored(store, memory, fake_llm, llm) -> None:
-    theirs = await store.add_fact(7, "Someone else lives in Oslo.", 1.0)
+    theirs = await seed_fact(store, 7, "Someone else lives in Oslo.", 1.0)
     await ended_call(store, memory, [("user", "I live in Rome.")])
     fake_llm.queue_reply(
         reply(
@@ -435,7 +435,7 @@ def test_reconcile_plans_confirmations_and_replacements() -> None:
 
 
 async def test_a_fact_forgotten_while_the_llm_answers_is_not_learned_again(store, memory, fake_llm, llm) -> None:
-    known = await store.add_fact(USER, "The user's dog is called Biscuit.", TUESDAY - 86400)
+    known = await seed_fact(store, USER, "The user's dog is called Biscuit.", TUESDAY - 86400)
     call = await ended_call(store, memory, DOG_CALL)
 
     async def forget_then_answer(body: dict) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bot import cli
@@ -14,7 +15,8 @@ from bot.store import copy as copy_module
 from bot.store.copy import store_for_url
 from bot.store.models import ChatRecord
 from bot.store.repository import Store
-from tests.factories import make_call
+from bot.store.vectors import pack
+from tests.factories import make_call, seed_fact
 
 MEMBERS = [101, 202, 303]
 
@@ -34,7 +36,7 @@ async def seed(store: Store) -> None:
         await store.enqueue_job("extract", call.call_id, 20.0)
         job = await store.claim_job(30.0, lease_seconds=60)
         assert job is not None
-        old = await store.add_fact(user_id, "Likes coffee", 5.0, call_id=call.call_id)
+        old = await seed_fact(store, user_id, "Likes coffee", 5.0, call_id=call.call_id)
         await store.apply_extraction(
             job.job_id, job.attempts, user_id, 40.0, call_id=call.call_id,
             new_facts=[("Likes tea, not coffee", [old.fact_id])], summary=f"Member {user_id} talked about tea.",
@@ -63,6 +65,15 @@ async def exports(url: str) -> dict[int, dict]:
         await store.close()
 
 
+async def vectors(url: str) -> dict[int, list]:
+    store = store_for_url(url)
+    await store.open()
+    try:
+        return {user_id: await store.member_vectors(user_id, "embed-model") for user_id in MEMBERS}
+    finally:
+        await store.close()
+
+
 async def copy(source: str, target: str) -> int:
     return await cli.copy_db(Settings(), argparse.Namespace(source=source, target=target))
 
@@ -74,17 +85,26 @@ async def test_sqlite_to_postgresql_and_back_gives_identical_exports(
     source = store_for_url(sqlite_url)
     await source.open()
     await seed(source)
+    for n, user_id in enumerate(MEMBERS):  # dense retrieval's vectors of each member's call lines
+        lines = await source.recent_turns_of(user_id, 10)
+        rows = [("turn", t.turn_id, pack(np.full(4, n + t.seq, dtype=np.float32))) for t in lines if t.call_id]
+        await source.put_vectors(user_id, "embed-model", rows)
     await source.close()
     before = await exports(sqlite_url)
     assert all(len(e["calls"][0]["turns"]) == 2 and len(e["facts"]) == 2 for e in before.values())
+    embedded = await vectors(sqlite_url)
+    assert all(len(v) == 2 for v in embedded.values())
 
     assert await copy(sqlite_url, postgres_url) == 0
     assert "Every member's export is identical on both sides (3 members)" in capsys.readouterr().out
     assert await exports(postgres_url) == before
 
+    assert await vectors(postgres_url) == embedded
+
     back = f"sqlite:///{tmp_path / 'back.db'}"
     assert await copy(postgres_url, back) == 0
     assert await exports(back) == before
+    assert await vectors(back) == embedded
 
     # The copy is a working database: search finds the copied lines, new rows get fresh ids, settings came along.
     target = store_for_url(postgres_url)
@@ -92,12 +112,16 @@ async def test_sqlite_to_postgresql_and_back_gives_identical_exports(
     try:
         hits = await target.search_turns(MEMBERS[0], "tea", 5)
         assert [t.user_id for t in hits] == [MEMBERS[0]]
-        fact = await target.add_fact(MEMBERS[0], "New fact", 70.0)
+        fact = await seed_fact(target, MEMBERS[0], "New fact", 70.0)
         assert fact.fact_id > max(f["id"] for e in before.values() for f in e["facts"])
         settings = await target.get_guild_settings(7)
         assert (settings.persona, settings.retention_days, settings.calls_enabled) == ("A pirate", 30, False)
         assert await target.get_meta("commands_hash") == "abc"
         assert await target.job_state("extract", before[MEMBERS[0]]["calls"][0]["id"]) == "done"
+        chat_turn = (await target.chat_turns(f"chat-{MEMBERS[0]}"))[0]
+        assert await target.put_vectors(MEMBERS[0], "embed-model", [("turn", chat_turn.turn_id, b"\0" * 16)]) == 1
+        newest = (await target.member_vectors(MEMBERS[0], "embed-model"))[-1]
+        assert newest.vector_id > max(v.vector_id for vs in embedded.values() for v in vs)
     finally:
         await target.close()
 

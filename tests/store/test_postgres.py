@@ -17,7 +17,7 @@ from bot.memory.service import MemoryService
 from bot.store.pg_migrations import PG_LATEST_VERSION
 from bot.store.postgres import PostgresStore
 from bot.store.repository import SchemaTooNew
-from tests.factories import make_call
+from tests.factories import make_call, seed_fact, seed_summary
 from tests.harness import free_port
 from tests.postgres import PostgresCluster
 
@@ -93,8 +93,8 @@ async def test_forget_removes_every_row_and_reports_what_the_cluster_files_still
     await memory.record_snapshot(
         call, [("user", f"my secret word is {MARKERS[0]}"), ("assistant", f"noted {MARKERS[1]}")], max_history=32
     )
-    await store.add_fact(77, f"Secret word is {MARKERS[2]}", 1.0, call_id=call.call_id)
-    await store.set_summary(call_id=call.call_id, text=f"Talked about {MARKERS[0]}")
+    await seed_fact(store, 77, f"Secret word is {MARKERS[2]}", 1.0, call_id=call.call_id)
+    await seed_summary(store, f"Talked about {MARKERS[0]}", call_id=call.call_id)
     keeper = make_call(user_id=78, state="ended")
     await store.create_call(keeper)
     await memory.record_snapshot(keeper, [("user", "zqxkeepme stays")], max_history=32)

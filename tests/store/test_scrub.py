@@ -13,7 +13,7 @@ from bot.__main__ import main
 from bot.app import open_services
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
+from tests.factories import make_call, seed_fact
 from tests.harness import make_settings
 
 MARKERS = ["zqxscrubalpha", "zqxscrubbravo"]
@@ -33,7 +33,7 @@ async def remember_markers(store: SqliteStore, memory: MemoryService, user_id: i
     call = make_call(user_id=user_id, state="ended")
     await store.create_call(call)
     await memory.record_snapshot(call, [("user", f"my word is {MARKERS[0]}")], max_history=32)
-    await store.add_fact(user_id, f"Word is {MARKERS[1]}", 1.0, call_id=call.call_id)
+    await seed_fact(store, user_id, f"Word is {MARKERS[1]}", 1.0, call_id=call.call_id)
 
 
 async def test_a_kill_between_forget_and_scrub_is_finished_at_the_next_start(tmp_path: Path) -> None:

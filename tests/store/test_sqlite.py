@@ -13,7 +13,7 @@ from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 from bot.store.models import ChatRecord, NewTurn
 from bot.store.repository import SchemaTooNew, TurnsChanged
 from bot.store.sqlite import SqliteStore, _split_sql
-from tests.factories import make_call
+from tests.factories import extract, make_call, seed_fact, seed_summary
 
 
 async def test_fresh_database_is_migrated_with_safe_pragmas(sqlite_store: SqliteStore) -> None:
@@ -106,11 +106,10 @@ async def test_search_stems_words_and_can_leave_out_the_current_call(store: Sqli
 
 
 async def test_fact_ranking_is_scoped_to_the_member_and_to_current_facts(store: SqliteStore) -> None:
-    mine = await store.add_fact(1, "Drinks green tea every morning", 1.0)
-    old = await store.add_fact(1, "Drinks black tea", 1.0)
-    newer = await store.add_fact(1, "Switched from black tea to coffee", 2.0)
-    await store.supersede_fact(old.fact_id, newer.fact_id, 2.0)
-    await store.add_fact(2, "Drinks tea", 1.0)
+    mine = await seed_fact(store, 1, "Drinks green tea every morning", 1.0)
+    old = await seed_fact(store, 1, "Drinks black tea", 1.0)
+    newer = await seed_fact(store, 1, "Switched from black tea to coffee", 2.0, replaces=[old.fact_id])
+    await seed_fact(store, 2, "Drinks tea", 1.0)
     ranked = await store.rank_facts(1, "which teas", 10)
     assert {f.fact_id for f, _ in ranked} == {mine.fact_id, newer.fact_id}
     assert all(f.user_id == 1 and score > 0 for f, score in ranked)
@@ -153,7 +152,7 @@ async def test_retention_purges_old_transcripts_of_that_server_only(store: Sqlit
     for call in (old, recent, elsewhere):
         await store.create_call(call)
         await memory.record_snapshot(call, [("user", f"said in {call.call_id}")], max_history=32)
-    fact = await store.add_fact(42, "Likes tea", time.time(), call_id=old.call_id)
+    fact = await seed_fact(store, 42, "Likes tea", time.time(), call_id=old.call_id)
     removed = await memory.purge_expired(5, retention_days=30)
     assert removed == 1
     assert await store.call_turns(old.call_id) == []
@@ -166,9 +165,9 @@ async def test_forgetting_a_call_removes_facts_that_came_only_from_it(store: Sql
     a, b = make_call(state="ended"), make_call(state="ended")
     for call in (a, b):
         await store.create_call(call)
-    only_a = await store.add_fact(42, "Has a cat named Miso", 1.0, call_id=a.call_id)
-    both = await store.add_fact(42, "Lives in Lyon", 1.0, call_id=a.call_id)
-    await store.confirm_fact(both.fact_id, 2.0, call_id=b.call_id)
+    only_a = await seed_fact(store, 42, "Has a cat named Miso", 1.0, call_id=a.call_id)
+    both = await seed_fact(store, 42, "Lives in Lyon", 1.0, call_id=a.call_id)
+    await extract(store, 42, 2.0, call_id=b.call_id, confirmed=[both.fact_id])
     result = await memory.forget_conversation(42, "call", a.call_id)
     assert result is not None and result.facts == 1 and result.calls == 1
     assert await store.get_fact(only_a.fact_id) is None
@@ -189,8 +188,8 @@ async def test_forget_all_leaves_no_trace_in_any_page_of_the_file(tmp_path: Path
         [("user", f"my secret word is {markers[0]}"), ("assistant", f"noted {markers[1]}")],
         max_history=32,
     )
-    await store.add_fact(77, f"Secret word is {markers[2]}", 1.0, call_id=call.call_id)
-    await store.set_summary(call_id=call.call_id, text=f"Talked about {markers[0]}")
+    await seed_fact(store, 77, f"Secret word is {markers[2]}", 1.0, call_id=call.call_id)
+    await seed_summary(store, f"Talked about {markers[0]}", call_id=call.call_id)
     keeper = make_call(user_id=78, state="ended")
     await store.create_call(keeper)
     await memory.record_snapshot(keeper, [("user", "zqxkeepme stays")], max_history=32)
@@ -218,8 +217,8 @@ async def test_export_contains_everything_stored_about_the_user(store: SqliteSto
     await store.create_call(call)
     await store.set_consent(5, True, 1.0)
     await memory.record_snapshot(call, [("assistant", "Hi"), ("user", "I'm Ada")], max_history=32)
-    await store.add_fact(5, "Name is Ada", 2.0, call_id=call.call_id)
-    await store.set_summary(call_id=call.call_id, text="Introductions.")
+    await seed_fact(store, 5, "Name is Ada", 2.0, call_id=call.call_id)
+    await seed_summary(store, "Introductions.", call_id=call.call_id)
     export = await memory.export(5)
     assert export["user_id"] == "5"
     assert export["settings"]["consent"] == "remember"
@@ -230,7 +229,7 @@ async def test_export_contains_everything_stored_about_the_user(store: SqliteSto
 
 async def test_memory_page_is_paginated_with_counts(store: SqliteStore, memory) -> None:
     for i in range(20):
-        await store.add_fact(9, f"fact number {i}", float(i))
+        await seed_fact(store, 9, f"fact number {i}", float(i))
     first = await memory.page(9, page=0, facts_per_page=8)
     third = await memory.page(9, page=2, facts_per_page=8)
     assert first.fact_count == 20
@@ -249,7 +248,7 @@ async def test_the_memory_fence_refuses_writes_started_before_a_forget_or_pause(
     before = await store.memory_generation(5)
     assert await store.apply_call_turns(call.call_id, 5, line, [], anchored=True, checkpoint_at=1.0, generation=before)
 
-    await store.forget_fact(5, (await store.add_fact(5, "a fact", 1.0)).fact_id)  # any forget moves the fence
+    await store.forget_fact(5, (await seed_fact(store, 5, "a fact", 1.0)).fact_id)  # any forget moves the fence
     assert await store.memory_generation(5) == before + 1
     late = [NewTurn("user", "late", 2.0, 1, 0, False, 0)]
     assert not await store.apply_call_turns(

@@ -6,9 +6,9 @@ across processes sharing the file too.
 
 One module per aggregate, each a mixin over the shared connection of `base.SqliteBase` that implements one
 protocol of `bot.store.repository`: `accounts` (AccountStore), `guild_settings` (GuildSettingsStore),
-`conversations` (ConversationStore), `facts` (FactStore), `privacy` (PrivacyStore), `jobs` (JobStore); `base`
-holds the lifecycle (StoreLifecycle), `fences` the memory fence every member write passes, `fulltext` the BM25
-ranking shared by turns and facts. `SqliteStore` composes them.
+`conversations` (ConversationStore), `facts` (FactStore), `privacy` (PrivacyStore), `jobs` (JobStore),
+`vectors` (VectorStore, dense retrieval); `base` holds the lifecycle (StoreLifecycle), `fences` the memory fence
+every member write passes, `fulltext` the BM25 ranking shared by turns and facts. `SqliteStore` composes them.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from bot.store.sqlite.fulltext import fts_query
 from bot.store.sqlite.guild_settings import SqliteGuildSettings
 from bot.store.sqlite.jobs import SqliteJobs
 from bot.store.sqlite.privacy import SCRUB_BUSY_TIMEOUT_MS, SqlitePrivacy
+from bot.store.sqlite.vectors import SqliteVectors
 
 __all__ = ["SCRUB_BUSY_TIMEOUT_MS", "SqliteStore", "_split_sql", "fts_query", "memory_write_allowed"]
 
@@ -33,6 +34,7 @@ class SqliteStore(
     SqliteFacts,
     SqlitePrivacy,
     SqliteJobs,
+    SqliteVectors,
     SqliteBase,
 ):
     """Every aggregate over one connection: implements `bot.store.repository.Store`."""

@@ -13,7 +13,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.repository import SchemaTooNew, StorageFull
+from bot.store.sqlite import trips
+from bot.store.sqlite.trips import T, in_transaction
 
 
 class SqliteBase:
@@ -135,16 +137,24 @@ class SqliteBase:
         async with self._lock, self._transaction() as db:
             yield db
 
+    async def _one_trip(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``work(conn, *args, **kwargs)`` (see bot.store.sqlite.trips) in one transaction, in ONE trip to the
+        database thread, however many statements it runs."""
+        with _storage_errors():
+            async with self._lock:
+                return await trips.on_thread(self.db, in_transaction, work, *args, **kwargs)
+
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """One round trip to the database thread (execute, fetch and close together)."""
         async with self._lock:
             return list(await self.db.execute_fetchall(sql, tuple(params)))
 
     async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
-        """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed."""
+        """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed.
+        One trip to the database thread (execute and close together)."""
         with _storage_errors():
-            async with self._lock, self.db.execute(sql, tuple(params)) as cur:
-                return max(cur.rowcount, 0)
+            async with self._lock:
+                return await trips.on_thread(self.db, trips.changes, sql, tuple(params))
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)

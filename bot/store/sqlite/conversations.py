@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +19,7 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
-from bot.store.repository import OpenCallExists, TurnsChanged
+from bot.store.sqlite import trips
 from bot.store.sqlite.base import _call, _chat, _to_db, _turn
 from bot.store.sqlite.fences import memory_write_allowed
 from bot.store.sqlite.fulltext import SqliteFullText
@@ -34,16 +33,7 @@ class SqliteConversations(SqliteFullText):
 
     async def create_call(self, call: CallRecord) -> None:
         values = [_to_db(getattr(call, name)) for name in _CALL_COLUMNS]
-        try:
-            async with self._tx() as db:
-                await db.execute(
-                    f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) VALUES ({', '.join('?' * len(_CALL_COLUMNS))})",
-                    values,
-                )
-        except sqlite3.IntegrityError as exc:
-            if "calls.user_id" in str(exc):
-                raise OpenCallExists(call.user_id) from exc
-            raise
+        await self._one_trip(trips.create_call, values, call.user_id)
 
     async def get_call(self, call_id: str) -> CallRecord | None:
         row = await self._one("SELECT * FROM calls WHERE call_id = ?", (call_id,))
@@ -193,42 +183,17 @@ class SqliteConversations(SqliteFullText):
         generation: int | None = None,
         expected_version: int | None = None,
     ) -> bool:
-        async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, call_id=call_id):
-                return False
-            cur = await db.execute(
-                "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
-                "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
-                (int(anchored), checkpoint_at, call_id, expected_version, expected_version),
-            )
-            if cur.rowcount != 1 and expected_version is not None:
-                raise TurnsChanged(call_id)
-            if updates:
-                await db.executemany(
-                    "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
-                    "WHERE turn_id = ? AND call_id = ?",
-                    [(u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id) for u in updates],
-                )
-            if inserts:
-                await db.executemany(
-                    "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
-                    "source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice')",
-                    [
-                        (
-                            user_id,
-                            call_id,
-                            t.seq,
-                            t.segment,
-                            int(t.partial),
-                            t.captured,
-                            t.role,
-                            t.content,
-                            t.spoken_at,
-                        )
-                        for t in inserts
-                    ],
-                )
-            return True
+        return await self._one_trip(
+            trips.apply_call_turns,
+            call_id,
+            user_id,
+            inserts,
+            updates,
+            anchored=anchored,
+            checkpoint_at=checkpoint_at,
+            generation=generation,
+            expected_version=expected_version,
+        )
 
     async def append_chat_turn(
         self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
@@ -347,13 +312,6 @@ class SqliteConversations(SqliteFullText):
         await self._write("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
 
     # ---- summaries and listings ------------------------------------------------------------------------
-
-    async def set_summary(self, *, call_id: str | None = None, chat_id: str | None = None, text: str) -> None:
-        async with self._tx() as db:
-            if call_id:
-                await db.execute("UPDATE calls SET summary = ? WHERE call_id = ?", (text, call_id))
-            else:
-                await db.execute("UPDATE chats SET summary = ? WHERE chat_id = ?", (text, chat_id))
 
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
         rows = await self._all(

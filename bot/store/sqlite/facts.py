@@ -18,46 +18,6 @@ class SqliteFacts(SqliteFullText):
     """Implements `bot.store.repository.FactStore`: facts, their sources and supersession, and the post-call
     extraction results written in one transaction."""
 
-    async def add_fact(
-        self, user_id: int, text: str, at: float, *, call_id: str | None = None, chat_id: str | None = None
-    ) -> FactRecord:
-        async with self._tx() as db:
-            cur = await db.execute(
-                "INSERT INTO facts (user_id, text, source_call_id, source_chat_id, created_at, updated_at, "
-                "confirmed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (user_id, text, call_id, chat_id, at, at, at),
-            )
-            fact_id = int(cur.lastrowid or 0)
-            if call_id or chat_id:
-                await db.execute(
-                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)",
-                    (fact_id, call_id, chat_id),
-                )
-        fact = await self.get_fact(fact_id)
-        assert fact is not None
-        return fact
-
-    async def confirm_fact(
-        self, fact_id: int, at: float, *, call_id: str | None = None, chat_id: str | None = None
-    ) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                "UPDATE facts SET mentions = mentions + 1, confirmed_at = ?, updated_at = ? WHERE fact_id = ?",
-                (at, at, fact_id),
-            )
-            if call_id or chat_id:
-                await db.execute(
-                    "INSERT INTO fact_sources (fact_id, call_id, chat_id) VALUES (?, ?, ?)",
-                    (fact_id, call_id, chat_id),
-                )
-
-    async def supersede_fact(self, old_fact_id: int, new_fact_id: int, at: float) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                "UPDATE facts SET superseded_by = ?, invalidated_at = ?, updated_at = ? WHERE fact_id = ?",
-                (new_fact_id, at, at, old_fact_id),
-            )
-
     async def get_fact(self, fact_id: int) -> FactRecord | None:
         row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = ?", (fact_id,))
         return None if row is None else _fact(row)

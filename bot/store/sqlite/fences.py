@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import aiosqlite
 
-from bot.store.models import (
-    Conversation,
-)
+from bot.store.sqlite import trips
 
 
 async def memory_write_allowed(
@@ -19,31 +17,9 @@ async def memory_write_allowed(
     call_id: str | None = None,
     chat_id: str | None = None,
 ) -> bool:
-    """The fence every write of a member's memory passes, inside the write's own transaction.
-
-    False when the member forgot something or paused memory since the writer read `generation` (from
-    `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
-    chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
-    generation check."""
-    if generation is not None:
-        async with db.execute("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,)) as cur:
-            row = await cur.fetchone()
-        if (int(row[0]) if row else 0) != generation:
-            return False
-    async with db.execute("SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0", (user_id,)) as cur:
-        if await cur.fetchone() is not None:
-            return False
-    if call_id is not None or chat_id is not None:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
-        column, ref = convo.column, convo.ref_id
-        table = convo.table
-        purged = " AND transcript_purged_at IS NULL" if call_id else ""
-        async with db.execute(
-            f"SELECT 1 FROM {table} WHERE {column} = ? AND user_id = ? AND private = 0{purged}", (ref, user_id)
-        ) as cur:
-            if await cur.fetchone() is None:
-                return False
-    return True
+    """The fence every write of a member's memory passes, inside the write's own transaction (see
+    `bot.store.sqlite.trips.memory_write_allowed`), checked in one trip to the database thread."""
+    return await trips.on_thread(db, trips.memory_write_allowed, user_id, generation, call_id=call_id, chat_id=chat_id)
 
 
 async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:

@@ -1,0 +1,288 @@
+"""Optional dense retrieval (``llm.embedding_model``): embeddings of a member's lines and facts, fused with BM25.
+
+- After a conversation, the post-call queue runs an ``embed`` job (``bot.memory.postcall``) that calls
+  ``MemberEmbedder.embed_member``: the member's lines and current facts that have no vector of the configured model
+  yet are embedded in batches of ``EMBED_BATCH`` texts (one ``/embeddings`` request each) and each batch is stored in
+  its own transaction, so a crash resumes where it stopped and a retry never stores a vector twice (one row per
+  line or fact). The same job is the backfill of what was stored before the setting was turned on (or under another
+  model): it embeds at most ``EMBED_BATCHES_PER_JOB`` batches, newest first, then queues a continuation job.
+- For a query-aware build (text chat, each utterance of a live call), ``DenseRetriever.fuse`` embeds the utterance
+  (one request, ``QUERY_TIMEOUT_SECONDS``; on any failure the build stays lexical and the failure is logged once
+  until embeddings work again), scores the member's vectors by cosine similarity (one float32 matrix per member,
+  cached and checked against ``vectors_stamp`` on each build, dropped on forget) and merges the nearest lines and
+  facts with the BM25 rankings by reciprocal rank fusion (``RRF_K``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from bot.llm.embeddings import EmbeddingClient
+from bot.llm.errors import LLMError
+from bot.store.models import FactRecord, TurnRecord
+from bot.store.vectors import ItemKind, StoredVector, VectorStore, pack, unpack
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60
+"""Reciprocal rank fusion's constant (the usual 60): an item's fused score is the sum of 1 / (RRF_K + rank)."""
+QUERY_TIMEOUT_SECONDS = 1.5
+"""How long a build waits for the utterance's embedding before it goes on with BM25 alone."""
+EMBED_BATCH = 64
+EMBED_BATCHES_PER_JOB = 8
+MAX_EMBED_CHARS = 8000
+"""Longer texts are cut before embedding (models have an input limit; lines are far shorter)."""
+DENSE_LINES = 20
+DENSE_FACTS = 10
+"""Lines and facts taken from the dense ranking. The BM25 side lists only lines sharing a word with the query,
+but every line has some cosine similarity to it; with RRF_K = 60 even rank 100 would score more than half of
+rank 1, so only the head of the dense ranking takes part."""
+CACHED_MEMBERS = 256
+CACHED_BYTES = 256 << 20
+"""Kept matrices are also bounded by size: a member with 5,500 vectors of 1536 numbers takes 34 MB."""
+THREAD_SCORING_SIZE = 1 << 20
+"""Matrices of at least this many numbers (e.g. 700 vectors of 1536) are scored off the event loop."""
+
+T = TypeVar("T")
+Matrix = npt.NDArray[np.float32]
+
+
+def fuse(*rankings: Sequence[int], k: int = RRF_K) -> dict[int, float]:
+    """Reciprocal rank fusion of rankings (ids, best first): id -> sum over rankings of 1 / (k + rank)."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return scores
+
+
+def _unit(matrix: Matrix) -> Matrix:
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    unit: Matrix = np.asarray(matrix / norms, dtype=np.float32)
+    return unit
+
+
+class MemberEmbedder:
+    """The post-call step: embeds a member's lines and facts that have no vector of the model yet."""
+
+    def __init__(
+        self,
+        store: VectorStore,
+        client: EmbeddingClient,
+        *,
+        batch: int = EMBED_BATCH,
+        max_batches: int = EMBED_BATCHES_PER_JOB,
+    ):
+        self.store = store
+        self.client = client
+        self.batch = batch
+        self.max_batches = max_batches
+
+    async def embed_member(self, user_id: int) -> tuple[int, bool]:
+        """(vectors stored, whether some remain for a continuation job). ``LLMError`` when the server fails:
+        the batches stored before it stay, the job is retried later and goes on from there."""
+        model = self.client.model
+        stored = 0
+        for _ in range(self.max_batches):
+            items = await self.store.unembedded(user_id, model, self.batch)
+            if not items:
+                return stored, False
+            matrix = await self.client.embed([item.text[:MAX_EMBED_CHARS] for item in items])
+            rows = [(item.kind, item.item_id, pack(row)) for item, row in zip(items, matrix, strict=True)]
+            stored += await self.store.put_vectors(user_id, model, rows)
+            if len(items) < self.batch:
+                return stored, False
+        return stored, bool(await self.store.unembedded(user_id, model, 1))
+
+
+@dataclass(frozen=True)
+class _MemberMatrix:
+    stamp: tuple[int, int]
+    last_id: int
+    size: int
+    turn_ids: npt.NDArray[np.int64]
+    turns: Matrix
+    fact_ids: npt.NDArray[np.int64]
+    facts: Matrix
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.turns.nbytes + self.facts.nbytes + self.turn_ids.nbytes + self.fact_ids.nbytes)
+
+    def extended(self, newer: Sequence[StoredVector], stamp: tuple[int, int]) -> _MemberMatrix:
+        """This matrix with the rows of ``newer`` (vectors stored since it was read) appended."""
+        rows = [(v.kind, v.item_id, row) for v in newer if len(row := unpack(v.vector)) == self.size]
+        turn_ids, turns = _part(rows, "turn", self.size)
+        fact_ids, facts = _part(rows, "fact", self.size)
+        return _MemberMatrix(
+            stamp,
+            max([self.last_id, *(v.vector_id for v in newer)]),
+            self.size,
+            np.concatenate([self.turn_ids, turn_ids]),
+            np.vstack([self.turns, turns]),
+            np.concatenate([self.fact_ids, fact_ids]),
+            np.vstack([self.facts, facts]),
+        )
+
+
+def _read_matrix(stored: Sequence[StoredVector], stamp: tuple[int, int]) -> _MemberMatrix:
+    """All of a member's vectors of one model, as unit rows (those of another length than most are left out)."""
+    rows = [unpack(v.vector) for v in stored]
+    sizes = [len(row) for row in rows]
+    size = max(set(sizes), key=sizes.count) if sizes else 0
+    kept = [(v.kind, v.item_id, row) for v, row in zip(stored, rows, strict=True) if len(row) == size]
+    last_id = max((v.vector_id for v in stored), default=0)
+    return _MemberMatrix(stamp, last_id, size, *_part(kept, "turn", size), *_part(kept, "fact", size))
+
+
+def _part(kept: list[tuple[ItemKind, int, Matrix]], kind: ItemKind, size: int) -> tuple[npt.NDArray[np.int64], Matrix]:
+    ids = np.array([item_id for k, item_id, _ in kept if k == kind], dtype=np.int64)
+    rows = [row for k, _, row in kept if k == kind]
+    matrix = _unit(np.vstack(rows)) if rows else np.zeros((0, size), dtype=np.float32)
+    return ids, matrix
+
+
+class DenseRetriever:
+    """Query-time half: the utterance's embedding, the member's nearest lines and facts, fused with BM25."""
+
+    def __init__(
+        self,
+        store: VectorStore,
+        client: EmbeddingClient,
+        *,
+        query_timeout: float = QUERY_TIMEOUT_SECONDS,
+        cached_members: int = CACHED_MEMBERS,
+        cached_bytes: int = CACHED_BYTES,
+    ):
+        self.store = store
+        self.client = client
+        self.query_timeout = query_timeout
+        self.cached_members = cached_members
+        self.cached_bytes = cached_bytes
+        self._cache: OrderedDict[int, _MemberMatrix] = OrderedDict()
+        self._failing = False
+
+    def forget_cached(self, user_id: int | None = None) -> None:
+        """Drop kept vectors: of one member, or of everyone."""
+        if user_id is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(user_id, None)
+
+    async def embed_query(self, text: str) -> Matrix | None:
+        """The utterance's unit vector, or None (logged once per run of failures) when it cannot be had in time."""
+        try:
+            matrix = await asyncio.wait_for(
+                self.client.embed([text[:MAX_EMBED_CHARS]], wait_seconds=self.query_timeout), self.query_timeout
+            )
+        except (LLMError, TimeoutError) as exc:
+            if not self._failing:
+                self._failing = True
+                log.warning(
+                    "dense retrieval: the utterance could not be embedded (%s); memory is searched with BM25 "
+                    "alone until llm.embedding_model answers again",
+                    getattr(exc, "message", None) or type(exc).__name__,
+                )
+            return None
+        if self._failing:
+            self._failing = False
+            log.info("dense retrieval: embeddings answer again")
+        return _unit(matrix[0])
+
+    async def _matrix(self, user_id: int) -> _MemberMatrix | None:
+        model = self.client.model
+        stamp = await self.store.vectors_stamp(user_id, model)
+        if stamp[0] == 0:
+            self._cache.pop(user_id, None)
+            return None
+        cached = self._cache.get(user_id)
+        if cached is not None and cached.stamp == stamp:
+            self._cache.move_to_end(user_id)
+            return cached
+        entry = None
+        if cached is not None:  # only new vectors since (the count and the id sum say so): append them
+            newer = await self.store.member_vectors(user_id, model, after_id=cached.last_id)
+            if (cached.stamp[0] + len(newer), cached.stamp[1] + sum(v.vector_id for v in newer)) == stamp:
+                entry = cached.extended(newer, stamp)
+        if entry is None:
+            entry = _read_matrix(await self.store.member_vectors(user_id, model), stamp)
+        self._cache[user_id] = entry
+        self._cache.move_to_end(user_id)
+        while len(self._cache) > 1 and (
+            len(self._cache) > self.cached_members or sum(m.nbytes for m in self._cache.values()) > self.cached_bytes
+        ):
+            self._cache.popitem(last=False)
+        return entry
+
+    @staticmethod
+    async def _nearest(ids: npt.NDArray[np.int64], matrix: Matrix, query: Matrix, limit: int) -> list[int]:
+        """Ids of the ``limit`` rows most similar to ``query`` (cosine above zero), best first.
+
+        The product is numpy's own single-threaded loop (einsum), not BLAS: on a small shared machine a
+        multi-threaded BLAS matrix-vector product was several times slower (bench/dense_retrieval.py). A large
+        matrix is scored in a worker thread (the loop releases the GIL), so other calls' requests go on."""
+        if not len(ids) or matrix.shape[1] != query.shape[0] or limit <= 0:
+            return []
+        if matrix.size >= THREAD_SCORING_SIZE:
+            scores = await asyncio.to_thread(np.einsum, "ij,j->i", matrix, query)
+        else:
+            scores = np.einsum("ij,j->i", matrix, query)
+        top = np.argpartition(-scores, limit - 1)[:limit] if limit < len(ids) else np.arange(len(ids))
+        best = top[np.argsort(-scores[top], kind="stable")]
+        return [int(ids[i]) for i in best if scores[i] > 0]
+
+    async def fuse(
+        self,
+        user_id: int,
+        query: str,
+        facts: list[tuple[FactRecord, float]],
+        turns: list[tuple[TurnRecord, float]],
+        *,
+        limit: int,
+        exclude_call_id: str | None = None,
+    ) -> tuple[list[tuple[FactRecord, float]], list[tuple[TurnRecord, float]]]:
+        """The BM25 rankings of facts and lines fused with the dense ones (scores: RRF), or as they are when the
+        member has no vectors or the utterance cannot be embedded."""
+        member = await self._matrix(user_id)
+        if member is None:
+            return facts, turns
+        vector = await self.embed_query(query)
+        if vector is None:
+            return facts, turns
+        wanted = min(limit, DENSE_LINES)
+        near_turns = await self._nearest(member.turn_ids, member.turns, vector, 2 * wanted)
+        near_facts = await self._nearest(member.fact_ids, member.facts, vector, DENSE_FACTS)
+
+        known_turns = {t.turn_id: t for t, _ in turns}
+        missing = [i for i in near_turns if i not in known_turns]
+        for turn in await self.store.turns_by_id(user_id, missing):
+            known_turns[turn.turn_id] = turn
+        near_turns = [
+            i
+            for i in near_turns
+            if i in known_turns and (exclude_call_id is None or known_turns[i].call_id != exclude_call_id)
+        ][:wanted]
+
+        known_facts = {f.fact_id: f for f, _ in facts}
+        missing = [i for i in near_facts if i not in known_facts]
+        for fact in await self.store.facts_by_id(user_id, missing):
+            known_facts[fact.fact_id] = fact
+        near_facts = [i for i in near_facts if i in known_facts and known_facts[i].current]
+
+        return (
+            _ranked(known_facts, fuse([f.fact_id for f, _ in facts], near_facts)),
+            _ranked(known_turns, fuse([t.turn_id for t, _ in turns], near_turns)),
+        )
+
+
+def _ranked(records: dict[int, T], scores: dict[int, float]) -> list[tuple[T, float]]:
+    return [(records[i], scores[i]) for i in sorted(scores, key=lambda i: -scores[i])]

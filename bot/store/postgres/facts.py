@@ -1,0 +1,149 @@
+"""Facts and the post-call extraction results (`FactStore`) on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
+from bot.store.models import (
+    Conversation,
+    FactRecord,
+)
+from bot.store.postgres.base import _count, _fact, _prefixed
+from bot.store.postgres.fences import memory_write_allowed
+from bot.store.postgres.fulltext import PostgresFullText
+from bot.store.ranking import WORD, rerank
+
+
+class PostgresFacts(PostgresFullText):
+    """Implements `bot.store.repository.FactStore`: facts, their sources and supersession, and the post-call
+    extraction results written in one transaction."""
+
+    async def get_fact(self, fact_id: int) -> FactRecord | None:
+        row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = $1", fact_id)
+        return None if row is None else _fact(row)
+
+    async def list_facts(
+        self,
+        user_id: int,
+        *,
+        include_superseded: bool = False,
+        superseded_only: bool = False,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[FactRecord]:
+        if superseded_only:
+            where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
+        elif include_superseded:
+            where = ""
+        else:
+            where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        rows = await self._all(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 {where} "
+            "ORDER BY (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), confirmed_at DESC, mentions DESC, "
+            "fact_id DESC LIMIT $2 OFFSET $3",
+            user_id,
+            limit,
+            offset,
+        )
+        return [_fact(r) for r in rows]
+
+    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int:
+        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
+        return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM facts WHERE user_id = $1 {where}", user_id))
+
+    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
+        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
+
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        """The member's current facts matching any word of ``query`` (stemmed), best BM25 first."""
+        first = await self._first_stage("facts", "fact_id", user_id, query, limit, ())
+        if not first:
+            return []
+        rows = await self._all(
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = ANY($1::bigint[]) "
+            "AND superseded_by IS NULL AND invalidated_at IS NULL",
+            list(first),
+        )
+        found = [(int(r["fact_id"]), len(WORD.findall(r["text"])), _fact(r)) for r in rows]
+        return rerank(first, found, limit)
+
+    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        rows = await self._all(
+            f"SELECT DISTINCT {_prefixed(_FACT_COLUMNS, 'f')} FROM fact_sources s "
+            f"JOIN facts f ON f.fact_id = s.fact_id WHERE s.{column} = $1 ORDER BY f.fact_id",
+            ref,
+        )
+        return [_fact(r) for r in rows]
+
+    # ---- post-call extraction results ------------------------------------------------------------------
+
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        *,
+        call_id: str | None = None,
+        chat_id: str | None = None,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+        generation: int | None = None,
+    ) -> int | None:
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        column, ref = convo.column, convo.ref_id
+        table = convo.table
+        current = "user_id = $3 AND superseded_by IS NULL AND invalidated_at IS NULL"
+        async with self._tx() as db:
+            status = await db.execute(
+                "UPDATE jobs SET state = 'done', updated_at = $1 WHERE job_id = $2 AND state = 'running' "
+                "AND attempts = $3",
+                at,
+                job_id,
+                attempt,
+            )
+            if _count(status) != 1:
+                return None
+            if not await memory_write_allowed(db, user_id, generation, call_id=call_id, chat_id=chat_id):
+                return 0
+            for fact_id in dict.fromkeys(confirmed):
+                status = await db.execute(
+                    "UPDATE facts SET mentions = mentions + 1, confirmed_at = GREATEST(confirmed_at, $2), "
+                    f"updated_at = $2 WHERE fact_id = $1 AND {current}",
+                    fact_id,
+                    at,
+                    user_id,
+                )
+                if _count(status) == 1:
+                    await db.execute(
+                        f"INSERT INTO fact_sources (fact_id, {column}) SELECT $1, $2 WHERE NOT EXISTS "
+                        f"(SELECT 1 FROM fact_sources WHERE fact_id = $1 AND {column} = $2)",
+                        fact_id,
+                        ref,
+                    )
+            for text, replaces in new_facts:
+                new_id = await db.fetchval(
+                    f"INSERT INTO facts (user_id, text, source_{column}, created_at, updated_at, confirmed_at) "
+                    "VALUES ($1, $2, $3, $4, $4, $4) RETURNING fact_id",
+                    user_id,
+                    text,
+                    ref,
+                    at,
+                )
+                await db.execute(f"INSERT INTO fact_sources (fact_id, {column}) VALUES ($1, $2)", new_id, ref)
+                for old_id in dict.fromkeys(replaces):
+                    await db.execute(
+                        "UPDATE facts SET superseded_by = $2, invalidated_at = $4, updated_at = $4 "
+                        f"WHERE fact_id = $1 AND fact_id != $2 AND {current}",
+                        old_id,
+                        new_id,
+                        user_id,
+                        at,
+                    )
+            if summary is not None:
+                await db.execute(f"UPDATE {table} SET summary = $2 WHERE {column} = $1", ref, summary)
+            return int(await db.fetchval(f"SELECT COUNT(DISTINCT fact_id) FROM fact_sources WHERE {column} = $1", ref))

@@ -1,0 +1,62 @@
+"""The memory fence every write of a member's memory passes (inside the write's own transaction), and the
+writes that move it: a forget or a pause bumps the member's generation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.store.models import (
+    Conversation,
+)
+from bot.store.postgres.base import _OPEN, Connection
+
+
+async def memory_write_allowed(
+    db: Connection,
+    user_id: int,
+    generation: int | None,
+    *,
+    call_id: str | None = None,
+    chat_id: str | None = None,
+) -> bool:
+    """The fence every write of a member's memory passes, inside the write's own transaction (as on SQLite: see
+    `bot.store.sqlite.memory_write_allowed`). The member's fence row is read FOR SHARE, so a forget or pause that
+    bumps it waits for this write to commit, or this write sees the new generation. One statement: the fence
+    row's lock comes first (the select list is evaluated in order), then the pause and the conversation."""
+    checks = ["EXISTS (SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled)"]
+    params: list[Any] = [user_id]
+    if call_id is not None or chat_id is not None:
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        purged = " AND transcript_purged_at IS NULL" if call_id else ""
+        checks.append(
+            f"NOT EXISTS (SELECT 1 FROM {convo.table} WHERE {convo.column} = $2 AND user_id = $1 "
+            f"AND NOT private{purged})"
+        )
+        params.append(convo.ref_id)
+    fence = "(SELECT generation FROM memory_fences WHERE user_id = $1 FOR SHARE)" if generation is not None else "0"
+    row = await db.fetchrow(f"SELECT COALESCE({fence}, 0) AS generation, {' OR '.join(checks)} AS refused", *params)
+    assert row is not None
+    if generation is not None and int(row["generation"]) != generation:
+        return False
+    return not row["refused"]
+
+
+async def _bump_generation(db: Connection, user_id: int) -> None:
+    await db.execute(
+        "INSERT INTO memory_fences (user_id, generation) VALUES ($1, 1) "
+        "ON CONFLICT (user_id) DO UPDATE SET generation = memory_fences.generation + 1",
+        user_id,
+    )
+
+
+async def _forgotten(db: Connection, user_id: int, at: float) -> None:
+    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs."""
+    await _bump_generation(db, user_id)
+    await db.execute("INSERT INTO pending_scrubs (created_at) VALUES ($1)", at)
+
+
+async def _stop_remembering(db: Connection, user_id: int) -> None:
+    """Memory paused (or "without memory" chosen): a running call stops being recorded at once."""
+    await _bump_generation(db, user_id)
+    await db.execute(f"UPDATE calls SET private = TRUE WHERE user_id = $1 AND state IN {_OPEN}", user_id)

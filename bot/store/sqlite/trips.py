@@ -1,0 +1,149 @@
+"""SQLite operations that run whole on aiosqlite's database thread: one trip per operation.
+
+Every ``await`` on an aiosqlite cursor is a trip to the database thread and back (a queue put, a thread switch,
+a wake-up of the event loop). An operation written as a sequence of awaited statements holds the store's lock
+for all of those trips, and under a burst of calls every other operation queues behind them. The functions here
+take the plain ``sqlite3.Connection`` and are handed to the thread in one piece by `SqliteBase._one_trip`
+(through aiosqlite's ``_execute``), so an operation costs one trip however many statements it runs.
+
+They run on the database thread: they must not touch the event loop, and they see the connection's row factory
+(``sqlite3.Row``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import aiosqlite
+
+from bot.store.columns import CALL_COLUMNS
+from bot.store.models import Conversation, NewTurn, TurnUpdate
+from bot.store.repository import OpenCallExists, TurnsChanged
+
+T = TypeVar("T")
+
+_INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
+
+
+async def on_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``work(conn, *args, **kwargs)`` on the connection's database thread, in one trip (aiosqlite's own queue
+    to its thread, ``Connection._execute``, which every cursor method uses as well)."""
+    run: Callable[..., Awaitable[T]] = db._execute
+    return await run(work, db._conn, *args, **kwargs)
+
+
+def in_transaction(conn: sqlite3.Connection, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``work(conn, *args, **kwargs)`` inside BEGIN IMMEDIATE ... COMMIT, rolled back if it raises (or if the
+    COMMIT fails, e.g. on a full disk, so the connection is never left inside a transaction)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn, *args, **kwargs)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def changes(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
+    """Run one statement and return the rows it changed."""
+    cur = conn.execute(sql, params)
+    try:
+        return max(cur.rowcount, 0)
+    finally:
+        cur.close()
+
+
+def _exists(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> bool:
+    cur = conn.execute(sql, params)
+    try:
+        return cur.fetchone() is not None
+    finally:
+        cur.close()
+
+
+def memory_write_allowed(
+    conn: sqlite3.Connection,
+    user_id: int,
+    generation: int | None,
+    *,
+    call_id: str | None = None,
+    chat_id: str | None = None,
+) -> bool:
+    """The fence every write of a member's memory passes, inside the write's own transaction.
+
+    False when the member forgot something or paused memory since the writer read `generation` (from
+    `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
+    chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
+    generation check."""
+    if generation is not None:
+        cur = conn.execute("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
+        try:
+            row = cur.fetchone()
+        finally:
+            cur.close()
+        if (int(row[0]) if row else 0) != generation:
+            return False
+    if _exists(conn, "SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0", (user_id,)):
+        return False
+    if call_id is not None or chat_id is not None:
+        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+        purged = " AND transcript_purged_at IS NULL" if call_id else ""
+        sql = f"SELECT 1 FROM {convo.table} WHERE {convo.column} = ? AND user_id = ? AND private = 0{purged}"
+        if not _exists(conn, sql, (convo.ref_id, user_id)):
+            return False
+    return True
+
+
+def create_call(conn: sqlite3.Connection, values: Sequence[Any], user_id: int) -> None:
+    """Insert a call row; OpenCallExists when the member already has an open call (the partial unique index)."""
+    try:
+        conn.execute(_INSERT_CALL, values).close()
+    except sqlite3.IntegrityError as exc:
+        if "calls.user_id" in str(exc):
+            raise OpenCallExists(user_id) from exc
+        raise
+
+
+def apply_call_turns(
+    conn: sqlite3.Connection,
+    call_id: str,
+    user_id: int,
+    inserts: Sequence[NewTurn],
+    updates: Sequence[TurnUpdate],
+    *,
+    anchored: bool,
+    checkpoint_at: float,
+    generation: int | None,
+    expected_version: int | None,
+) -> bool:
+    """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside `in_transaction`."""
+    if not memory_write_allowed(conn, user_id, generation, call_id=call_id):
+        return False
+    bumped = changes(
+        conn,
+        "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
+        "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
+        (int(anchored), checkpoint_at, call_id, expected_version, expected_version),
+    )
+    if bumped != 1 and expected_version is not None:
+        raise TurnsChanged(call_id)
+    if updates:
+        conn.executemany(
+            "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
+            "WHERE turn_id = ? AND call_id = ?",
+            [(u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id) for u in updates],
+        ).close()
+    if inserts:
+        conn.executemany(
+            "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
+            "source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice')",
+            [
+                (user_id, call_id, t.seq, t.segment, int(t.partial), t.captured, t.role, t.content, t.spoken_at)
+                for t in inserts
+            ],
+        ).close()
+    return True
