@@ -296,3 +296,25 @@ async def test_kept_matrices_are_bounded_by_size(store, memory, fake_llm, llm, e
         for member in (USER, other, USER):
             await memory.build_context(member, query="automobile", budget_tokens=200)
         assert reads == expected, f"kept within {cached_bytes} bytes"
+
+
+async def test_turning_encryption_on_drops_vectors_stored_in_the_clear(fake_llm, llm, embeddings, tmp_path) -> None:
+    plain = SqliteStore(tmp_path / "memory.db")
+    await plain.open()
+    await dog_call_processed(plain, MemoryService(plain, budget_tokens=1500, persona="p"), fake_llm)
+    await run_all(processor(plain, llm, MemberEmbedder(plain, embeddings)))
+    assert await plain.count_vectors(USER) == 5
+    await plain.close()
+
+    backend = SqliteStore(tmp_path / "memory.db")
+    keys = SqliteKeyStore(tmp_path / "memory.keys.db", parse_master_key(generate_master_key_text()))
+    await keys.open()
+    store = EncryptedStore(backend, keys)
+    await store.open()  # encrypts the existing texts in place: their vectors in the clear go with the old text
+    try:
+        assert await store.count_vectors(USER) == 0
+        assert await MemberEmbedder(store, embeddings).embed_member(USER) == (5, False)
+        assert len(await store.member_vectors(USER, MODEL)) == 5, "embedded again, encrypted"
+    finally:
+        await backend.close()
+        await keys.close()
