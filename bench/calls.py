@@ -398,6 +398,7 @@ class Result:
     batch: int
     seed: int
     pool: int
+    db_pool: int | None
     samples: Samples
     solo_samples: Samples
     outcomes: list[CallOutcome]
@@ -513,6 +514,7 @@ async def _run(
             else SqliteStore(settings.memory.database_path)
         )
         await store.open()
+        db_pool_size = store.pool.get_max_size() if isinstance(store, PostgresStore) else None
         # As the bot does at start-up (bot/app.py): the tokenizer's vocabulary is loaded before the first call.
         await asyncio.to_thread(tokens.encoding)
         stack.push_async_callback(store.close)
@@ -596,6 +598,7 @@ async def _run(
         batch=batch,
         seed=seed,
         pool=pool,
+        db_pool=db_pool_size,
         samples=samples,
         solo_samples=solo_samples,
         outcomes=outcomes + solo_outcomes,
@@ -625,7 +628,8 @@ def report(result: Result) -> str:
     pool = f"pool {result.pool}" if result.pool else "httpx default pool (100, 20 kept alive)"
     lines = [
         f"bench/calls.py: {result.calls} concurrent calls x {result.turns} turns, batches of {result.batch} "
-        f"({checkpoints} checkpoints + hang-up per call), seed {result.seed}, {pool}",
+        f"({checkpoints} checkpoints + hang-up per call), seed {result.seed}, {pool}"
+        + (f", PostgreSQL pool {result.db_pool}" if result.db_pool else ""),
         f"run {result.run_seconds:.2f} s wall; emulator in process {result.emulator_pid}",
         "",
         f"{'ms':<10}{'n':>5}  "
@@ -661,9 +665,10 @@ def report(result: Result) -> str:
     errors = sum(n for by in statuses.values() for status, n in by.items() if not status.startswith("2"))
     solo = result.solo_samples
     if solo.cpu["start"]:
-        cpu = {op: statistics.mean(solo.cpu[op]) for op in OPERATIONS}
-        wall = {op: statistics.mean(solo.wall[op]) for op in OPERATIONS}
-        trips = {op: solo.db_trips[op] / len(solo.cpu[op]) for op in OPERATIONS}
+        measured = [op for op in OPERATIONS if solo.cpu[op]]  # no checkpoints when all turns fit one batch
+        cpu = {op: statistics.mean(solo.cpu[op]) for op in measured}
+        wall = {op: statistics.mean(solo.wall[op]) for op in measured}
+        trips = {op: solo.db_trips[op] / len(solo.cpu[op]) for op in measured}
         floor = cpu["start"] * result.calls * 0.99
         lines += [
             "",
@@ -671,7 +676,7 @@ def report(result: Result) -> str:
             "  "
             + "; ".join(
                 f"{op} {cpu[op] * 1000:.2f} ms CPU, {wall[op] * 1000:.1f} ms wall, {trips[op]:.0f} db trips"
-                for op in OPERATIONS
+                for op in measured
             ),
             f"  CPU floor of the burst's start p99 on one event loop: 0.99 x {result.calls} x {cpu['start'] * 1000:.2f}"
             f" ms = {floor * 1000:.0f} ms (the starts share this process's CPU; any wait for a core adds to it)",

@@ -199,7 +199,7 @@ class MemorySettings(_Section):
     master_key: SecretStr | None = None
     new_master_key: SecretStr | None = None
     database_url: SecretStr | None = None
-    pool_size: int = Field(default=20, ge=1, le=1000)
+    pool_size: int = Field(default=10, ge=1, le=1000)
     """PostgreSQL only: the most connections this process keeps open to the database at once."""
 
     @field_validator("database_url")
