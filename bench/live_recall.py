@@ -248,6 +248,15 @@ async def run(args: argparse.Namespace) -> int:
             memory_message = start_memory[1]["content"] if len(start_memory) > 1 else MEMORY_HEADER
             members.append(Member(user_id, call_id, key, memory_message))
 
+        # Each call start reads that member's in-memory index ahead (bot.memory.index), once per call; here a
+        # hundred calls start in the same second, so wait for those reads before timing turns, and show their cost.
+        await memory.context.indexes.idle()
+        loads = memory.context.indexes.load_seconds
+        if loads:
+            print(
+                f"index read ahead at call start ({len(loads)} members, once per call, off the turns): "
+                f"p50 {pct(loads, 50) * 1000:.0f} ms   p99 {pct(loads, 99) * 1000:.0f} ms"
+            )
         proxy_url = f"{web.url}{LLM_ROUTE}"
         direct_url = f"{upstream.llm.base_url}/chat/completions"
         limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)

@@ -75,6 +75,7 @@ PASS_THROUGH = frozenset(
         "set_meta",
         "bind_call_browser",
         "memory_generation",
+        "memory_stamp",  # counters only, no text
         "pending_scrub",
         "job_queue",
         "live_turn_seen",  # ids only (Agora's turn id and the role), no text

@@ -13,11 +13,12 @@ import json
 import math
 import re
 import unicodedata
-from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from bot.memory.index import MemberIndex, MemberIndexes
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.repository import ConversationStore, FactStore
@@ -57,7 +58,6 @@ MAX_MISFITS = 32
 NEAR_DUPLICATE = 0.8
 """Jaccard similarity of content words above which a line is taken to repeat one already in the block."""
 CALL_START_LINES = 400
-CACHED_MEMBERS = 256
 CALL_START_FACT_SHARE = 0.5
 LATEST_EXCHANGE = 4
 ASSISTANT_WEIGHT = 0.5
@@ -216,11 +216,21 @@ class _BudgetedBlock:
         MAX_MISFITS lines tried in a row were all too long for what is left."""
         return self.left < MIN_LINE_TOKENS or self._misfits >= MAX_MISFITS
 
-    def add(self, group: tuple[Any, ...], header: str, order: tuple[float, int, int], line: str, key: str) -> bool:
-        """Add ``line`` under ``group`` (created with ``header`` if new) when it fits; True when it is in."""
+    def add(
+        self,
+        group: tuple[Any, ...],
+        header: str,
+        order: tuple[float, int, int],
+        line: str,
+        key: str,
+        line_cost: int | None = None,
+    ) -> bool:
+        """Add ``line`` (``line_cost`` tokens with its newline, counted when not given) under ``group`` (created
+        with ``header`` if new) when it fits; True when it is in."""
         if key in self.seen:
             return True
-        cost = count_tokens(line + "\n") + (0 if group in self.groups else count_tokens(header + "\n"))
+        cost = count_tokens(line + "\n") if line_cost is None else line_cost
+        cost += 0 if group in self.groups else count_tokens(header + "\n")
         if cost > self.left:
             return False
         self.groups.setdefault(group, _Group(header)).lines[order] = line
@@ -242,7 +252,7 @@ class _BudgetedBlock:
         if self._repeats(signature, prefix):
             return False
         header = f"{'Call' if kind == 'call' else 'Text chat'} on {_day(turn.spoken_at)}:"
-        if not self.add((2, kind, ref), header, (turn.spoken_at, turn.seq, turn.turn_id), line, key):
+        if not self.add((2, kind, ref), header, (turn.spoken_at, turn.seq, turn.turn_id), line, key, cost):
             return False
         self._misfits = 0
         index = len(self._signatures)
@@ -265,12 +275,14 @@ class _BudgetedBlock:
         return False
 
     def add_fact(self, fact: FactRecord) -> bool:
+        line, cost = _fact_line(fact.text, fact.confirmed_at)
         return self.add(
             (0,),
             "What they told you:",
             (-fact.confirmed_at, -fact.mentions, fact.fact_id),
-            f"- {_quote(fact.text)} ({_day(fact.confirmed_at)})",
+            line,
             f"fact:{fact.fact_id}",
+            cost,
         )
 
     def add_summary(self, convo: ConversationSummary) -> bool:
@@ -289,8 +301,7 @@ class ContextBuilder:
         self.store = store
         self.budget_tokens = budget_tokens
         self.persona = persona
-        self._cache: OrderedDict[tuple[int, str | None], tuple[int, list[TurnRecord], dict[int, float]]]
-        self._cache = OrderedDict()
+        self.indexes = MemberIndexes(store)
         self.dense: DenseRetriever | None = None
         """Optional dense retrieval (``llm.embedding_model``): fused with BM25 in query-aware builds."""
 
@@ -317,112 +328,115 @@ class ContextBuilder:
     async def memory_block(
         self, user_id: int, budget: int, *, query: str | None = None, exclude_call_id: str | None = None
     ) -> str | None:
-        """The memory message for ``budget`` tokens: ranked for ``query`` when given, else for a call start."""
+        """The memory message for ``budget`` tokens: ranked for ``query`` when given, else for a call start.
+
+        With ``exclude_call_id`` (the member's call in progress, whose lines the agent already has) the member's
+        other memory is read from their in-memory index (``bot.memory.index``), kept while the store says it is
+        current: the live path builds on every utterance."""
         block = _BudgetedBlock(budget)
         terms = query_terms(query) if query else ""
+        index = None if exclude_call_id is None else await self.indexes.get(user_id, exclude_call_id)
         if terms:
-            await self._fill_for_query(block, user_id, terms, exclude_call_id, query or "")
+            await self._fill_for_query(block, user_id, terms, exclude_call_id, index, query or "")
         else:
-            await self._fill_for_call_start(block, user_id, exclude_call_id)
+            await self._fill_for_call_start(block, user_id, index)
+            if index is None:  # a call starting: its utterances will need the index
+                self.indexes.prefetch(user_id)
         return None if block.empty else block.render()
 
     async def _fill_for_query(
-        self, block: _BudgetedBlock, user_id: int, terms: str, exclude: str | None, query: str
+        self,
+        block: _BudgetedBlock,
+        user_id: int,
+        terms: str,
+        exclude: str | None,
+        index: MemberIndex | None,
+        query: str,
     ) -> None:
         """Facts matching the utterance, then the member's lines by relevance (BM25 from the stemmed index)
         plus a smaller prior for lines that carry specifics (see ``_priors``), each question line with the line
         that answers it; then the rest of the facts, summaries and the latest lines while anything fits."""
-        ranked_facts = await self.store.rank_facts(user_id, terms, FACT_CANDIDATES)
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
-        ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
+        if index is not None:
+            ranked_facts = index.rank_facts(terms, FACT_CANDIDATES)
+            ranked = index.rank_turns(terms, candidates)
+        else:
+            ranked_facts = await self.store.rank_facts(user_id, terms, FACT_CANDIDATES)
+            ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
         if self.dense is not None:  # fused with the nearest by embedding (reciprocal rank fusion)
             ranked_facts, ranked = await self.dense.fuse(
                 user_id, query, ranked_facts, ranked, limit=candidates, exclude_call_id=exclude
             )
+        if index is not None:
+            lines, priors, _, base = _indexed_lines(index)
+            answers = _answers([t for t, _ in ranked], index.turns_at)
+        else:
+            lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
+            priors = _priors(lines)
+            base = _QueryBase.of(lines, priors)
+            questions = [t for t, _ in ranked if "?" in t.content]
+            following = await self.store.turns_at([(t.call_id or t.chat_id or "", t.seq + 1) for t in questions])
+            answers = _answers(questions, lambda _: following)
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
-        lines, priors = await self._lines(user_id, exclude)
-        top = max((score for _, score in ranked), default=0.0) or 1.0
-        scores: dict[int, float] = {}
-        turns: dict[int, TurnRecord] = {}
-        for turn in lines:
-            turns[turn.turn_id] = turn
-            scores[turn.turn_id] = QUERY_PRIOR_WEIGHT * priors[turn.turn_id]
-        for turn, score in ranked:
-            turns[turn.turn_id] = turn
-            scores[turn.turn_id] = scores.get(turn.turn_id, 0.0) + score / top
-        hits = {turn.turn_id for turn, _ in ranked}
-        answers = await self._answers([t for t, _ in ranked])
-        for turn_id in sorted(scores, key=lambda i: (-scores[i], -turns[i].spoken_at)):
-            if block.full or scores[turn_id] <= 0:
+        for turn, hit in _by_score(ranked, priors, base):
+            if block.full:
                 break
-            if block.add_turn(turns[turn_id]) and turn_id in hits and (answer := answers.get(turn_id)) is not None:
+            if block.add_turn(turn) and hit and (answer := answers.get(turn.turn_id)) is not None:
                 block.add_turn(answer)
-        await self._fill_rest(block, user_id, lines)
+        await self._fill_rest(block, user_id, lines, index)
 
-    async def _fill_for_call_start(self, block: _BudgetedBlock, user_id: int, exclude: str | None) -> None:
+    async def _fill_for_call_start(self, block: _BudgetedBlock, user_id: int, index: MemberIndex | None) -> None:
         """Current facts first, then the latest exchange, then the lines most likely to matter again (names,
         numbers, dates, decisions), newer ones first among equals; then whatever recent lines still fit."""
-        facts = await self.store.list_facts(user_id, limit=max(block.budget // 8, 16))
+        limit = max(block.budget // 8, 16)
+        facts = index.facts[:limit] if index is not None else await self.store.list_facts(user_id, limit=limit)
         fact_share = block.budget * CALL_START_FACT_SHARE
         for fact in _rank_facts(facts):
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
-        lines, priors = await self._lines(user_id, exclude)
+        if index is not None:
+            lines, _, base, _ = _indexed_lines(index)
+        else:
+            lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
+            base = _by_informativeness(lines, _priors(lines))
         if lines:
             latest = lines[-1].call_id or lines[-1].chat_id
             latest_lines = [t for t in lines if (t.call_id or t.chat_id) == latest]
             for turn in latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []:
                 block.add_turn(turn)
-            for turn in _by_informativeness(lines, priors):
+            for turn in base:
                 if block.full:
                     break
                 block.add_turn(turn)
-        await self._fill_rest(block, user_id, lines, facts)
-
-    async def _lines(self, user_id: int, exclude: str | None) -> tuple[list[TurnRecord], dict[int, float]]:
-        """The member's latest CALL_START_LINES lines (without those of ``exclude``) and their priors.
-
-        Kept between the builds of a call (``exclude`` given): the builder runs on every utterance, and the
-        member's other lines only change when lines are added or deleted, which changes their count (the lines
-        of ``exclude``, the call in progress, are not counted). Forgetting also drops the copy at once
-        (``forget_cached``). Without ``exclude`` (call start, text chat) the lines are always read afresh."""
-        if exclude is None:
-            lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
-            return lines, _priors(lines)
-        stamp = await self.store.count_turns(user_id, outside_call_id=exclude)
-        key = (user_id, exclude)
-        cached = self._cache.get(key)
-        if cached is not None and cached[0] == stamp:
-            self._cache.move_to_end(key)
-            return cached[1], cached[2]
-        lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
-        priors = _priors(lines)
-        self._cache[key] = (stamp, lines, priors)
-        while len(self._cache) > CACHED_MEMBERS:
-            self._cache.popitem(last=False)
-        return lines, priors
+        await self._fill_rest(block, user_id, lines, index, facts)
 
     def forget_cached(self, user_id: int | None = None) -> None:
-        """Drop kept lines: of one member, or of everyone."""
-        for key in [k for k in self._cache if user_id is None or k[0] == user_id]:
-            del self._cache[key]
+        """Drop what is held in memory: of one member, or of everyone."""
+        self.indexes.drop(user_id)
         if self.dense is not None:
             self.dense.forget_cached(user_id)
 
     async def _fill_rest(
-        self, block: _BudgetedBlock, user_id: int, lines: list[TurnRecord], facts: list[FactRecord] | None = None
+        self,
+        block: _BudgetedBlock,
+        user_id: int,
+        lines: list[TurnRecord],
+        index: MemberIndex | None,
+        facts: list[FactRecord] | None = None,
     ) -> None:
         """Whatever still fits: the other current facts, the latest summaries, then the newest lines."""
         if block.full:
             return
+        limit = max(block.budget // 8, 16)
         if facts is None:
-            facts = await self.store.list_facts(user_id, limit=max(block.budget // 8, 16))
+            facts = index.facts[:limit] if index is not None else await self.store.list_facts(user_id, limit=limit)
         for fact in _rank_facts(facts):
             if not block.add_fact(fact):
                 break
-        for convo in await self.store.latest_summaries(user_id, 3):
+        summaries = index.summaries if index is not None else await self.store.latest_summaries(user_id, 3)
+        for convo in summaries:
             if not block.add_summary(convo):
                 break
         for turn in reversed(lines):
@@ -430,17 +444,92 @@ class ContextBuilder:
                 break
             block.add_turn(turn)
 
-    async def _answers(self, hits: list[TurnRecord]) -> dict[int, TurnRecord]:
-        """For each hit that asks something, the next line of its conversation when the other side said it."""
-        questions = [t for t in hits if "?" in t.content]
-        following = await self.store.turns_at([(t.call_id or t.chat_id or "", t.seq + 1) for t in questions])
-        by_position = {(t.call_id or t.chat_id, t.seq): t for t in following}
-        answers = {}
-        for question in questions:
-            answer = by_position.get((question.call_id or question.chat_id, question.seq + 1))
-            if answer is not None and answer.role != question.role:
-                answers[question.turn_id] = answer
-        return answers
+
+def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
+    """The index's latest CALL_START_LINES lines, their priors, those that carry something in the order of their
+    prior (``_by_informativeness``) and in a query's order (``_QueryBase``): computed once per index."""
+
+    def compute(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
+        lines = index.recent(CALL_START_LINES)
+        priors = _priors(lines)
+        return lines, priors, _by_informativeness(lines, priors), _QueryBase.of(lines, priors)
+
+    return cast(tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase], index.derive("lines", compute))
+
+
+def _by_score(
+    ranked: list[tuple[TurnRecord, float]], priors: dict[int, float], base: _QueryBase
+) -> Iterator[tuple[TurnRecord, bool]]:
+    """Candidate lines for a query, best first, each with whether it matched: relevance (BM25 scaled so the best
+    match scores 1) plus QUERY_PRIOR_WEIGHT times the prior; newer first among equals, then the recent lines in
+    order, then the other matches in rank order. ``base`` holds the recent lines with a prior in that order
+    already, so only the matches need sorting: the two orders are merged."""
+    top = max((score for _, score in ranked), default=0.0) or 1.0
+    lines = len(base.positions)
+    hits = sorted(
+        (
+            (
+                -(score / top + QUERY_PRIOR_WEIGHT * priors.get(turn.turn_id, 0.0)),
+                -turn.spoken_at,
+                base.positions.get(turn.turn_id, lines + rank),
+            ),
+            turn,
+        )
+        for rank, (turn, score) in enumerate(ranked)
+    )
+    matched = {turn.turn_id for turn, _ in ranked}
+    at = 0
+    for key, turn in base.order:
+        if turn.turn_id in matched:
+            continue
+        while at < len(hits) and hits[at][0] < key:
+            yield hits[at][1], True
+            at += 1
+        yield turn, False
+    for _, turn in hits[at:]:
+        yield turn, True
+
+
+@dataclass(frozen=True)
+class _QueryBase:
+    """The recent lines that carry something, in the order a query ranks them before relevance is added, with
+    their sort keys; and every recent line's position."""
+
+    order: list[tuple[tuple[float, float, int], TurnRecord]]
+    positions: dict[int, int]
+
+    @classmethod
+    def of(cls, lines: list[TurnRecord], priors: dict[int, float]) -> _QueryBase:
+        keyed = [
+            ((-QUERY_PRIOR_WEIGHT * priors[t.turn_id], -t.spoken_at, position), t)
+            for position, t in enumerate(lines)
+            if priors[t.turn_id] > 0
+        ]
+        keyed.sort(key=lambda item: item[0])
+        return cls(keyed, {t.turn_id: position for position, t in enumerate(lines)})
+
+
+def _answers(
+    hits: list[TurnRecord], turns_at: Callable[[list[tuple[str, int]]], list[TurnRecord]]
+) -> dict[int, TurnRecord]:
+    """For each hit that asks something, the next line of its conversation when the other side said it
+    (``turns_at`` finds lines by position)."""
+    questions = [t for t in hits if "?" in t.content]
+    following = turns_at([(t.call_id or t.chat_id or "", t.seq + 1) for t in questions])
+    by_position = {(t.call_id or t.chat_id, t.seq): t for t in following}
+    answers = {}
+    for question in questions:
+        answer = by_position.get((question.call_id or question.chat_id, question.seq + 1))
+        if answer is not None and answer.role != question.role:
+            answers[question.turn_id] = answer
+    return answers
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
+    """A fact as rendered, and its tokens with its newline."""
+    line = f"- {_quote(text)} ({_day(confirmed_at)})"
+    return line, count_tokens(line + "\n")
 
 
 @functools.lru_cache(maxsize=1 << 16)

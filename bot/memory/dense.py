@@ -46,6 +46,8 @@ DENSE_FACTS = 10
 but every line has some cosine similarity to it; with RRF_K = 60 even rank 100 would score more than half of
 rank 1, so only the head of the dense ranking takes part."""
 CACHED_MEMBERS = 256
+CACHED_BYTES = 256 << 20
+"""Kept matrices are also bounded by size: a member with 5,500 vectors of 1536 numbers takes 34 MB."""
 THREAD_SCORING_SIZE = 1 << 20
 """Matrices of at least this many numbers (e.g. 700 vectors of 1536) are scored off the event loop."""
 
@@ -112,6 +114,10 @@ class _MemberMatrix:
     fact_ids: npt.NDArray[np.int64]
     facts: Matrix
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.turns.nbytes + self.facts.nbytes + self.turn_ids.nbytes + self.fact_ids.nbytes)
+
     def extended(self, newer: Sequence[StoredVector], stamp: tuple[int, int]) -> _MemberMatrix:
         """This matrix with the rows of ``newer`` (vectors stored since it was read) appended."""
         rows = [(v.kind, v.item_id, row) for v in newer if len(row := unpack(v.vector)) == self.size]
@@ -155,11 +161,13 @@ class DenseRetriever:
         *,
         query_timeout: float = QUERY_TIMEOUT_SECONDS,
         cached_members: int = CACHED_MEMBERS,
+        cached_bytes: int = CACHED_BYTES,
     ):
         self.store = store
         self.client = client
         self.query_timeout = query_timeout
         self.cached_members = cached_members
+        self.cached_bytes = cached_bytes
         self._cache: OrderedDict[int, _MemberMatrix] = OrderedDict()
         self._failing = False
 
@@ -209,7 +217,9 @@ class DenseRetriever:
             entry = _read_matrix(await self.store.member_vectors(user_id, model), stamp)
         self._cache[user_id] = entry
         self._cache.move_to_end(user_id)
-        while len(self._cache) > self.cached_members:
+        while len(self._cache) > 1 and (
+            len(self._cache) > self.cached_members or sum(m.nbytes for m in self._cache.values()) > self.cached_bytes
+        ):
             self._cache.popitem(last=False)
         return entry
 

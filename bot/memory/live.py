@@ -255,7 +255,8 @@ class LiveRecall:
         kept = [m for m in messages if not _is_memory_message(m)]
         if not remember:
             return kept
-        context = await self.memory.build_context(call.user_id, query=utterance or None, exclude_call_id=call.call_id)
+        # Memory is on (checked just now, with the generation): the builder only reads what it quotes.
+        context = await self.memory.context.build(call.user_id, query=utterance or None, exclude_call_id=call.call_id)
         memory = [m for m in context if _is_memory_message(m)]
         if not memory:
             return kept

@@ -10,6 +10,9 @@ Output that is not valid extraction JSON gets one more LLM call; if that is inva
 ``failed`` (not retried: the same transcript would most likely fail again) and nothing is written. The
 transcript stays, so the conversation is still remembered as lines and can be re-queued. An unreachable LLM
 is retried with exponential backoff, up to ``max_attempts`` claims.
+
+With dense retrieval on (``llm.embedding_model``, ``bot.memory.dense``), a settled conversation job queues an
+``embed`` job that embeds the member's lines and facts still without a vector, batch by batch (see there).
 """
 
 from __future__ import annotations

@@ -326,6 +326,67 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         END;
         """,
     ),
+    (
+        8,
+        "memory versions: what an in-memory index of a member's lines checks before it is used",
+        """
+        -- A member's memory version: bumped by every change to what their memory holds (lines, facts, summaries,
+        -- calls ending or turning private), except the lines of a call still open: those are the call in
+        -- progress, which the per-turn build leaves out anyway, and the call's end bumps it. An in-memory index
+        -- of the member's other lines (bot.memory.index) is kept while this, and the forget generation, stay the
+        -- same. Triggers, so every writer (another process, migrate, copy-db) is seen.
+        CREATE TABLE memory_versions (
+            user_id INTEGER PRIMARY KEY,
+            version INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TRIGGER turns_version_insert AFTER INSERT ON turns
+            WHEN NEW.call_id IS NULL
+                OR COALESCE((SELECT state FROM calls WHERE call_id = NEW.call_id), 'ended')
+                NOT IN ('starting', 'active', 'ending') BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (NEW.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER turns_version_update AFTER UPDATE ON turns
+            WHEN NEW.call_id IS NULL
+                OR COALESCE((SELECT state FROM calls WHERE call_id = NEW.call_id), 'ended')
+                NOT IN ('starting', 'active', 'ending') BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (NEW.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER turns_version_delete AFTER DELETE ON turns BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (OLD.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER facts_version_insert AFTER INSERT ON facts BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (NEW.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER facts_version_update AFTER UPDATE ON facts BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (NEW.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER facts_version_delete AFTER DELETE ON facts BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (OLD.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER calls_version_update AFTER UPDATE OF state, private, summary, user_id ON calls BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (NEW.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER calls_version_delete AFTER DELETE ON calls BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (OLD.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER chats_version_update AFTER UPDATE OF summary, private, user_id ON chats BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (NEW.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER chats_version_delete AFTER DELETE ON chats BEGIN
+            INSERT INTO memory_versions (user_id, version) VALUES (OLD.user_id, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = version + 1;
+        END;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

@@ -261,6 +261,47 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
             FOR EACH ROW WHEN (OLD.text IS DISTINCT FROM NEW.text) EXECUTE FUNCTION memory_vectors_stale();
         """,
     ),
+    (
+        8,
+        "memory versions: what an in-memory index of a member's lines checks before it is used",
+        """
+        -- See the SQLite migration 8: a member's memory version, bumped by every change to what their memory
+        -- holds except the lines of a call still open.
+        CREATE TABLE memory_versions (
+            user_id BIGINT PRIMARY KEY,
+            version BIGINT NOT NULL
+        );
+        CREATE FUNCTION bump_memory_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            row_user BIGINT;
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                row_user := OLD.user_id;
+            ELSE
+                row_user := NEW.user_id;
+                IF TG_TABLE_NAME = 'turns' THEN
+                    IF NEW.call_id IS NOT NULL AND COALESCE(
+                        (SELECT state FROM calls WHERE call_id = NEW.call_id), 'ended'
+                    ) IN ('starting', 'active', 'ending') THEN
+                        RETURN NULL;
+                    END IF;
+                END IF;
+            END IF;
+            INSERT INTO memory_versions (user_id, version) VALUES (row_user, 1)
+                ON CONFLICT (user_id) DO UPDATE SET version = memory_versions.version + 1;
+            RETURN NULL;
+        END;
+        $$;
+        CREATE TRIGGER turns_version AFTER INSERT OR UPDATE OR DELETE ON turns
+            FOR EACH ROW EXECUTE FUNCTION bump_memory_version();
+        CREATE TRIGGER facts_version AFTER INSERT OR UPDATE OR DELETE ON facts
+            FOR EACH ROW EXECUTE FUNCTION bump_memory_version();
+        CREATE TRIGGER calls_version AFTER UPDATE OF state, private, summary, user_id OR DELETE ON calls
+            FOR EACH ROW EXECUTE FUNCTION bump_memory_version();
+        CREATE TRIGGER chats_version AFTER UPDATE OF summary, private, user_id OR DELETE ON chats
+            FOR EACH ROW EXECUTE FUNCTION bump_memory_version();
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

@@ -13,6 +13,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+import numpy as np
+from numpy.typing import NDArray
+
 WORD = re.compile(r"\w+", re.UNICODE)
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -61,3 +64,27 @@ def rerank(first: dict[int, float], rows: Sequence[tuple[int, int, Row]], limit:
         scored.append((first[rowid] * (BM25_K1 + 1) / (1 + BM25_K1 * norm), rowid, row))
     scored.sort(key=lambda s: (-s[0], -s[1]))
     return [(row, value) for value, _, row in scored[:limit]]
+
+
+def rank_arrays(
+    postings: Sequence[NDArray[np.int32]], lengths: NDArray[np.float64], limit: int
+) -> list[tuple[int, float]]:
+    """`first_stage` then `rerank` over rows held in memory (``bot.memory.index``), in numpy: ``postings`` are the
+    row numbers holding each query term, ``lengths`` every row's length in tokens (the row count is its size).
+    (row number, score) of the best ``limit``, best first; earlier rows first among equals."""
+    total = len(lengths)
+    found = [rows for rows in postings if len(rows)]
+    if not found or not total:
+        return []
+    scores = np.zeros(total)
+    for rows in found:
+        scores[rows] += idf(total, len(rows))  # a term's rows are distinct: no repeated index
+    hit = np.flatnonzero(scores)
+    depth = RERANK_DEPTH * limit
+    if len(hit) > depth:
+        hit = hit[np.lexsort((hit, -scores[hit]))[:depth]]
+    first, length = scores[hit], lengths[hit]
+    norm = 1 - BM25_B + BM25_B * length / (float(length.mean()) or 1.0)
+    final = first * (BM25_K1 + 1) / (1 + BM25_K1 * norm)
+    best = np.lexsort((-hit, -final))[:limit]
+    return [(int(hit[i]), float(final[i])) for i in best]

@@ -150,6 +150,13 @@ class ConversationStore(Protocol):
         its call or chat is gone or private."""
         ...
 
+    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
+        """(memory version, memory generation) of the member. The version changes with every change to what
+        their memory holds (lines, facts, summaries, a call ending or turning private), by any writer, except
+        the lines of a call still open; the generation with every forget and pause. What was read while both
+        stayed the same is still current (``bot.memory.index``)."""
+        ...
+
     async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]: ...
     async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
         """The turn with its neighbours in the same call or chat, in order."""

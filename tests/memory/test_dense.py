@@ -43,7 +43,7 @@ def inputs(fake_llm: FakeLLM) -> list[list[str]]:
     return [request["input"] for request in fake_llm.embedding_requests]
 
 
-async def dog_call_processed(store: Store, memory: MemoryService, fake_llm: FakeLLM) -> str:
+async def dog_call_queued(store: Store, memory: MemoryService, fake_llm: FakeLLM) -> str:
     """An ended call of 4 lines, queued; its post-call job will learn one fact."""
     call = await ended_call(store, memory, DOG_CALL)
     fake_llm.queue_reply(reply("Biscuit.", fact("The user's dog is called Biscuit.", "My dog is called Biscuit")))
@@ -60,7 +60,7 @@ def test_reciprocal_rank_fusion() -> None:
 async def test_the_job_after_a_call_embeds_its_lines_and_fact_in_batches(
     store, memory, fake_llm, llm, embeddings
 ) -> None:
-    call_id = await dog_call_processed(store, memory, fake_llm)
+    call_id = await dog_call_queued(store, memory, fake_llm)
     assert await run_all(processor(store, llm, MemberEmbedder(store, embeddings, batch=3))) == 2  # post_call, embed
 
     assert await store.job_state(EMBED_JOB, f"{POST_CALL_JOB}:{call_id}") == "done"
@@ -77,13 +77,13 @@ async def test_the_job_after_a_call_embeds_its_lines_and_fact_in_batches(
 
 
 async def test_without_the_setting_nothing_is_embedded(store, memory, fake_llm, llm) -> None:
-    await dog_call_processed(store, memory, fake_llm)
+    await dog_call_queued(store, memory, fake_llm)
     assert await run_all(PostCallProcessor(store, llm, clock=lambda: NOW)) == 1
     assert fake_llm.embedding_requests == [] and await store.count_vectors() == 0
 
 
 async def test_a_failure_mid_way_resumes_and_a_retry_never_duplicates(store, memory, fake_llm, llm, embeddings) -> None:
-    call_id = await dog_call_processed(store, memory, fake_llm)
+    call_id = await dog_call_queued(store, memory, fake_llm)
     first = processor(store, llm, MemberEmbedder(store, embeddings, batch=2))
     assert await first.run_once()  # the post-call job, which queues the embedding
     job = await store.claim_job(NOW, 300)  # a worker takes the embed job ...
@@ -112,14 +112,14 @@ async def test_a_failure_mid_way_resumes_and_a_retry_never_duplicates(store, mem
 async def test_a_long_backfill_is_done_in_bounded_parts(store, memory, fake_llm, llm, embeddings) -> None:
     lines = [("user" if n % 2 else "assistant", f"Older line {n} about gardening") for n in range(9)]
     await ended_call(store, memory, lines, started_at=TUESDAY - 86400, queue=False)  # from before the setting
-    await dog_call_processed(store, memory, fake_llm)
+    await dog_call_queued(store, memory, fake_llm)
     assert await run_all(processor(store, llm, MemberEmbedder(store, embeddings, batch=2, max_batches=3))) == 4
     assert [len(b) for b in inputs(fake_llm)] == [2] * 7, "3 batches per job, then a continuation"
     assert await store.count_vectors(USER) == 14
 
 
 async def test_a_new_embedding_model_re_embeds(store, memory, fake_llm, llm, embeddings) -> None:
-    await dog_call_processed(store, memory, fake_llm)
+    await dog_call_queued(store, memory, fake_llm)
     await run_all(processor(store, llm, MemberEmbedder(store, embeddings)))
     fake_llm.embedding_models = (MODEL, "fake-embed-2")
     async with EmbeddingClient(base_url=fake_llm.base_url, model="fake-embed-2") as other:
@@ -178,7 +178,7 @@ async def test_when_embeddings_fail_the_build_is_lexical_and_logged_once(
 
 
 async def test_forgetting_deletes_the_vectors(store, memory, fake_llm, llm, embeddings) -> None:
-    dog = await dog_call_processed(store, memory, fake_llm)
+    dog = await dog_call_queued(store, memory, fake_llm)
     await run_all(processor(store, llm, MemberEmbedder(store, embeddings)))
     other = await ended_call(store, memory, [("user", "I like tea.")], started_at=TUESDAY + 60, queue=False)
     await ended_call(store, memory, [("user", "Old news.")], started_at=TUESDAY - 30 * 86400, queue=False)
@@ -226,7 +226,7 @@ async def test_encrypted_vectors_are_not_stored_in_the_clear(fake_llm, llm, embe
     await store.open()
     try:
         memory = MemoryService(store, budget_tokens=1500, persona="p", keys=keys)
-        await dog_call_processed(store, memory, fake_llm)
+        await dog_call_queued(store, memory, fake_llm)
         await run_all(processor(store, llm, MemberEmbedder(store, embeddings)))
         opened = {(v.kind, v.item_id): v.vector for v in await store.member_vectors(USER, MODEL)}
         assert len(opened) == 5
@@ -275,3 +275,46 @@ async def test_new_vectors_are_added_to_the_kept_matrix_and_a_removal_reads_it_a
     await store.forget_call(USER, later.call_id)  # another process forgets: the kept matrix is not told
     block = (await memory.build_context(USER, query="bike", budget_tokens=200))[1]["content"]
     assert bicycle not in block and reads[-1] == 0, "a removal reads the vectors again"
+
+
+async def test_kept_matrices_are_bounded_by_size(store, memory, fake_llm, llm, embeddings, monkeypatch) -> None:
+    other = USER + 1
+    for member in (USER, other):
+        await ended_call(store, memory, [("user", PURCHASE)], user_id=member, queue=False)
+        await MemberEmbedder(store, embeddings).embed_member(member)
+    reads: list[int] = []
+    member_vectors = store.member_vectors
+
+    async def counted(user_id: int, model: str, *, after_id: int = 0):
+        reads.append(user_id)
+        return await member_vectors(user_id, model, after_id=after_id)
+
+    monkeypatch.setattr(store, "member_vectors", counted)
+    for cached_bytes, expected in ((1 << 20, [USER, other]), (1, [USER, other, USER])):
+        reads.clear()
+        memory.context.dense = DenseRetriever(store, embeddings, cached_bytes=cached_bytes)
+        for member in (USER, other, USER):
+            await memory.build_context(member, query="automobile", budget_tokens=200)
+        assert reads == expected, f"kept within {cached_bytes} bytes"
+
+
+async def test_turning_encryption_on_drops_vectors_stored_in_the_clear(fake_llm, llm, embeddings, tmp_path) -> None:
+    plain = SqliteStore(tmp_path / "memory.db")
+    await plain.open()
+    await dog_call_queued(plain, MemoryService(plain, budget_tokens=1500, persona="p"), fake_llm)
+    await run_all(processor(plain, llm, MemberEmbedder(plain, embeddings)))
+    assert await plain.count_vectors(USER) == 5
+    await plain.close()
+
+    backend = SqliteStore(tmp_path / "memory.db")
+    keys = SqliteKeyStore(tmp_path / "memory.keys.db", parse_master_key(generate_master_key_text()))
+    await keys.open()
+    store = EncryptedStore(backend, keys)
+    await store.open()  # encrypts the existing texts in place: their vectors in the clear go with the old text
+    try:
+        assert await store.count_vectors(USER) == 0
+        assert await MemberEmbedder(store, embeddings).embed_member(USER) == (5, False)
+        assert len(await store.member_vectors(USER, MODEL)) == 5, "embedded again, encrypted"
+    finally:
+        await backend.close()
+        await keys.close()

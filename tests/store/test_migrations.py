@@ -24,6 +24,7 @@ PINNED = {
         5: "5d65592368ae7c39e569697a32d4e441570aa504d81c68358e2e9cbfb875f2a0",
         6: "c21afd1cdf5935d86076aca1b4501b79f4545db0d252d97a03330a09482090dd",
         7: "ac1e2684ccdd5cef2ec2b5d2d1bf4da30fa7b78f63cbbb26c189786b202a4b12",
+        8: "3a95e2bb3e606655e99bc7a2ab03ccc30aec568eeeecaa61bb645431a040b4c9",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
@@ -33,6 +34,7 @@ PINNED = {
         5: "2f90171b0ab186d613c32b8e99717d37d335aac857350a8c5588b9bef917baab",
         6: "f98c97a80bebf18a1d5f0edae604f14534fd84ae7dc3fe1cf88166acc852f81c",
         7: "a9eb8b6f629c0e67398df2647238d54a1586346bd17359c4acbc304c1803e63b",
+        8: "91f8662da609af18d9a51f3d53bd5e9f57e449e2f581d64d025501d1c07e644f",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

@@ -337,6 +337,14 @@ class PostgresConversations(PostgresFullText):
         value = await self.pool.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1", user_id)
         return int(value or 0)
 
+    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
+        row = await self.pool.fetchrow(
+            "SELECT (SELECT version FROM memory_versions WHERE user_id = $1), "
+            "(SELECT generation FROM memory_fences WHERE user_id = $1)",
+            user_id,
+        )
+        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+
     # ---- summaries and listings ------------------------------------------------------------------------
 
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:

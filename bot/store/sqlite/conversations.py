@@ -295,6 +295,14 @@ class SqliteConversations(SqliteFullText):
         value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
         return int(value or 0)
 
+    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
+        row = await self._one(
+            "SELECT (SELECT version FROM memory_versions WHERE user_id = ?), "
+            "(SELECT generation FROM memory_fences WHERE user_id = ?)",
+            (user_id, user_id),
+        )
+        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+
     async def live_turn_seen(self, call_id: str, turn_key: str) -> bool:
         return (
             await self._one("SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?", (call_id, turn_key))

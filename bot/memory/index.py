@@ -1,0 +1,236 @@
+"""A member's memory held in process memory while they are in a call, so each utterance's build is in-memory work.
+
+The live voice path builds a query-aware memory block on every turn of a call, leaving out the call's own lines.
+Reading and ranking the member's lines from the database each time costs several milliseconds of Python on the
+event loop (postings decoded, rows turned into records) for the same few thousand lines. ``MemberIndex`` reads the
+member's lines outside the call, their current facts and latest summaries once, with the terms of each line
+(stemmed as the full-text index stems them, ``bot.keys.terms``), and ranks an utterance over them with the same
+BM25 as the backends (``bot.store.ranking``).
+
+It is used only while it is current: before each use the member's ``memory_stamp`` is read from the store (one
+indexed lookup): the memory version, which database triggers bump on every change to the member's lines, facts
+and summaries by any writer (another process included) except the lines of a call still open, and the memory
+generation, which every forget and pause bumps. The stamp is read before the rows, so a write that lands while
+the index loads makes the next build load again. Forgetting also drops the member's index at once.
+
+The index holds plaintext only in this process's memory (decrypted by the encrypting store, if any); it is never
+written anywhere. At most ``INDEXED_MEMBERS`` members are held, least recently used dropped first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from bot.keys.terms import index_terms, stem
+from bot.store.models import ConversationSummary, FactRecord, TurnRecord
+from bot.store.ranking import fts_terms, rank_arrays
+from bot.store.repository import ConversationStore, FactStore
+
+INDEXED_MEMBERS = 128
+"""Members whose index is held at once, least recently used dropped first: enough for every call a process runs
+at once (`agora.max_concurrent_agents`, 20 by default) with room for those that just ended. About 3 MB per member
+with 5,000 lines; most members have far fewer."""
+ALL = 1 << 31
+log = logging.getLogger(__name__)
+_WORD = re.compile(r"[^\W_]+")
+SUMMARIES = 3
+LOAD_SLICE = 256
+"""Lines tokenized between two yields to the event loop while an index is read (about a millisecond)."""
+
+
+class IndexStore(FactStore, ConversationStore, Protocol):
+    """What an index reads."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _terms(text: str) -> tuple[frozenset[str], int]:
+    """The distinct stemmed terms of ``text`` and its length in terms (what FTS5 counts)."""
+    if text.isascii():  # nothing to fold, and numbers do not stem: ``index_terms``'s terms, several times faster
+        terms = [word if word.isdigit() else stem(word) for word in _WORD.findall(text.lower())]
+    else:
+        terms = index_terms(text)
+    return frozenset(terms), len(terms)
+
+
+def _query(text: str) -> list[str]:
+    """The query's terms as the backends search them (``fts_terms``, each then stemmed by the index): two words
+    with one stem count twice, as they do there."""
+    return [term for word in fts_terms(text) for term in _terms(word)[0]]
+
+
+class _Postings:
+    """Row numbers by term, and each row's length in terms, as arrays for ``rank_arrays``."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, NDArray[np.int32]] = {}
+        self.lengths: NDArray[np.float64] = np.zeros(0)
+
+    @classmethod
+    async def of(cls, texts: Sequence[str]) -> _Postings:
+        """Built in slices of ``LOAD_SLICE`` texts, letting the event loop serve other calls between them."""
+        rows: dict[str, list[int]] = {}
+        lengths: list[int] = []
+        for row, text in enumerate(texts):
+            if row and not row % LOAD_SLICE:
+                await asyncio.sleep(0)
+            terms, length = _terms(text)
+            lengths.append(length)
+            for term in terms:
+                rows.setdefault(term, []).append(row)
+        postings = cls()
+        postings.rows = {term: np.array(found, dtype=np.int32) for term, found in rows.items()}
+        postings.lengths = np.array(lengths, dtype=np.float64)
+        return postings
+
+    def rank(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
+        """(row number, BM25 score) of the best ``limit`` rows holding any of ``terms``, best first."""
+        return rank_arrays([self.rows[t] for t in terms if t in self.rows], self.lengths, limit)
+
+
+class MemberIndex:
+    """One member's lines outside one call (chronological), current facts (newest confirmed first) and latest
+    summaries, with postings for ranking."""
+
+    def __init__(
+        self,
+        stamp: tuple[int, int],
+        lines: list[TurnRecord],
+        facts: list[FactRecord],
+        summaries: list[ConversationSummary],
+    ):
+        self.stamp = stamp
+        self.lines = lines
+        self.facts = facts
+        self.summaries = summaries
+        self._line_postings = _Postings()
+        self._fact_postings = _Postings()
+        self._by_position = {(t.call_id or t.chat_id, t.seq): t for t in lines}
+        self.derived: dict[str, object] = {}
+        """What a caller computes once from the index (e.g. the call-start candidates' priors)."""
+
+    @classmethod
+    async def read(
+        cls,
+        stamp: tuple[int, int],
+        lines: list[TurnRecord],
+        facts: list[FactRecord],
+        summaries: list[ConversationSummary],
+    ) -> MemberIndex:
+        index = cls(stamp, lines, facts, summaries)
+        index._line_postings = await _Postings.of([turn.content for turn in lines])
+        index._fact_postings = await _Postings.of([fact.text for fact in facts])
+        return index
+
+    def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
+        """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
+        ranking's seam (a ranked list of candidates)."""
+        ranked = self._line_postings.rank(_query(query), limit)
+        return [(self.lines[row], score) for row, score in ranked]
+
+    def rank_facts(self, query: str, limit: int) -> list[tuple[FactRecord, float]]:
+        ranked = self._fact_postings.rank(_query(query), limit)
+        return [(self.facts[row], score) for row, score in ranked]
+
+    def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
+        found = (self._by_position.get(position) for position in positions)
+        return [t for t in found if t is not None]
+
+    def recent(self, limit: int) -> list[TurnRecord]:
+        return self.lines[-limit:] if limit else []
+
+    def derive(self, name: str, compute: Callable[[MemberIndex], object]) -> object:
+        if name not in self.derived:
+            self.derived[name] = compute(self)
+        return self.derived[name]
+
+
+class MemberIndexes:
+    """The indexes held in this process, by (member, call left out), least recently used dropped first."""
+
+    def __init__(self, store: IndexStore, *, capacity: int = INDEXED_MEMBERS):
+        self.store = store
+        self.capacity = capacity
+        self._held: OrderedDict[tuple[int, str], MemberIndex] = OrderedDict()
+        self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        self._prefetching: dict[int, asyncio.Task[None]] = {}
+        self._reading_ahead = asyncio.Semaphore(1)
+        self.loads = 0
+        """How many indexes were read from the store (for tests and benchmarks)."""
+        self.load_seconds: list[float] = []
+        """How long each read took (for benchmarks)."""
+
+    async def get(self, user_id: int, exclude_call_id: str) -> MemberIndex:
+        """The member's current index of everything outside ``exclude_call_id`` (the call in progress), read
+        afresh when the store's stamp changed since it was read."""
+        key = (user_id, exclude_call_id)
+        stamp = await self.store.memory_stamp(user_id)
+        held = self._held.get(key)
+        if held is not None and held.stamp == stamp:
+            self._held.move_to_end(key)
+            return held
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            held = self._held.get(key)
+            if held is None or held.stamp != stamp:
+                held = await self._load(user_id, exclude_call_id, stamp)
+                self._held[key] = held
+            self._held.move_to_end(key)
+            while len(self._held) > self.capacity:
+                dropped, _ = self._held.popitem(last=False)
+                self._locks.pop(dropped, None)
+        return held
+
+    async def _load(self, user_id: int, exclude_call_id: str, stamp: tuple[int, int]) -> MemberIndex:
+        """``stamp`` was read before the rows: a write meanwhile makes the index stale at the next use."""
+        began = time.perf_counter()
+        lines = await self.store.recent_turns_of(user_id, ALL, exclude_call_id=exclude_call_id)
+        facts = await self.store.list_facts(user_id, limit=ALL)
+        summaries = await self.store.latest_summaries(user_id, SUMMARIES)
+        index = await MemberIndex.read(stamp, lines, facts, summaries)
+        self.loads += 1
+        self.load_seconds.append(time.perf_counter() - began)
+        return index
+
+    def prefetch(self, user_id: int) -> None:
+        """Read the index of the member's open call in the background (at call start: the call's first utterance
+        then finds it ready instead of reading a few thousand lines on the agent's time)."""
+        if user_id in self._prefetching:
+            return
+        task = asyncio.get_running_loop().create_task(self._prefetch(user_id))
+        self._prefetching[user_id] = task
+        task.add_done_callback(lambda done: self._prefetched(user_id, done))
+
+    def _prefetched(self, user_id: int, task: asyncio.Task[None]) -> None:
+        if self._prefetching.get(user_id) is task:
+            del self._prefetching[user_id]
+
+    async def _prefetch(self, user_id: int) -> None:
+        try:
+            async with self._reading_ahead:  # one at a time: many calls starting at once do not crowd the loop
+                call = await self.store.open_call_for_user(user_id)
+                if call is not None:
+                    await self.get(user_id, call.call_id)
+        except Exception as exc:  # the first utterance reads it instead (and reports a failure to read)
+            log.warning("reading member %s's memory index ahead failed (%s)", user_id, type(exc).__name__)
+
+    async def idle(self) -> None:
+        """Wait until nothing is being read ahead (benchmarks, tests)."""
+        while self._prefetching:
+            await asyncio.gather(*list(self._prefetching.values()), return_exceptions=True)
+
+    def drop(self, user_id: int | None = None) -> None:
+        """Drop the indexes of one member, or of everyone (forget, retention purge), and stop reading ahead."""
+        for key in [k for k in self._held if user_id is None or k[0] == user_id]:
+            del self._held[key]
+        for member in [m for m in self._prefetching if user_id is None or m == user_id]:
+            self._prefetching.pop(member).cancel()
