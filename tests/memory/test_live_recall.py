@@ -272,6 +272,29 @@ async def test_bodies_over_one_mib_and_malformed_json_are_refused(world: CallWor
     assert llm.requests == [] and await lines(world, call_id) == []
 
 
+async def test_odd_but_valid_and_invalid_messages_get_the_right_answer(world: CallWorld, llm: FakeLLM) -> None:
+    """OpenAI's content-part arrays are read as text; a lone surrogate is refused before anything happens; what
+    the upstream refuses as invalid is a 400 for the agent, not "unavailable"."""
+    call_id, agent_id = await start(world)
+    key = world.emu.agent(agent_id).request["properties"]["llm"]["api_key"]
+    auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    url = f"{world.web.url}{LLM_ROUTE}"
+    parts = [{"type": "text", "text": "My cat is"}, {"type": "text", "text": "called Miso."}]
+    async with httpx.AsyncClient() as http:
+        llm.queue_reply("A lovely name.")
+        ok = await http.post(url, json={"messages": [{"role": "user", "content": parts}], "stream": True}, headers=auth)
+        assert ok.status_code == 200 and ok.text.endswith("data: [DONE]\n\n")
+        surrogate = b'{"messages": [{"role": "user", "content": "hi \\ud800"}], "stream": true}'
+        lone = await http.post(url, content=surrogate, headers=auth)
+        bad_role = await http.post(
+            url, json={"messages": [{"role": "wizard", "content": "abracadabra"}], "stream": True}, headers=auth
+        )
+    assert lone.status_code == 400 and "Unicode" in lone.json()["error"]["message"]
+    assert bad_role.status_code == 400 and bad_role.json()["error"]["code"] == "upstream_refused"
+    assert len(llm.requests) == 2, "the lone surrogate never reached the upstream"
+    assert await lines(world, call_id) == [("user", "My cat is\ncalled Miso."), ("assistant", "A lovely name.")]
+
+
 async def test_upstream_failing_once_is_retried_and_twice_is_a_prompt_error(world: CallWorld, llm: FakeLLM) -> None:
     call_id, agent_id = await start(world)
     llm.fail_next(1, 503)
