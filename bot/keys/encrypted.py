@@ -399,7 +399,7 @@ class EncryptedStore(EncryptedVectors):
         fact_id: int,
         *,
         turn_ids: Sequence[int] = (),
-        summaries: Sequence[tuple[str, str]] = (),
+        summaries: Sequence[Conversation] = (),
     ) -> FactRecord | None:
         return await self._fact(
             await self.backend.forget_fact(user_id, fact_id, turn_ids=turn_ids, summaries=summaries)

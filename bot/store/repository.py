@@ -234,10 +234,10 @@ class PrivacyStore(Protocol):
         fact_id: int,
         *,
         turn_ids: Sequence[int] = (),
-        summaries: Sequence[tuple[str, str]] = (),
+        summaries: Sequence[Conversation] = (),
     ) -> FactRecord | None:
-        """Delete the member's fact and, in the same transaction, their lines ``turn_ids`` and the summaries
-        ``(kind, ref_id)`` that repeat it; None (nothing deleted) when the fact is not theirs."""
+        """Delete the member's fact and, in the same transaction, their lines ``turn_ids`` and the summaries of
+        the conversations ``summaries`` that repeat it; None (nothing deleted) when the fact is not theirs."""
         ...
 
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None: ...

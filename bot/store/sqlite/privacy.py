@@ -43,7 +43,7 @@ class SqlitePrivacy(SqliteBase):
         fact_id: int,
         *,
         turn_ids: Sequence[int] = (),
-        summaries: Sequence[tuple[str, str]] = (),
+        summaries: Sequence[Conversation] = (),
     ) -> FactRecord | None:
         fact = await self.get_fact(fact_id)
         if fact is None or fact.user_id != user_id:
@@ -54,9 +54,8 @@ class SqlitePrivacy(SqliteBase):
             await db.executemany(
                 "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
             )
-            for kind, ref_id in summaries:
-                target = Conversation.named(kind, ref_id)
-                table, column = target.table, target.column
+            for target in summaries:
+                table, column, ref_id = target.table, target.column, target.ref_id
                 await db.execute(
                     f"UPDATE {table} SET summary = NULL WHERE {column} = ? AND user_id = ?", (ref_id, user_id)
                 )
