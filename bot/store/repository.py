@@ -11,6 +11,7 @@ from bot.store.models import (
     CallRecord,
     CallState,
     ChatRecord,
+    Conversation,
     ConversationSummary,
     FactRecord,
     ForgetResult,
@@ -199,7 +200,7 @@ class FactStore(Protocol):
     async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int: ...
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]: ...
     async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]: ...
-    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]: ...
+    async def facts_from(self, convo: Conversation) -> list[FactRecord]: ...
 
     # post-call extraction results
     async def apply_extraction(
@@ -208,9 +209,8 @@ class FactStore(Protocol):
         attempt: int,
         user_id: int,
         at: float,
+        convo: Conversation,
         *,
-        call_id: str | None = None,
-        chat_id: str | None = None,
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,

@@ -262,8 +262,12 @@ async def test_bodies_over_one_mib_and_malformed_json_are_refused(world: CallWor
         too_large = await http.post(f"{world.web.url}{LLM_ROUTE}", content=big, headers=auth)
         malformed = await http.post(f"{world.web.url}{LLM_ROUTE}", content=b"{not json", headers=auth)
         no_messages = await http.post(f"{world.web.url}{LLM_ROUTE}", json={"stream": True}, headers=auth)
+        too_deep = await http.post(f"{world.web.url}{LLM_ROUTE}", content=b"[" * 100_000, headers=auth)
+        not_an_object = await http.post(f"{world.web.url}{LLM_ROUTE}", content=b"[1, 2]", headers=auth)
     assert too_large.status_code == 413 and "error" in too_large.json()
     assert malformed.status_code == 400 and malformed.json()["error"]["type"] == "invalid_request_error"
+    assert too_deep.status_code == 400 and too_deep.json()["error"]["type"] == "invalid_request_error"
+    assert not_an_object.status_code == 400 and not_an_object.json()["error"]["type"] == "invalid_request_error"
     assert no_messages.status_code == 400
     assert llm.requests == [] and await lines(world, call_id) == []
 
