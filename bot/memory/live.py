@@ -224,13 +224,17 @@ class LiveRecall:
         turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
-            # Started at once; it overlaps the memory build and the upstream's thinking, and is finished before
-            # the agent gets a byte (so the reply is always stored after the line it answers).
+            # Started at once; it overlaps the memory build and is finished before the request goes upstream (so
+            # a crash mid-reply keeps the line, and the reply is always stored after the line it answers).
             write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
             self.track(write)
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
             outgoing["messages"] = await self._with_memory(call, messages, utterance, remember)
+            if write is not None:
+                # Stored before the request leaves (the build overlapped it): a line the upstream is answering is
+                # never lost to a crash, however fast the memory was built.
+                await asyncio.shield(write)
             response, chunks, first = await self._open(call, outgoing)
         finally:
             if write is not None:
