@@ -6,7 +6,7 @@ import itertools
 import time
 from collections.abc import Sequence
 
-from bot.store.models import CallRecord, ChatRecord, FactRecord
+from bot.store.models import CallRecord, ChatRecord, Conversation, FactRecord
 
 _ids = itertools.count(1)
 
@@ -67,22 +67,22 @@ async def extract(
     assert await store.enqueue_job(SEED_JOB, ref, at, not_before=-1.0)
     job = await store.claim_job(-1.0, 60.0)
     assert job is not None and (job.kind, job.ref_id) == (SEED_JOB, ref), job
-    known = {f.fact_id for f in await store.facts_from(call_id=call_id, chat_id=chat_id)}
+    convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+    known = {f.fact_id for f in await store.facts_from(convo)}
     plan = [(f, ()) if isinstance(f, str) else (f[0], tuple(f[1])) for f in new_facts]
     learned = await store.apply_extraction(
         job.job_id,
         job.attempts,
         user_id,
         at,
-        call_id=call_id,
-        chat_id=chat_id,
+        convo,
         new_facts=plan,
         confirmed=confirmed,
         summary=summary,
     )
     assert learned is not None and (learned > 0 or not (plan or confirmed)), "the store refused the seeded memory"
     known.update(confirmed)
-    added = [f for f in await store.facts_from(call_id=call_id, chat_id=chat_id) if f.fact_id not in known]
+    added = [f for f in await store.facts_from(convo) if f.fact_id not in known]
     assert [f.text for f in added] == [text for text, _ in plan], added
     return added
 

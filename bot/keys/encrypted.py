@@ -23,6 +23,7 @@ from bot.keys.terms import query_terms
 from bot.store.models import (
     CallRecord,
     ChatRecord,
+    Conversation,
     ConversationSummary,
     FactRecord,
     NewTurn,
@@ -342,8 +343,8 @@ class EncryptedStore(EncryptedVectors):
             return []
         return await self._facts(await self.backend.search_facts(user_id, hashed, limit))
 
-    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
-        return await self._facts(await self.backend.facts_from(call_id=call_id, chat_id=chat_id))
+    async def facts_from(self, convo: Conversation) -> list[FactRecord]:
+        return await self._facts(await self.backend.facts_from(convo))
 
     async def _summaries(self, user_id: int, rows: Sequence[ConversationSummary]) -> list[ConversationSummary]:
         opened = []
@@ -372,23 +373,21 @@ class EncryptedStore(EncryptedVectors):
         attempt: int,
         user_id: int,
         at: float,
+        convo: Conversation,
         *,
-        call_id: str | None = None,
-        chat_id: str | None = None,
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
         generation: int | None = None,
     ) -> int | None:
         cipher = await self._writer(user_id)
-        column = CALL_SUMMARY if call_id is not None else CHAT_SUMMARY
+        column = CALL_SUMMARY if convo.kind == "call" else CHAT_SUMMARY
         return await self.backend.apply_extraction(
             job_id,
             attempt,
             user_id,
             at,
-            call_id=call_id,
-            chat_id=chat_id,
+            convo,
             new_facts=[(seal(cipher, FACT, text, indexed=True), ids) for text, ids in new_facts],
             confirmed=confirmed,
             summary=None if summary is None else seal(cipher, column, summary, indexed=False),
@@ -403,7 +402,7 @@ class EncryptedStore(EncryptedVectors):
         fact_id: int,
         *,
         turn_ids: Sequence[int] = (),
-        summaries: Sequence[tuple[str, str]] = (),
+        summaries: Sequence[Conversation] = (),
     ) -> FactRecord | None:
         return await self._fact(
             await self.backend.forget_fact(user_id, fact_id, turn_ids=turn_ids, summaries=summaries)

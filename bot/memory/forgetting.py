@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.memory.context import _STOPWORDS
-from bot.store.models import FactRecord
+from bot.store.models import Conversation, FactRecord
 
 _WORD = re.compile(r"[\w'’-]+")
 _EXTRA_STOPWORDS = frozenset({"called", "named", "likes", "loves", "since", "user", "member", "their", "his", "her"})
@@ -73,8 +73,8 @@ class FactTraces:
 
     fact: FactRecord
     turn_ids: tuple[int, ...]
-    summaries: tuple[tuple[str, str], ...]
-    """(kind, ref_id) of call and chat summaries that repeat it."""
+    summaries: tuple[Conversation, ...]
+    """The calls and chats whose summaries repeat it."""
 
     @property
     def removes_more(self) -> bool:
@@ -89,5 +89,5 @@ def traces_of(
     return FactTraces(
         fact=fact,
         turn_ids=tuple(turn_id for turn_id, content in lines if repeats(terms, content)),
-        summaries=tuple((kind, ref) for kind, ref, text in summaries if repeats(terms, text)),
+        summaries=tuple(Conversation.named(kind, ref) for kind, ref, text in summaries if repeats(terms, text)),
     )

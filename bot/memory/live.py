@@ -209,10 +209,12 @@ class LiveRecall:
         messages = request.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise bad_request("'messages' must be a non-empty array of message objects.")
+        if not _encodable(request):
+            raise bad_request("The request holds text that is not valid Unicode (a lone surrogate).")
         conversation: list[tuple[Role, str]] = [
-            ("user" if m["role"] == "user" else "assistant", m["content"])
+            ("user" if m["role"] == "user" else "assistant", text)
             for m in messages
-            if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
+            if m.get("role") in ("user", "assistant") and (text := _text_of(m.get("content"))) is not None
         ]
         utterance = next((content for role, content in reversed(conversation) if role == "user"), "")
         # Read before anything else: a forget or a pause from now on fences out this turn's writes (forget wins).
@@ -222,13 +224,17 @@ class LiveRecall:
         turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
-            # Started at once; it overlaps the memory build and the upstream's thinking, and is finished before
-            # the agent gets a byte (so the reply is always stored after the line it answers).
+            # Started at once; it overlaps the memory build and is finished before the request goes upstream (so
+            # a crash mid-reply keeps the line, and the reply is always stored after the line it answers).
             write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
             self.track(write)
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
             outgoing["messages"] = await self._with_memory(call, messages, utterance, remember)
+            if write is not None:
+                # Stored before the request leaves (the build overlapped it): a line the upstream is answering is
+                # never lost to a crash, however fast the memory was built.
+                await asyncio.shield(write)
             response, chunks, first = await self._open(call, outgoing)
         finally:
             if write is not None:
@@ -270,6 +276,7 @@ class LiveRecall:
     ) -> tuple[httpx.Response, AsyncIterator[bytes], bytes]:
         """The upstream response and its first bytes; one retry, only before the first byte, within the timeout."""
         failure = "upstream_error"
+        refused: int | None = None
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 for attempt in range(1, ATTEMPTS + 1):
@@ -294,10 +301,20 @@ class LiveRecall:
                             f" ({status})" if status else "",
                         )
                         if status is not None and status < 500 and status != 429:
+                            refused = status
                             break  # the upstream refused this request: asking again gets the same answer
         except TimeoutError:
             failure = "upstream_timeout"
             log.warning("call %s: upstream LLM gave no first byte within %g s", call.call_id, self.timeout_seconds)
+        if refused in (401, 403):
+            log.error("call %s: the upstream LLM refused the bot's credentials: check llm.api_key", call.call_id)
+        elif refused is not None:
+            raise LLMRouteError(
+                400,
+                f"The language model refused this request as invalid (HTTP {refused}).",
+                error_type="invalid_request_error",
+                code="upstream_refused",
+            )
         if failure == "upstream_timeout":
             raise LLMRouteError(
                 504,
@@ -308,6 +325,29 @@ class LiveRecall:
         raise LLMRouteError(
             502, "The language model is not available right now.", error_type="server_error", code=failure
         )
+
+
+def _text_of(content: object) -> str | None:
+    """A message's text: a string, or the text parts of OpenAI's content-part array; None for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        ]
+        return "\n".join(texts) if texts else None
+    return None
+
+
+def _encodable(request: dict[str, Any]) -> bool:
+    """JSON may spell a lone surrogate (\\ud800), which no UTF-8 text (the store, the upstream) can hold."""
+    try:
+        json.dumps(request, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_memory_message(message: dict[str, Any]) -> bool:

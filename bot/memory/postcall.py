@@ -39,7 +39,7 @@ from bot.memory.extraction import (
     parse_reply,
 )
 from bot.memory.importer import POST_CALL_JOB
-from bot.store.models import FactRecord, Job, TurnRecord
+from bot.store.models import Conversation, FactRecord, Job, TurnRecord
 from bot.store.repository import AccountStore, ConversationStore, FactStore, JobStore
 
 
@@ -127,9 +127,7 @@ async def facts_learned(store: LearnedStore, kind: str, ref_id: str) -> int | No
     state = await store.job_state(job_kind, ref_id)
     if state not in ("done", "failed"):
         return None
-    if job_kind == POST_CALL_JOB:
-        return len(await store.facts_from(call_id=ref_id))
-    return len(await store.facts_from(chat_id=ref_id))
+    return len(await store.facts_from(Conversation(_KINDS[job_kind], ref_id)))
 
 
 class PostCallProcessor:
@@ -237,8 +235,7 @@ class PostCallProcessor:
             job.attempts,
             convo.user_id,
             at,
-            call_id=convo.ref_id if kind == "call" else None,
-            chat_id=convo.ref_id if kind == "chat" else None,
+            Conversation(kind, convo.ref_id),
             new_facts=plan.new_facts,
             confirmed=plan.confirmed,
             summary=extraction.summary or None,

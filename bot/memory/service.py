@@ -89,6 +89,7 @@ class MemoryService:
         first merge attempt starts from it instead of reading it again (the merge is versioned, so a row that
         changed meanwhile only costs a retry, which reads it afresh)."""
         at = time.time() if at is None else at
+        window = storable(window)
         if generation is None:
             generation = await self.store.memory_generation(call.user_id)
         complete = max_history is None or len(window) < max_history
@@ -197,6 +198,7 @@ class MemoryService:
         makes a retried request a no-op. `generation` is the member's memory generation read when the request
         arrived: a forget or pause since then drops the line (forget wins). Returns False when the line was
         already stored."""
+        window = storable(window)
         if turn_key is not None and await self.store.live_turn_seen(call.call_id, turn_key):
             return False
         at = time.time() if at is None else at
@@ -406,3 +408,19 @@ class MemoryService:
         except TimeoutError:
             return False
         return not await self.store.pending_scrub()
+
+
+def storable(window: Sequence[tuple[Role, str]]) -> Sequence[tuple[Role, str]]:
+    """The lines with any lone surrogate (which JSON can spell, as "\\ud800", but no UTF-8 store can hold)
+    replaced, so one odd character can never stop a whole call from being stored."""
+    if all(text.isascii() or _utf8(text) for _, text in window):
+        return window
+    return [(role, text if _utf8(text) else text.encode("utf-8", "replace").decode("utf-8")) for role, text in window]
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

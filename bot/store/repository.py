@@ -11,6 +11,7 @@ from bot.store.models import (
     CallRecord,
     CallState,
     ChatRecord,
+    Conversation,
     ConversationSummary,
     FactRecord,
     ForgetResult,
@@ -199,7 +200,7 @@ class FactStore(Protocol):
     async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int: ...
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]: ...
     async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]: ...
-    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]: ...
+    async def facts_from(self, convo: Conversation) -> list[FactRecord]: ...
 
     # post-call extraction results
     async def apply_extraction(
@@ -208,9 +209,8 @@ class FactStore(Protocol):
         attempt: int,
         user_id: int,
         at: float,
+        convo: Conversation,
         *,
-        call_id: str | None = None,
-        chat_id: str | None = None,
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
@@ -234,10 +234,10 @@ class PrivacyStore(Protocol):
         fact_id: int,
         *,
         turn_ids: Sequence[int] = (),
-        summaries: Sequence[tuple[str, str]] = (),
+        summaries: Sequence[Conversation] = (),
     ) -> FactRecord | None:
-        """Delete the member's fact and, in the same transaction, their lines ``turn_ids`` and the summaries
-        ``(kind, ref_id)`` that repeat it; None (nothing deleted) when the fact is not theirs."""
+        """Delete the member's fact and, in the same transaction, their lines ``turn_ids`` and the summaries of
+        the conversations ``summaries`` that repeat it; None (nothing deleted) when the fact is not theirs."""
         ...
 
     async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None: ...

@@ -70,7 +70,7 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         )
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return _error(bad_request("We could not parse the JSON body of your request."))
     try:
         turn = await session.start_turn(body)

@@ -41,6 +41,22 @@ async def world(tmp_path: Path):
         yield w
 
 
+async def test_a_lone_surrogate_in_agoras_history_does_not_stop_the_call_being_stored(world: CallWorld) -> None:
+    """JSON can spell a lone surrogate ("\\ud800"); no UTF-8 store can hold one, so it is replaced, not fatal."""
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, [("user", "my code is \ud800 ok"), ("assistant", "Noted.")])
+    assert await world.calls.checkpoint(started.call_id)
+    world.emu.script(agent.agent_id, [("user", "bye \udfff")])
+    await world.calls.hang_up(ALICE)
+    greeting = ("assistant", world.settings.agora.greeting)
+    assert await stored(world, started.call_id) == [
+        greeting,
+        ("user", "my code is ? ok"),
+        ("assistant", "Noted."),
+        ("user", "bye ?"),
+    ]
+
+
 async def test_full_call_is_stored_once_in_order_and_the_agent_stops(world: CallWorld) -> None:
     started, agent = await start_call(world)
     assert agent.labels == {"call_id": started.call_id}

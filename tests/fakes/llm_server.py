@@ -420,13 +420,22 @@ def _validate_message(index: int, message: Any) -> None:
             "'system', 'user', 'assistant' and 'tool'.",
             param=f"messages[{index}].role",
         )
-    if not isinstance(message.get("content"), str):
+    content = message.get("content")
+    if isinstance(content, list) and content and all(_is_text_part(part) for part in content):
+        return  # OpenAI's content-part array (text parts)
+    if content is None and role == "assistant" and message.get("tool_calls"):
+        return
+    if not isinstance(content, str):
         raise FakeLLMRequestError(
             400,
             f"Invalid type for 'messages[{index}].content': expected a string, "
             f"got {type(message.get('content')).__name__}",
             param=f"messages[{index}].content",
         )
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
 
 
 def _validate_number(body: dict[str, Any], name: str, low: float, high: float) -> None:

@@ -20,7 +20,7 @@ from bot.keys import DecryptionFailed, KeyStoreLocked, generate_master_key_text,
 from bot.keys.encrypted import EncryptedStore
 from bot.keys.pg_store import PostgresKeyStore, check_unlockable_pg
 from bot.memory.service import MemoryService
-from bot.store.models import ChatRecord
+from bot.store.models import ChatRecord, Conversation
 from bot.store.pg_migrations import PG_MIGRATIONS
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
@@ -174,7 +174,13 @@ async def remember(store: Store, memory: MemoryService, user_id: int) -> None:
             [old] = await store.list_facts(user_id)
             facts = [(f"Likes {c} and {d}", (old.fact_id,))]
         await store.apply_extraction(
-            job.job_id, job.attempts, user_id, 2.0, call_id=call.call_id, new_facts=facts, summary=summary
+            job.job_id,
+            job.attempts,
+            user_id,
+            2.0,
+            Conversation.of(call_id=call.call_id),
+            new_facts=facts,
+            summary=summary,
         )
     chat = ChatRecord(f"chat-{user_id}", user_id, None, False, 3.0, 3.0)
     await store.create_chat(chat)

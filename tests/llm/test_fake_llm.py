@@ -50,7 +50,7 @@ def _assert_openai_error(response: httpx.Response, status: int, param: str | Non
         (_body(messages=[{"role": "user"}]), "messages[0].content"),
         (_body(messages=[{"role": "user", "content": None}]), "messages[0].content"),
         (
-            _body(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]),
+            _body(messages=[{"role": "user", "content": [{"type": "text"}]}]),  # a text part without its text
             "messages[0].content",
         ),
         (_body(temperature=2.5), "temperature"),
@@ -77,6 +77,16 @@ async def test_boundary_temperatures_are_accepted(fake_llm: FakeLLM) -> None:
     for temperature in (0, 2, 1.3):
         fake_llm.queue_reply("ok")
         assert (await _post(fake_llm, _body(temperature=temperature))).status_code == 200
+
+
+async def test_content_part_arrays_and_tool_call_turns_are_accepted(fake_llm: FakeLLM) -> None:
+    """As OpenAI's API accepts them: text parts, and an assistant turn that is only tool calls."""
+    fake_llm.queue_reply("fine")
+    fake_llm.queue_reply("fine")
+    parts = _body(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    tools = _body(messages=[USER, {"role": "assistant", "content": None, "tool_calls": [{"id": "t1"}]}])
+    assert (await _post(fake_llm, parts)).status_code == 200
+    assert (await _post(fake_llm, tools)).status_code == 200
 
 
 async def test_api_key_is_enforced() -> None:

@@ -19,6 +19,7 @@ from bot.memory.chat import ChatService
 from bot.memory.dense import RRF_K, DenseRetriever, MemberEmbedder, fuse
 from bot.memory.postcall import EMBED_JOB, POST_CALL_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
+from bot.store.models import Conversation
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.store.vectors import unpack
@@ -192,7 +193,7 @@ async def test_forgetting_deletes_the_vectors(store, memory, fake_llm, llm, embe
     async def vectors() -> set[tuple[str, int]]:
         return {(v.kind, v.item_id) for v in await store.member_vectors(USER, MODEL)}
 
-    (biscuit,) = await store.facts_from(call_id=dog)
+    (biscuit,) = await store.facts_from(Conversation("call", dog))
     assert await memory.forget_fact(USER, biscuit.fact_id)  # the fact and the line that says it
     assert ("fact", biscuit.fact_id) not in await vectors() and len(await vectors()) <= 5
     assert await vectors() == await remembered()

@@ -16,7 +16,7 @@ from bot.keys.encrypted import EncryptedStore
 from bot.keys.terms import index_terms
 from bot.memory.index import _terms
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord, ChatRecord
+from bot.store.models import CallRecord, ChatRecord, Conversation
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
@@ -118,7 +118,12 @@ async def test_a_fact_another_process_extracts_is_in_the_next_build(store: Store
         job = await other.claim_job(T0 + DAY, lease_seconds=60)
         assert job is not None
         await other.apply_extraction(
-            job.job_id, job.attempts, USER, T0 + DAY, call_id=call.call_id, new_facts=[("Gate fob is blue", [])]
+            job.job_id,
+            job.attempts,
+            USER,
+            T0 + DAY,
+            Conversation("call", call.call_id),
+            new_facts=[("Gate fob is blue", [])],
         )
     assert "Gate fob is blue" in await memory_text(memory, ask)
 

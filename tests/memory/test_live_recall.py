@@ -262,10 +262,37 @@ async def test_bodies_over_one_mib_and_malformed_json_are_refused(world: CallWor
         too_large = await http.post(f"{world.web.url}{LLM_ROUTE}", content=big, headers=auth)
         malformed = await http.post(f"{world.web.url}{LLM_ROUTE}", content=b"{not json", headers=auth)
         no_messages = await http.post(f"{world.web.url}{LLM_ROUTE}", json={"stream": True}, headers=auth)
+        too_deep = await http.post(f"{world.web.url}{LLM_ROUTE}", content=b"[" * 100_000, headers=auth)
+        not_an_object = await http.post(f"{world.web.url}{LLM_ROUTE}", content=b"[1, 2]", headers=auth)
     assert too_large.status_code == 413 and "error" in too_large.json()
     assert malformed.status_code == 400 and malformed.json()["error"]["type"] == "invalid_request_error"
+    assert too_deep.status_code == 400 and too_deep.json()["error"]["type"] == "invalid_request_error"
+    assert not_an_object.status_code == 400 and not_an_object.json()["error"]["type"] == "invalid_request_error"
     assert no_messages.status_code == 400
     assert llm.requests == [] and await lines(world, call_id) == []
+
+
+async def test_odd_but_valid_and_invalid_messages_get_the_right_answer(world: CallWorld, llm: FakeLLM) -> None:
+    """OpenAI's content-part arrays are read as text; a lone surrogate is refused before anything happens; what
+    the upstream refuses as invalid is a 400 for the agent, not "unavailable"."""
+    call_id, agent_id = await start(world)
+    key = world.emu.agent(agent_id).request["properties"]["llm"]["api_key"]
+    auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    url = f"{world.web.url}{LLM_ROUTE}"
+    parts = [{"type": "text", "text": "My cat is"}, {"type": "text", "text": "called Miso."}]
+    async with httpx.AsyncClient() as http:
+        llm.queue_reply("A lovely name.")
+        ok = await http.post(url, json={"messages": [{"role": "user", "content": parts}], "stream": True}, headers=auth)
+        assert ok.status_code == 200 and ok.text.endswith("data: [DONE]\n\n")
+        surrogate = b'{"messages": [{"role": "user", "content": "hi \\ud800"}], "stream": true}'
+        lone = await http.post(url, content=surrogate, headers=auth)
+        bad_role = await http.post(
+            url, json={"messages": [{"role": "wizard", "content": "abracadabra"}], "stream": True}, headers=auth
+        )
+    assert lone.status_code == 400 and "Unicode" in lone.json()["error"]["message"]
+    assert bad_role.status_code == 400 and bad_role.json()["error"]["code"] == "upstream_refused"
+    assert len(llm.requests) == 2, "the lone surrogate never reached the upstream"
+    assert await lines(world, call_id) == [("user", "My cat is\ncalled Miso."), ("assistant", "A lovely name.")]
 
 
 async def test_upstream_failing_once_is_retried_and_twice_is_a_prompt_error(world: CallWorld, llm: FakeLLM) -> None:

@@ -13,7 +13,7 @@ from bot.memory.extraction import ExtractedFact
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.postcall import POST_CHAT_JOB, PostCallProcessor, facts_learned, reconcile
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord, ChatRecord, FactRecord
+from bot.store.models import CallRecord, ChatRecord, Conversation, FactRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call, seed_fact
 
@@ -163,7 +163,7 @@ async def test_duplicates_confirm_instead_of_adding(store, memory, fake_llm, llm
     facts = await store.list_facts(USER)
     assert {f.fact_id for f in facts} == {dog.fact_id, tea.fact_id}
     assert {f.mentions for f in facts} == {2}
-    assert {f.fact_id for f in await store.facts_from(call_id=call.call_id)} == {dog.fact_id, tea.fact_id}
+    assert {f.fact_id for f in await store.facts_from(Conversation("call", call.call_id))} == {dog.fact_id, tea.fact_id}
     assert await facts_learned(store, "call", call.call_id) == 2
 
 
@@ -264,7 +264,7 @@ async def test_queue_resumes_after_a_restart_and_runs_once(tmp_path: Path, fake_
                 crashed.attempts,
                 USER,
                 NOW,
-                call_id=call.call_id,
+                Conversation("call", call.call_id),
                 new_facts=[("The user is a ghost.", [])],
             )
             is None

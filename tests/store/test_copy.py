@@ -13,7 +13,7 @@ from bot.config import Settings
 from bot.memory.service import MemoryService
 from bot.store import copy as copy_module
 from bot.store.copy import store_for_url
-from bot.store.models import ChatRecord
+from bot.store.models import ChatRecord, Conversation
 from bot.store.repository import Store
 from bot.store.vectors import pack
 from tests.factories import make_call, seed_fact
@@ -38,7 +38,7 @@ async def seed(store: Store) -> None:
         assert job is not None
         old = await seed_fact(store, user_id, "Likes coffee", 5.0, call_id=call.call_id)
         await store.apply_extraction(
-            job.job_id, job.attempts, user_id, 40.0, call_id=call.call_id,
+            job.job_id, job.attempts, user_id, 40.0, Conversation("call", call.call_id),
             new_facts=[("Likes tea, not coffee", [old.fact_id])], summary=f"Member {user_id} talked about tea.",
         )  # fmt: skip
         chat = ChatRecord(f"chat-{user_id}", user_id, 7, private=False, started_at=50.0, last_message_at=50.0)

@@ -92,8 +92,8 @@ async def test_a_refused_or_stale_merge_writes_nothing_and_leaves_no_transaction
     await store.create_call(call)
     generation = await store.memory_generation(7)
 
-    with pytest.raises(TurnsChanged):  # another writer got there first: nothing of this merge may stay
-        await store.apply_call_turns(
+    async def merge_two_lines(*, generation: int, expected_version: int) -> bool:
+        return await store.apply_call_turns(
             call.call_id,
             7,
             _turns(2, 2.0),
@@ -101,35 +101,20 @@ async def test_a_refused_or_stale_merge_writes_nothing_and_leaves_no_transaction
             anchored=True,
             checkpoint_at=2.0,
             generation=generation,
-            expected_version=5,
+            expected_version=expected_version,
         )
+
+    with pytest.raises(TurnsChanged):  # another writer got there first: nothing of this merge may stay
+        await merge_two_lines(generation=generation, expected_version=5)
     assert await store.call_turns(call.call_id) == []
     assert (await store.get_call(call.call_id)).turns_version == 0  # type: ignore[union-attr]
 
     with counted_trips(monkeypatch) as trips:  # the fence refuses a stale generation, in the same one trip
-        assert not await store.apply_call_turns(
-            call.call_id,
-            7,
-            _turns(2, 2.0),
-            [],
-            anchored=True,
-            checkpoint_at=2.0,
-            generation=generation + 1,
-            expected_version=0,
-        )
+        assert not await merge_two_lines(generation=generation + 1, expected_version=0)
     assert trips[0] == 1 and await store.call_turns(call.call_id) == []
 
     # The connection is not left inside a transaction: the next write goes through and is kept.
-    assert await store.apply_call_turns(
-        call.call_id,
-        7,
-        _turns(2, 2.0),
-        [],
-        anchored=True,
-        checkpoint_at=2.0,
-        generation=generation,
-        expected_version=0,
-    )
+    assert await merge_two_lines(generation=generation, expected_version=0)
     assert len(await store.call_turns(call.call_id)) == 2
     with pytest.raises(OpenCallExists):  # the member's second open call is refused, in one trip too
         await store.create_call(make_call(7, state="starting"))

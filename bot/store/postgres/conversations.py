@@ -191,7 +191,7 @@ class PostgresConversations(PostgresFullText):
         expected_version: int | None = None,
     ) -> bool:
         async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, call_id=call_id):
+            if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
                 return False
             # The call row is locked until commit, so concurrent merges of one call apply one after the other.
             status = await db.execute(
@@ -225,7 +225,7 @@ class PostgresConversations(PostgresFullText):
         self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
     ) -> int | None:
         async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, chat_id=chat_id):
+            if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
                 return None
             # Locking the chat row serialises appends to one chat, so two never take the same seq.
             await db.execute("UPDATE chats SET last_message_at = $2 WHERE chat_id = $1", chat_id, at)

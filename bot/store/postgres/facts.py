@@ -68,8 +68,7 @@ class PostgresFacts(PostgresFullText):
         found = [(int(r["fact_id"]), len(WORD.findall(r["text"])), _fact(r)) for r in rows]
         return rerank(first, found, limit)
 
-    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+    async def facts_from(self, convo: Conversation) -> list[FactRecord]:
         column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT DISTINCT {_prefixed(_FACT_COLUMNS, 'f')} FROM fact_sources s "
@@ -86,15 +85,13 @@ class PostgresFacts(PostgresFullText):
         attempt: int,
         user_id: int,
         at: float,
+        convo: Conversation,
         *,
-        call_id: str | None = None,
-        chat_id: str | None = None,
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
         generation: int | None = None,
     ) -> int | None:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
         column, ref = convo.column, convo.ref_id
         table = convo.table
         current = "user_id = $3 AND superseded_by IS NULL AND invalidated_at IS NULL"
@@ -108,7 +105,7 @@ class PostgresFacts(PostgresFullText):
             )
             if _count(status) != 1:
                 return None
-            if not await memory_write_allowed(db, user_id, generation, call_id=call_id, chat_id=chat_id):
+            if not await memory_write_allowed(db, user_id, generation, convo):
                 return 0
             for fact_id in dict.fromkeys(confirmed):
                 status = await db.execute(

@@ -16,9 +16,7 @@ async def memory_write_allowed(
     db: Connection,
     user_id: int,
     generation: int | None,
-    *,
-    call_id: str | None = None,
-    chat_id: str | None = None,
+    convo: Conversation | None = None,
 ) -> bool:
     """The fence every write of a member's memory passes, inside the write's own transaction (as on SQLite: see
     `bot.store.sqlite.memory_write_allowed`). The member's fence row is read FOR SHARE, so a forget or pause that
@@ -26,9 +24,8 @@ async def memory_write_allowed(
     row's lock comes first (the select list is evaluated in order), then the pause and the conversation."""
     checks = ["EXISTS (SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled)"]
     params: list[Any] = [user_id]
-    if call_id is not None or chat_id is not None:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
-        purged = " AND transcript_purged_at IS NULL" if call_id else ""
+    if convo is not None:
+        purged = " AND transcript_purged_at IS NULL" if convo.kind == "call" else ""
         checks.append(
             f"NOT EXISTS (SELECT 1 FROM {convo.table} WHERE {convo.column} = $2 AND user_id = $1 "
             f"AND NOT private{purged})"

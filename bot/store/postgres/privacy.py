@@ -33,7 +33,7 @@ class PostgresPrivacy(PostgresBase):
         fact_id: int,
         *,
         turn_ids: Sequence[int] = (),
-        summaries: Sequence[tuple[str, str]] = (),
+        summaries: Sequence[Conversation] = (),
     ) -> FactRecord | None:
         async with self._tx() as db:
             row = await db.fetchrow(
@@ -45,9 +45,8 @@ class PostgresPrivacy(PostgresBase):
             await db.execute(
                 "DELETE FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2", list(turn_ids), user_id
             )
-            for kind, ref_id in summaries:
-                target = Conversation.named(kind, ref_id)
-                table, column = target.table, target.column
+            for target in summaries:
+                table, column, ref_id = target.table, target.column, target.ref_id
                 await db.execute(
                     f"UPDATE {table} SET summary = NULL WHERE {column} = $1 AND user_id = $2", ref_id, user_id
                 )

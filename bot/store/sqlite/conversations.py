@@ -199,7 +199,7 @@ class SqliteConversations(SqliteFullText):
         self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
     ) -> int | None:
         async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, chat_id=chat_id):
+            if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
                 return None
             cur = await db.execute(
                 "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "

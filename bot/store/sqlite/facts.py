@@ -67,8 +67,7 @@ class SqliteFacts(SqliteFullText):
         )
         return [(FactRecord(*tuple(row)[:-1]), score) for row, score in ranked]
 
-    async def facts_from(self, *, call_id: str | None = None, chat_id: str | None = None) -> list[FactRecord]:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
+    async def facts_from(self, convo: Conversation) -> list[FactRecord]:
         column, ref = convo.column, convo.ref_id
         rows = await self._all(
             f"SELECT DISTINCT {', '.join('f.' + c.strip() for c in _FACT_COLUMNS.split(','))} FROM fact_sources s "
@@ -85,15 +84,13 @@ class SqliteFacts(SqliteFullText):
         attempt: int,
         user_id: int,
         at: float,
+        convo: Conversation,
         *,
-        call_id: str | None = None,
-        chat_id: str | None = None,
         new_facts: Sequence[tuple[str, Sequence[int]]] = (),
         confirmed: Sequence[int] = (),
         summary: str | None = None,
         generation: int | None = None,
     ) -> int | None:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
         column, ref = convo.column, convo.ref_id
         table = convo.table
         current = "user_id = ? AND superseded_by IS NULL AND invalidated_at IS NULL"
@@ -105,7 +102,7 @@ class SqliteFacts(SqliteFullText):
             )
             if cur.rowcount != 1:
                 return None
-            if not await memory_write_allowed(db, user_id, generation, call_id=call_id, chat_id=chat_id):
+            if not await memory_write_allowed(db, user_id, generation, convo):
                 return 0
             for fact_id in dict.fromkeys(confirmed):
                 cur = await db.execute(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import aiosqlite
 
+from bot.store.models import Conversation
 from bot.store.sqlite import trips
 
 
@@ -13,13 +14,11 @@ async def memory_write_allowed(
     db: aiosqlite.Connection,
     user_id: int,
     generation: int | None,
-    *,
-    call_id: str | None = None,
-    chat_id: str | None = None,
+    convo: Conversation | None = None,
 ) -> bool:
     """The fence every write of a member's memory passes, inside the write's own transaction (see
     `bot.store.sqlite.trips.memory_write_allowed`), checked in one trip to the database thread."""
-    return await trips.on_thread(db, trips.memory_write_allowed, user_id, generation, call_id=call_id, chat_id=chat_id)
+    return await trips.on_thread(db, trips.memory_write_allowed, user_id, generation, convo)
 
 
 async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:

@@ -43,7 +43,7 @@ class SqlitePrivacy(SqliteBase):
         fact_id: int,
         *,
         turn_ids: Sequence[int] = (),
-        summaries: Sequence[tuple[str, str]] = (),
+        summaries: Sequence[Conversation] = (),
     ) -> FactRecord | None:
         fact = await self.get_fact(fact_id)
         if fact is None or fact.user_id != user_id:
@@ -54,9 +54,8 @@ class SqlitePrivacy(SqliteBase):
             await db.executemany(
                 "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
             )
-            for kind, ref_id in summaries:
-                target = Conversation.named(kind, ref_id)
-                table, column = target.table, target.column
+            for target in summaries:
+                table, column, ref_id = target.table, target.column, target.ref_id
                 await db.execute(
                     f"UPDATE {table} SET summary = NULL WHERE {column} = ? AND user_id = ?", (ref_id, user_id)
                 )
@@ -68,7 +67,7 @@ class SqlitePrivacy(SqliteBase):
             return None
         async with self._tx() as db:
             await _forgotten(db, user_id, self._now())
-            return await _delete_conversation(db, call_id=call_id)
+            return await _delete_conversation(db, Conversation("call", call_id))
 
     async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
         chat = await self.get_chat(chat_id)
@@ -76,7 +75,7 @@ class SqlitePrivacy(SqliteBase):
             return None
         async with self._tx() as db:
             await _forgotten(db, user_id, self._now())
-            return await _delete_conversation(db, chat_id=chat_id)
+            return await _delete_conversation(db, Conversation("chat", chat_id))
 
     async def forget_user(self, user_id: int) -> ForgetResult:
         async with self._tx() as db:
@@ -196,11 +195,8 @@ class SqlitePrivacy(SqliteBase):
 # ---- helpers ---------------------------------------------------------------------------------------------
 
 
-async def _delete_conversation(
-    db: aiosqlite.Connection, *, call_id: str | None = None, chat_id: str | None = None
-) -> ForgetResult:
+async def _delete_conversation(db: aiosqlite.Connection, convo: Conversation) -> ForgetResult:
     """Delete a call or chat, its turns and summary, and the facts that came only from it."""
-    convo = Conversation.of(call_id=call_id, chat_id=chat_id)
     column, ref = convo.column, convo.ref_id
     async with db.execute(
         f"SELECT fact_id FROM fact_sources WHERE {column} = ? "
@@ -216,4 +212,9 @@ async def _delete_conversation(
     turns = await _changes(db, f"DELETE FROM turns WHERE {column} = ?", (ref,))
     table = convo.table
     removed = await _changes(db, f"DELETE FROM {table} WHERE {column} = ?", (ref,))
-    return ForgetResult(turns=turns, facts=facts, calls=removed if call_id else 0, chats=removed if chat_id else 0)
+    return ForgetResult(
+        turns=turns,
+        facts=facts,
+        calls=removed if convo.kind == "call" else 0,
+        chats=removed if convo.kind == "chat" else 0,
+    )

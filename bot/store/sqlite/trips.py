@@ -69,9 +69,7 @@ def memory_write_allowed(
     conn: sqlite3.Connection,
     user_id: int,
     generation: int | None,
-    *,
-    call_id: str | None = None,
-    chat_id: str | None = None,
+    convo: Conversation | None = None,
 ) -> bool:
     """The fence every write of a member's memory passes, inside the write's own transaction.
 
@@ -89,9 +87,8 @@ def memory_write_allowed(
             return False
     if _exists(conn, "SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0", (user_id,)):
         return False
-    if call_id is not None or chat_id is not None:
-        convo = Conversation.of(call_id=call_id, chat_id=chat_id)
-        purged = " AND transcript_purged_at IS NULL" if call_id else ""
+    if convo is not None:
+        purged = " AND transcript_purged_at IS NULL" if convo.kind == "call" else ""
         sql = f"SELECT 1 FROM {convo.table} WHERE {convo.column} = ? AND user_id = ? AND private = 0{purged}"
         if not _exists(conn, sql, (convo.ref_id, user_id)):
             return False
@@ -121,7 +118,7 @@ def apply_call_turns(
     expected_version: int | None,
 ) -> bool:
     """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside `in_transaction`."""
-    if not memory_write_allowed(conn, user_id, generation, call_id=call_id):
+    if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
         return False
     bumped = changes(
         conn,
