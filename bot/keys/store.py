@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol
@@ -73,7 +74,7 @@ class KeyStoreLocked(Exception):
     The message is the one line the operator reads; nothing has been written."""
 
 
-class CachingKeyStore:
+class CachingKeyStore(ABC):
     """What every key store shares: the unwrapped ciphers kept in an LRU, one key made per member at most.
     A backend supplies ``label``, ``_wrapped`` (the stored wrapped key) and ``_create`` (make and commit one)."""
 
@@ -83,16 +84,16 @@ class CachingKeyStore:
         self._cache: OrderedDict[int, MemberCipher] = OrderedDict()
 
     @property
-    def label(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def label(self) -> str: ...
 
-    async def _wrapped(self, user_id: int) -> bytes | None:
-        raise NotImplementedError
+    @abstractmethod
+    async def _wrapped(self, user_id: int) -> bytes | None: ...
 
+    @abstractmethod
     async def _create(self, user_id: int) -> bytes:
         """Makes the member's key and commits it, unless another process has just done so; returns the stored
         one. Raises ``KeyStoreLocked`` (``rotated``) when the stored verifier is not this process's master key."""
-        raise NotImplementedError
 
     def rotated(self) -> KeyStoreLocked:
         """A rotation by another process since we opened would leave a new key wrapped by a retired master key:
