@@ -518,8 +518,11 @@ async def _run(
         # As the bot does at start-up (bot/app.py): the tokenizer's vocabulary is loaded before the first call.
         await asyncio.to_thread(tokens.encoding)
         stack.push_async_callback(store.close)
-        memory = MemoryService(
-            store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona
+        memory = MemoryService(  # as bot/app.py builds it
+            store,
+            budget_tokens=settings.memory.context_budget_tokens,
+            persona=settings.memory.persona,
+            read_ahead=settings.live_recall_enabled,
         )
         stack.push_async_callback(memory.wait_scrubbed)
         limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool) if pool else None

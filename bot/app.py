@@ -272,7 +272,11 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
             await keys.close()
         raise
     memory = MemoryService(
-        store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona, keys=keys
+        store,
+        budget_tokens=settings.memory.context_budget_tokens,
+        persona=settings.memory.persona,
+        keys=keys,
+        read_ahead=settings.live_recall_enabled,
     )
     services = Services(settings=settings, store=store, memory=memory, keys=keys)
     try:

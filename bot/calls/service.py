@@ -45,6 +45,7 @@ from bot.store.models import CallRecord, GuildSettings, Role, needs_consent, rem
 from bot.store.repository import (
     NOTICE_KEEP_SECONDS,
     AccountStore,
+    CallStepStore,
     ConversationStore,
     GuildSettingsStore,
     JobStore,
@@ -53,7 +54,7 @@ from bot.store.repository import (
 )
 
 
-class CallStore(AccountStore, GuildSettingsStore, ConversationStore, JobStore, Protocol):
+class CallStore(AccountStore, GuildSettingsStore, ConversationStore, CallStepStore, JobStore, Protocol):
     """What the call lifecycle reads and writes."""
 
 
@@ -241,19 +242,19 @@ class CallService:
 
     async def start(self, *, user_id: int, guild_id: int | None, private: bool = False) -> StartedCall:
         now = self.clock()
-        guild = await self.guild_settings(guild_id)
+        check = await self.store.call_start_check(user_id, guild_id, start_of_day(now))
+        guild = check.guild
         if not guild.calls_enabled:
             raise CallsDisabled()
-        user = await self.store.get_user(user_id)
+        user = check.user
         if not private and needs_consent(user):
             raise ConsentRequired()
-        existing = await self.store.open_call_for_user(user_id)
-        if existing is not None:
-            raise CallAlreadyActive(existing.call_id)
+        if check.open_call_id is not None:
+            raise CallAlreadyActive(check.open_call_id)
         limit = self.effective_daily_limit(guild)
-        if await self.store.count_calls_since(user_id, guild_id, start_of_day(now)) >= limit:
+        if check.calls_today >= limit:
             raise QuotaReached(limit, start_of_day(now) + 86400)
-        if await self.store.count_open_calls() >= self.settings.agora.max_concurrent_agents:
+        if check.open_calls >= self.settings.agora.max_concurrent_agents:
             raise CapacityReached()
 
         remember = remembers(user, private=private)
@@ -293,7 +294,7 @@ class CallService:
 
             persona = guild.persona or self.settings.memory.persona
             if remember:
-                system_messages = await self.memory.build_context(user_id, persona=persona)
+                system_messages = await self.memory.build_context(user_id, persona=persona, memory_enabled=True)
             else:
                 system_messages = [{"role": "system", "content": persona}]
             agora = self.settings.agora
@@ -564,38 +565,44 @@ class CallService:
     async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
         now = self.clock()
         try:
-            won = await self.store.transition_call(
+            began = await self.store.begin_call_ending(
                 call_id,
                 ["starting", "active"],
-                "ending",
                 end_reason=reason,
                 owner=self.owner,
                 lease_until=now + self.lease_seconds,
             )
         except StorageFull:
             return await self._end_without_storage(call_id, reason)
-        if not won:
+        if began is None:
             return None
-        call = await self.store.get_call(call_id)
-        assert call is not None
-        return await self._complete_ending(call)
+        call, generation = began
+        return await self._complete_ending(call, generation=generation)
+
+    async def _last_history(self, call: CallRecord, generation: int | None = None) -> _UnsavedEnding:
+        """Read the history one last time (kept in memory); writes nothing. ``generation`` is the member's memory
+        generation when the caller has just read it (it must be read before the history)."""
+        ending = _UnsavedEnding(call.call_id, call.end_reason or "ended", self.clock())
+        if call.agent_id is None or call.private:
+            return ending
+        try:
+            ending.generation = (
+                generation if generation is not None else await self.store.memory_generation(call.user_id)
+            )
+            history = await self.agora.history(call.agent_id)
+            ending.window = [(i.role, i.content) for i in history.contents]
+            ending.at = self.clock()
+        except AgoraNotFound:
+            log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
+        except AgoraError as exc:
+            log.warning("call %s: last history read failed: %s", call.call_id, exc)
+        return ending
 
     async def _last_history_and_leave(self, call: CallRecord) -> _UnsavedEnding:
         """Read the history one last time (kept in memory) and stop the agent; writes nothing."""
-        ending = _UnsavedEnding(call.call_id, call.end_reason or "ended", self.clock())
-        if call.agent_id is None:
-            return ending
-        if not call.private:
-            try:
-                ending.generation = await self.store.memory_generation(call.user_id)
-                history = await self.agora.history(call.agent_id)
-                ending.window = [(i.role, i.content) for i in history.contents]
-                ending.at = self.clock()
-            except AgoraNotFound:
-                log.info("call %s: the agent had already stopped; keeping the last checkpoint", call.call_id)
-            except AgoraError as exc:
-                log.warning("call %s: last history read failed: %s", call.call_id, exc)
-        ending.stopped = await self._leave_quietly(call.agent_id)
+        ending = await self._last_history(call)
+        if call.agent_id is not None:
+            ending.stopped = await self._leave_quietly(call.agent_id)
         return ending
 
     async def _record_ending(self, call: CallRecord, ending: _UnsavedEnding) -> None:
@@ -610,24 +617,36 @@ class CallService:
                 current=call,
             )
 
-    async def _complete_ending(self, call: CallRecord) -> CallEnded | None:
+    async def _complete_ending(self, call: CallRecord, *, generation: int | None = None) -> CallEnded | None:
         """The idempotent tail of finalize: last history read, leave, mark ended, queue processing.
 
-        A full disk does not keep the agent running: it is stopped first, the member is told the call could
-        not be saved yet, and what was said is kept in memory and stored by `save_unsaved` once there is space."""
-        ending = await self._last_history_and_leave(call)
+        The agent is stopped while the last history is stored (the history is read before, so nothing said
+        is lost): the member's hang-up waits for the slower of the two, not for both in turn. A full disk does
+        not keep the agent running: it is stopped first, the member is told the call could not be saved yet,
+        and what was said is kept in memory and stored by `save_unsaved` once there is space."""
+        ending = await self._last_history(call, generation)
+        leaving = None if call.agent_id is None else asyncio.ensure_future(self._leave_quietly(call.agent_id))
         saved = True
         try:
             await self._record_ending(call, ending)
         except StorageFull:
             saved = False
+        finally:
+            if leaving is not None:
+                ending.stopped = await leaving
         now = self.clock()
+        job = POST_CALL_JOB if saved and not call.private else None
         try:
-            won = await self.store.transition_call(
-                call.call_id, ["ending"], "ended", ended_at=now, agent_stop_pending=not ending.stopped
+            end = await self.store.end_call(
+                call.call_id,
+                ended_at=now,
+                agent_stop_pending=not ending.stopped,
+                post_call_job=job,
+                not_before=now + (self._history_grace(call) if job else 0.0),
             )
         except StorageFull:
             return await self._unsaved_ending(call, ending)
+        won = end.won
         if won and not ending.stopped and call.agent_id is not None:
             log.warning("call %s ended but Agora would not stop its agent; retrying in the background", call.call_id)
             self._keep_stopping(call.call_id, call.agent_id)
@@ -638,9 +657,7 @@ class CallService:
             return None
         if not saved:
             return await self._unsaved_ending(call, ending)
-        turns = await self.store.count_call_turns(call.call_id)
-        if not call.private and turns:
-            await self.store.enqueue_job(POST_CALL_JOB, call.call_id, now, not_before=now + self._history_grace(call))
+        turns = end.turns
         ended = CallEnded(
             call_id=call.call_id,
             user_id=call.user_id,

@@ -83,6 +83,8 @@ PASS_THROUGH = frozenset(
         "remember_live_turn",
         "take_call_lease",  # a call's lease: ids and times only, no text
         "release_call_leases",
+        "call_start_check",  # settings, consent, a call id and counts: no member text
+        "end_call",  # a state change, a count and a queued job: no text
     }
 )
 
@@ -214,6 +216,17 @@ class EncryptedStore(EncryptedVectors):
         return await self.backend.transition_call(
             call_id, from_states, to_state, **await self._sealed_fields(call_id, fields)
         )
+
+    async def begin_call_ending(
+        self, call_id: str, from_states: Sequence[Any], **fields: Any
+    ) -> tuple[CallRecord, int] | None:
+        began = await self.backend.begin_call_ending(call_id, from_states, **await self._sealed_fields(call_id, fields))
+        if began is None:
+            return None
+        call, generation = began
+        opened = await self._call(call)
+        assert opened is not None
+        return opened, generation
 
     async def update_call(self, call_id: str, **fields: Any) -> None:
         await self.backend.update_call(call_id, **await self._sealed_fields(call_id, fields))

@@ -168,6 +168,9 @@ class MemberIndexes:
         """How many indexes were read from the store (for tests and benchmarks)."""
         self.load_seconds: list[float] = []
         """How long each read took (for benchmarks)."""
+        self.read_ahead = True
+        """Whether `prefetch` reads ahead at all: only the live route (live recall) uses a call's index, so
+        without it a call start's read-ahead would only load the store and the event loop for nothing."""
 
     async def get(self, user_id: int, exclude_call_id: str) -> MemberIndex:
         """The member's current index of everything outside ``exclude_call_id`` (the call in progress), read
@@ -204,7 +207,7 @@ class MemberIndexes:
     def prefetch(self, user_id: int) -> None:
         """Read the index of the member's open call in the background (at call start: the call's first utterance
         then finds it ready instead of reading a few thousand lines on the agent's time)."""
-        if user_id in self._prefetching:
+        if not self.read_ahead or user_id in self._prefetching:
             return
         task = asyncio.get_running_loop().create_task(self._prefetch(user_id))
         self._prefetching[user_id] = task

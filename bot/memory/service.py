@@ -59,10 +59,21 @@ def _utterance(t: TurnRecord) -> Utterance:
 
 
 class MemoryService:
-    def __init__(self, store: MemoryStore, *, budget_tokens: int, persona: str, keys: MemberKeys | None = None):
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        budget_tokens: int,
+        persona: str,
+        keys: MemberKeys | None = None,
+        read_ahead: bool = True,
+    ):
+        """``read_ahead``: read a member's index ahead when their call starts (see `MemberIndexes.prefetch`);
+        worth it only when live recall will use it."""
         self.store = store
         self.keys = keys
         self.context = ContextBuilder(store, budget_tokens=budget_tokens, persona=persona)
+        self.context.indexes.read_ahead = read_ahead
         self._call_locks: dict[str, asyncio.Lock] = {}
         self._scrub_task: asyncio.Task[None] | None = None
         self._scrub_again = False
@@ -271,14 +282,18 @@ class MemoryService:
         budget_tokens: int | None = None,
         query: str | None = None,
         exclude_call_id: str | None = None,
+        memory_enabled: bool | None = None,
     ) -> list[dict[str, str]]:
         """The system messages for this member: persona, then memory within the token budget.
 
         The one entry point for context: without ``query``, what a call starts with; with ``query`` (an
         utterance or a chat message), memory ranked for it. ``exclude_call_id`` leaves out the lines of that
-        call, e.g. the one in progress, whose lines the agent already has."""
-        user = await self.store.get_user(user_id)
-        include = user is None or user.memory_enabled
+        call, e.g. the one in progress, whose lines the agent already has. ``memory_enabled`` is whether the
+        member's memory is on, when the caller has just read the member (a call start): not read again."""
+        if memory_enabled is None:
+            user = await self.store.get_user(user_id)
+            memory_enabled = user is None or user.memory_enabled
+        include = memory_enabled
         return await self.context.build(
             user_id,
             persona=persona,

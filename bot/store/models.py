@@ -78,6 +78,26 @@ class CallRecord:
 
 
 @dataclass(frozen=True)
+class CallStartCheck:
+    """What starting a call checks, read in one trip: the server's settings, the member, their open call, how
+    many calls they started here today and how many calls are open in all."""
+
+    guild: GuildSettings
+    user: UserRecord | None
+    open_call_id: str | None
+    calls_today: int
+    open_calls: int
+
+
+@dataclass(frozen=True)
+class CallEnd:
+    """The outcome of `end_call`: whether this caller ended the call, and the turns it holds then."""
+
+    won: bool
+    turns: int
+
+
+@dataclass(frozen=True)
 class ChatRecord:
     chat_id: str
     user_id: int

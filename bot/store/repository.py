@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from bot.store.models import (
+    CallEnd,
     CallRecord,
+    CallStartCheck,
     CallState,
     ChatRecord,
     Conversation,
@@ -278,11 +280,45 @@ class JobStore(Protocol):
     async def set_meta(self, key: str, value: str) -> None: ...
 
 
+class CallStepStore(Protocol):
+    """The call lifecycle's steps that would otherwise take several round trips each: one trip to the database
+    apiece (one statement on PostgreSQL). Under a burst of calls every round trip queues behind the others'
+    (the SQLite thread, the PostgreSQL pool), so these keep a start and a hang-up short."""
+
+    async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck:
+        """The server's settings (defaults for ``guild_id=None``, as for a direct message), the member (None
+        when unknown), their open call's id, their calls in this server since ``since`` that did not fail, and
+        the open calls of every member."""
+        ...
+
+    async def begin_call_ending(
+        self, call_id: str, from_states: Sequence[CallState], **fields: Any
+    ) -> tuple[CallRecord, int] | None:
+        """`transition_call` to 'ending' that also returns the call's row as it now stands and the member's
+        memory generation read after the transition (the fence of the final history read that follows); None
+        when the call was not in ``from_states``."""
+        ...
+
+    async def end_call(
+        self,
+        call_id: str,
+        *,
+        ended_at: float,
+        agent_stop_pending: bool,
+        post_call_job: str | None = None,
+        not_before: float = 0.0,
+    ) -> CallEnd:
+        """Move an 'ending' call to 'ended', count its turns and, when it is this caller's to end and holds
+        turns, queue ``post_call_job`` for it (if given) due at ``not_before``: all or nothing."""
+        ...
+
+
 class Store(
     StoreLifecycle,
     AccountStore,
     GuildSettingsStore,
     ConversationStore,
+    CallStepStore,
     FactStore,
     PrivacyStore,
     JobStore,

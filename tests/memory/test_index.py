@@ -163,6 +163,18 @@ async def test_a_call_start_reads_the_index_ahead_for_the_first_utterance(store:
     assert memory.context.indexes.loads == 1
 
 
+async def test_without_live_recall_a_call_start_reads_nothing_ahead(store: Store, memory: MemoryService) -> None:
+    """Only the live route uses a call's index: a bot without live recall (``read_ahead=False``, as bot/app.py
+    builds it then) does not load the store and the event loop with reading it at every call start."""
+    _, ask, _ = await in_a_call(store, memory)
+    quiet = MemoryService(store, budget_tokens=memory.context.budget_tokens, persona="p", read_ahead=False)
+    assert "7788" in await memory_text(quiet, {})
+    await quiet.context.indexes.idle()
+    assert quiet.context.indexes.loads == 0
+    assert "7788" in await memory_text(quiet, ask)  # the live route would still read it when asked
+    assert quiet.context.indexes.loads == 1
+
+
 @given(st.text(alphabet=st.characters(codec="ascii"), max_size=80))
 def test_index_terms_of_plain_ascii_take_the_fast_path_to_the_same_terms(text: str) -> None:
     terms = index_terms(text)

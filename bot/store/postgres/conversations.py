@@ -9,23 +9,49 @@ import asyncpg
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.models import (
+    CallEnd,
     CallRecord,
+    CallStartCheck,
     CallState,
     ChatRecord,
     Conversation,
     ConversationSummary,
+    GuildSettings,
     NewTurn,
     TurnRecord,
     TurnUpdate,
 )
-from bot.store.postgres.base import _OPEN, _call, _chat, _count, _prefixed, _to_db, _turn
+from bot.store.postgres.base import _OPEN, _call, _chat, _count, _prefixed, _storage_errors, _to_db, _turn, _user
 from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.fulltext import PostgresFullText
 from bot.store.ranking import WORD, rerank
 from bot.store.repository import OpenCallExists, TurnsChanged
+
+_GUILD_NAMES = sorted(_GUILD_SETTING_NAMES)
+_START_CHECK = (
+    "SELECT "
+    f"(SELECT call_id FROM calls WHERE user_id = $1 AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1) "
+    "AS open_call_id, "
+    "(SELECT COUNT(*) FROM calls WHERE user_id = $1 AND guild_id IS NOT DISTINCT FROM $2 AND started_at >= $3 "
+    "AND state != 'failed') AS calls_today, "
+    f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN}) AS open_calls, "
+    "u.user_id, u.memory_enabled, u.consent, u.consent_at, u.created_at, g.guild_id AS g_guild_id, "
+    + ", ".join(f"g.{name} AS g_{name}" for name in _GUILD_NAMES)
+    + " FROM (SELECT 1) AS one LEFT JOIN users u ON u.user_id = $1 LEFT JOIN guild_settings g ON g.guild_id = $2"
+)
+_END_CALL = (
+    "WITH ended AS (UPDATE calls SET state = 'ended', ended_at = $2, agent_stop_pending = $3 "
+    "WHERE call_id = $1 AND state = 'ending' RETURNING call_id), "
+    "counted AS (SELECT COUNT(*) AS turns FROM turns WHERE call_id = $1 AND EXISTS (SELECT 1 FROM ended)), "
+    "queued AS (INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) "
+    "SELECT $4::text, $1, $2, $2, $5 FROM counted WHERE $4::text IS NOT NULL AND counted.turns > 0 "
+    "ON CONFLICT (kind, ref_id) DO NOTHING RETURNING 1) "
+    "SELECT EXISTS (SELECT 1 FROM ended) AS won, (SELECT turns FROM counted) AS turns"
+)
 
 
 class PostgresConversations(PostgresFullText):
@@ -71,6 +97,54 @@ class PostgresConversations(PostgresFullText):
     async def calls_with_agent_to_stop(self) -> list[CallRecord]:
         rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending ORDER BY started_at")
         return [_call(r) for r in rows]
+
+    # ---- the call lifecycle's combined steps (`CallStepStore`): one statement each -------------------
+
+    async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck:
+        row = await self._one(_START_CHECK, user_id, guild_id, since)
+        assert row is not None  # the FROM clause always yields one row
+        guild = (
+            GuildSettings(guild_id=guild_id if guild_id is not None else 0)
+            if row["g_guild_id"] is None
+            else GuildSettings(guild_id=row["g_guild_id"], **{name: row[f"g_{name}"] for name in _GUILD_NAMES})
+        )
+        return CallStartCheck(
+            guild=guild,
+            user=None if row["user_id"] is None else _user(row),
+            open_call_id=row["open_call_id"],
+            calls_today=int(row["calls_today"]),
+            open_calls=int(row["open_calls"]),
+        )
+
+    async def begin_call_ending(
+        self, call_id: str, from_states: Sequence[CallState], **fields: Any
+    ) -> tuple[CallRecord, int] | None:
+        _check_call_fields(fields)
+        assignments = ", ".join(["state = 'ending'", *(f"{k} = ${i}" for i, k in enumerate(fields, start=3))])
+        with _storage_errors():
+            row = await self._one(
+                f"WITH began AS (UPDATE calls SET {assignments} WHERE call_id = $1 AND state = ANY($2::text[]) "
+                "RETURNING *) SELECT began.*, (SELECT generation FROM memory_fences f WHERE f.user_id = began.user_id) "
+                "AS fence_generation FROM began",
+                call_id,
+                list(from_states),
+                *(_to_db(v) for v in fields.values()),
+            )
+        return None if row is None else (_call(row), int(row["fence_generation"] or 0))
+
+    async def end_call(
+        self,
+        call_id: str,
+        *,
+        ended_at: float,
+        agent_stop_pending: bool,
+        post_call_job: str | None = None,
+        not_before: float = 0.0,
+    ) -> CallEnd:
+        with _storage_errors():
+            row = await self._one(_END_CALL, call_id, ended_at, agent_stop_pending, post_call_job, not_before)
+        assert row is not None
+        return CallEnd(won=bool(row["won"]), turns=int(row["turns"] or 0) if row["won"] else 0)
 
     async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
         await self._write(

@@ -27,6 +27,7 @@ from bot.store.models import (
     CallRecord,
     ChatRecord,
     FactRecord,
+    GuildSettings,
     TurnRecord,
     UserRecord,
 )
@@ -144,6 +145,13 @@ class SqliteBase:
             async with self._lock:
                 return await trips.on_thread(self.db, in_transaction, work, *args, **kwargs)
 
+    async def _trip(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``work(conn, *args, **kwargs)`` in ONE trip to the database thread, outside any transaction: for
+        reads, and for single statements that are atomic on their own."""
+        with _storage_errors():
+            async with self._lock:
+                return await trips.on_thread(self.db, work, *args, **kwargs)
+
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """One round trip to the database thread (execute, fetch and close together)."""
         async with self._lock:
@@ -223,6 +231,20 @@ def _user(row: aiosqlite.Row) -> UserRecord:
         consent=row["consent"],
         consent_at=row["consent_at"],
         created_at=row["created_at"],
+    )
+
+
+def _guild(guild_id: int, row: aiosqlite.Row | None) -> GuildSettings:
+    if row is None:
+        return GuildSettings(guild_id=guild_id)
+    return GuildSettings(
+        guild_id=guild_id,
+        calls_enabled=bool(row["calls_enabled"]),
+        persona=row["persona"],
+        greeting=row["greeting"],
+        max_call_minutes=row["max_call_minutes"],
+        calls_per_member_per_day=row["calls_per_member_per_day"],
+        retention_days=row["retention_days"],
     )
 
 

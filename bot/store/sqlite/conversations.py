@@ -10,7 +10,9 @@ from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.models import (
+    CallEnd,
     CallRecord,
+    CallStartCheck,
     CallState,
     ChatRecord,
     Conversation,
@@ -20,7 +22,7 @@ from bot.store.models import (
     TurnUpdate,
 )
 from bot.store.sqlite import trips
-from bot.store.sqlite.base import _call, _chat, _to_db, _turn
+from bot.store.sqlite.base import _call, _chat, _guild, _to_db, _turn, _user
 from bot.store.sqlite.fences import memory_write_allowed
 from bot.store.sqlite.fulltext import SqliteFullText
 
@@ -96,6 +98,45 @@ class SqliteConversations(SqliteFullText):
             (to_state, *(_to_db(v) for v in fields_.values()), call_id, *from_states),
         )
         return changed == 1
+
+    # ---- the call lifecycle's combined steps (`CallStepStore`) ----------------------------------------
+
+    async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck:
+        guild, user, counts = await self._trip(trips.call_start_check, user_id, guild_id, since)
+        return CallStartCheck(
+            guild=_guild(guild_id if guild_id is not None else 0, guild),
+            user=None if user is None else _user(user),
+            open_call_id=counts[0],
+            calls_today=int(counts[1]),
+            open_calls=int(counts[2]),
+        )
+
+    async def begin_call_ending(
+        self, call_id: str, from_states: Sequence[CallState], **fields_: Any
+    ) -> tuple[CallRecord, int] | None:
+        _check_call_fields(fields_)
+        assignments = ", ".join(["state = 'ending'", *(f"{k} = ?" for k in fields_)])
+        placeholders = ", ".join("?" * len(from_states))
+        began = await self._trip(
+            trips.begin_call_ending,
+            f"UPDATE calls SET {assignments} WHERE call_id = ? AND state IN ({placeholders}) RETURNING *",
+            (*(_to_db(v) for v in fields_.values()), call_id, *from_states),
+        )
+        return None if began is None else (_call(began[0]), began[1])
+
+    async def end_call(
+        self,
+        call_id: str,
+        *,
+        ended_at: float,
+        agent_stop_pending: bool,
+        post_call_job: str | None = None,
+        not_before: float = 0.0,
+    ) -> CallEnd:
+        won, turns = await self._one_trip(
+            trips.end_call, call_id, ended_at, agent_stop_pending, post_call_job, not_before
+        )
+        return CallEnd(won=won, turns=turns)
 
     async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
         await self._write(

@@ -8,25 +8,14 @@ from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.models import (
     GuildSettings,
 )
-from bot.store.sqlite.base import SqliteBase
+from bot.store.sqlite.base import SqliteBase, _guild
 
 
 class SqliteGuildSettings(SqliteBase):
     """Implements `bot.store.repository.GuildSettingsStore`."""
 
     async def get_guild_settings(self, guild_id: int) -> GuildSettings:
-        row = await self._one("SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
-        if row is None:
-            return GuildSettings(guild_id=guild_id)
-        return GuildSettings(
-            guild_id=guild_id,
-            calls_enabled=bool(row["calls_enabled"]),
-            persona=row["persona"],
-            greeting=row["greeting"],
-            max_call_minutes=row["max_call_minutes"],
-            calls_per_member_per_day=row["calls_per_member_per_day"],
-            retention_days=row["retention_days"],
-        )
+        return _guild(guild_id, await self._one("SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,)))
 
     async def update_guild_settings(self, guild_id: int, at: float, **changes: Any) -> GuildSettings:
         unknown = set(changes) - _GUILD_SETTING_NAMES

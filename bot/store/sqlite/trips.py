@@ -144,3 +144,71 @@ def apply_call_turns(
             ],
         ).close()
     return True
+
+
+_OPEN = "('starting', 'active', 'ending')"
+
+
+def _row(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Any:
+    cur = conn.execute(sql, params)
+    try:
+        return cur.fetchone()
+    finally:
+        cur.close()
+
+
+def call_start_check(
+    conn: sqlite3.Connection, user_id: int, guild_id: int | None, since: float
+) -> tuple[Any, Any, Any]:
+    """The rows `SqliteConversations.call_start_check` maps: (guild settings or None, user or None, counts)."""
+    guild = None if guild_id is None else _row(conn, "SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
+    user = _row(conn, "SELECT * FROM users WHERE user_id = ?", (user_id,))
+    counts = _row(
+        conn,
+        f"SELECT (SELECT call_id FROM calls WHERE user_id = ? AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1), "
+        "(SELECT COUNT(*) FROM calls WHERE user_id = ? AND guild_id IS ? AND started_at >= ? AND state != 'failed'), "
+        f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN})",
+        (user_id, user_id, guild_id, since),
+    )
+    return guild, user, counts
+
+
+def begin_call_ending(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[Any, int] | None:
+    """Run the conditional transition ``sql`` (an UPDATE ... RETURNING *), then read the member's memory
+    generation; None when the transition did not apply."""
+    row = _row(conn, sql, params)
+    if row is None:
+        return None
+    fence = _row(conn, "SELECT generation FROM memory_fences WHERE user_id = ?", (row["user_id"],))
+    return row, int(fence[0]) if fence is not None else 0
+
+
+def end_call(
+    conn: sqlite3.Connection,
+    call_id: str,
+    ended_at: float,
+    agent_stop_pending: bool,
+    post_call_job: str | None,
+    not_before: float,
+) -> tuple[bool, int]:
+    """See `SqliteConversations.end_call`; run inside `in_transaction`."""
+    won = (
+        changes(
+            conn,
+            "UPDATE calls SET state = 'ended', ended_at = ?, agent_stop_pending = ? "
+            "WHERE call_id = ? AND state = 'ending'",
+            (ended_at, int(agent_stop_pending), call_id),
+        )
+        == 1
+    )
+    if not won:
+        return False, 0
+    turns = int(_row(conn, "SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,))[0])
+    if post_call_job is not None and turns:
+        changes(
+            conn,
+            "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (kind, ref_id) DO NOTHING",
+            (post_call_job, call_id, ended_at, ended_at, not_before),
+        )
+    return True, turns
