@@ -443,15 +443,17 @@ class CallService:
         """Save the agent's current history; finalize if the agent is gone or the time is up.
 
         Returns False once the call no longer needs checkpoints."""
-        call = await self.store.get_call(call_id)
-        if call is None or call.state != "active" or call.agent_id is None:
+        read = await self.store.call_and_generation(call_id)  # the generation before the history read fences it
+        if read is None:
+            return False
+        call, generation = read
+        if call.state != "active" or call.agent_id is None:
             return False
         if self.clock() >= call.started_at + call.max_minutes * 60:
             await self.finalize(call_id, "max_duration")
             return False
         if self._token_needs_renewal(call):
             await self.renew_agent_token(call_id)
-        generation = await self.store.memory_generation(call.user_id)  # before the read: a forget fences it
         try:
             history = await self.agora.history(call.agent_id)
         except AgoraNotFound:

@@ -217,6 +217,14 @@ class EncryptedStore(EncryptedVectors):
             call_id, from_states, to_state, **await self._sealed_fields(call_id, fields)
         )
 
+    async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None:
+        read = await self.backend.call_and_generation(call_id)
+        if read is None:
+            return None
+        opened = await self._call(read[0])
+        assert opened is not None
+        return opened, read[1]
+
     async def begin_call_ending(
         self, call_id: str, from_states: Sequence[Any], **fields: Any
     ) -> tuple[CallRecord, int] | None:

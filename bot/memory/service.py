@@ -140,8 +140,10 @@ class MemoryService:
             current = await self.store.get_call(call.call_id)
         anchored = bool(current and current.history_anchored)
         version = None if current is None else current.turns_version
+        whole: list[TurnRecord] | None = None
         if anchored or not complete:
-            tail = await self.store.call_tail(call.call_id, 2 * len(window) + 2)
+            limit = 2 * len(window) + 2
+            tail = await self.store.call_tail(call.call_id, limit)
             appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
             if appended is not None:
                 if not await self._apply_append(call, tail, appended, at, generation, version):
@@ -149,7 +151,9 @@ class MemoryService:
                 grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
                 gaps = count_gaps(tail[-1].segment + 1, anchored)
                 return MergeResult([], anchored, len(appended.new), int(grown), gaps)
-        stored = await self.store.call_turns(call.call_id)
+            if len(tail) < limit:
+                whole = tail  # shorter than asked for: the tail is every turn (a change since fails the version)
+        stored = whole if whole is not None else await self.store.call_turns(call.call_id)
         result = merge_snapshot(
             [_utterance(t) for t in stored],
             window,

@@ -291,6 +291,11 @@ class CallStepStore(Protocol):
         the open calls of every member."""
         ...
 
+    async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None:
+        """The call's row and its member's memory generation (`memory_generation`) read together: a checkpoint's
+        first step, the generation fencing the history read that follows; None for an unknown call."""
+        ...
+
     async def begin_call_ending(
         self, call_id: str, from_states: Sequence[CallState], **fields: Any
     ) -> tuple[CallRecord, int] | None:

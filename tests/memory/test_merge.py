@@ -293,3 +293,28 @@ async def test_a_stale_call_row_handed_to_the_merge_costs_a_retry_not_a_wrong_me
     assert reads == []  # an up-to-date row: no read at all
     turns = await store.call_turns(call.call_id)
     assert [(t.role, t.content) for t in turns] == convo
+
+
+async def test_a_tail_shorter_than_asked_for_is_the_whole_call_and_is_not_read_again(
+    store, memory: MemoryService, monkeypatch
+) -> None:
+    """When the cheap append does not fit, the merge needs every turn of the call: a tail read that came back
+    shorter than asked for already holds them all, so they are not read a second time."""
+    call = make_call()
+    await store.create_call(call)
+    convo = [("assistant" if i % 2 == 0 else "user", f"line {i}") for i in range(12)]
+    await memory.record_snapshot(call, convo[:8], max_history=32)
+    assert (await store.get_call(call.call_id)).history_anchored
+    reads: list[str] = []
+    call_turns = type(store).call_turns
+
+    async def counting_call_turns(self, call_id: str):
+        reads.append(call_id)
+        return await call_turns(self, call_id)
+
+    monkeypatch.setattr(type(store), "call_turns", counting_call_turns)
+    await memory.record_snapshot(call, convo, max_history=32)  # the whole call again: no overlap to append to
+    assert reads == []
+    monkeypatch.undo()
+    turns = await store.call_turns(call.call_id)
+    assert [(t.role, t.content) for t in turns] == convo and not any(t.partial for t in turns)

@@ -51,6 +51,19 @@ async def test_the_start_check_reads_settings_member_open_call_and_counts(store:
     assert direct.calls_today == 1  # calls outside any server count among themselves
 
 
+async def test_a_call_is_read_with_its_members_memory_generation(store: Store) -> None:
+    now = time.time()
+    call = make_call(ALICE, state="active")
+    await store.create_call(call)
+    assert await store.call_and_generation(call.call_id) == (await store.get_call(call.call_id), 0)
+    await store.set_memory_enabled(ALICE, False, now)  # moves the generation
+    read = await store.call_and_generation(call.call_id)
+    assert read is not None
+    assert read == (await store.get_call(call.call_id), await store.memory_generation(ALICE))
+    assert read[1] > 0 and read[0].private  # a pause makes the open call private too
+    assert await store.call_and_generation("no-such-call") is None
+
+
 async def test_beginning_an_ending_returns_the_row_and_the_generation_once(store: Store) -> None:
     now = time.time()
     await store.set_consent(ALICE, True, now)
@@ -123,6 +136,9 @@ async def test_each_step_is_one_trip_on_sqlite(sqlite_store: SqliteStore, monkey
     await store.create_call(call)
     with counted_trips(monkeypatch) as trips:
         await store.call_start_check(ALICE, GUILD, now - 60)
+    assert trips[0] == 1
+    with counted_trips(monkeypatch) as trips:
+        assert await store.call_and_generation(call.call_id) is not None
     assert trips[0] == 1
     with counted_trips(monkeypatch) as trips:
         assert await store.begin_call_ending(call.call_id, ["active"], end_reason="hangup") is not None

@@ -111,6 +111,14 @@ class SqliteConversations(SqliteFullText):
             open_calls=int(counts[2]),
         )
 
+    async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None:
+        row = await self._one(
+            "SELECT calls.*, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS "
+            "fence_generation FROM calls WHERE call_id = ?",
+            (call_id,),
+        )
+        return None if row is None else (_call(row), int(row["fence_generation"] or 0))
+
     async def begin_call_ending(
         self, call_id: str, from_states: Sequence[CallState], **fields_: Any
     ) -> tuple[CallRecord, int] | None:
