@@ -38,8 +38,8 @@ async def test_a_read_is_one_statement_and_a_failed_transaction_leaves_the_conne
         assert (await store.get_call(call.call_id)) is not None
         assert len(sent) == 1, sent  # the SELECT only: no reset query when the connection went back
 
-        # A merge of turns: BEGIN, the fence (generation, pause, conversation) in one statement, the version bump,
-        # the inserts, COMMIT.
+        # A merge of turns is ONE statement: the fence (generation, pause, conversation), the version bump, the
+        # updates and the inserts.
         sent.clear()
         generation = await store.memory_generation(42)
         sent.clear()
@@ -47,7 +47,7 @@ async def test_a_read_is_one_statement_and_a_failed_transaction_leaves_the_conne
         assert await store.apply_call_turns(
             call.call_id, 42, turns, [], anchored=True, checkpoint_at=2.0, generation=generation, expected_version=0
         )
-        assert len(sent) == 4, sent  # executemany is not counted here: BEGIN, fence, UPDATE, COMMIT
+        assert len(sent) == 1, sent
         assert not await store.apply_call_turns(  # a stale generation is refused by the same one statement
             call.call_id, 42, turns, [], anchored=True, checkpoint_at=2.0, generation=generation + 1
         )

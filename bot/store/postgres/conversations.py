@@ -25,7 +25,7 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
-from bot.store.postgres.base import _OPEN, _call, _chat, _count, _prefixed, _storage_errors, _to_db, _turn, _user
+from bot.store.postgres.base import _OPEN, _call, _chat, _prefixed, _storage_errors, _to_db, _turn, _user
 from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.fulltext import PostgresFullText
 from bot.store.ranking import WORD, rerank
@@ -52,6 +52,47 @@ _END_CALL = (
     "ON CONFLICT (kind, ref_id) DO NOTHING RETURNING 1) "
     "SELECT EXISTS (SELECT 1 FROM ended) AS won, (SELECT turns FROM counted) AS turns"
 )
+
+
+_APPLY_CALL_TURNS = """
+WITH allowed AS (
+    SELECT ($3::bigint IS NULL OR COALESCE(
+                (SELECT generation FROM memory_fences WHERE user_id = $2 FOR SHARE), 0) = $3)
+        AND NOT EXISTS (SELECT 1 FROM users WHERE user_id = $2 AND NOT memory_enabled)
+        AND EXISTS (SELECT 1 FROM calls WHERE call_id = $1 AND user_id = $2 AND NOT private
+                    AND transcript_purged_at IS NULL) AS ok
+),
+bumped AS (
+    UPDATE calls SET history_anchored = history_anchored OR $4, last_checkpoint_at = $5,
+        turns_version = turns_version + 1
+    WHERE call_id = $1 AND ($6::integer IS NULL OR turns_version = $6) AND (SELECT ok FROM allowed)
+    RETURNING call_id
+),
+updated AS (
+    UPDATE turns t SET seq = u.seq, content = u.content, segment = u.segment, partial = u.partial,
+        captured = u.captured
+    FROM unnest($7::bigint[], $8::integer[], $9::text[], $10::integer[], $11::boolean[], $12::bigint[])
+        AS u (turn_id, seq, content, segment, partial, captured)
+    WHERE t.turn_id = u.turn_id AND t.call_id = $1 AND (SELECT ok FROM allowed)
+        AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
+    RETURNING t.turn_id
+),
+inserted AS (
+    INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, source)
+    SELECT $2, $1, i.seq, i.segment, i.partial, i.captured, i.role, i.content, i.spoken_at, 'voice'
+    FROM unnest($13::integer[], $14::integer[], $15::boolean[], $16::bigint[], $17::text[], $18::text[],
+                $19::double precision[]) AS i (seq, segment, partial, captured, role, content, spoken_at)
+    WHERE (SELECT ok FROM allowed) AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
+    RETURNING turn_id
+)
+SELECT (SELECT ok FROM allowed) AS allowed, EXISTS (SELECT 1 FROM bumped) AS bumped,
+    (SELECT COUNT(*) FROM updated) + (SELECT COUNT(*) FROM inserted) AS written
+"""
+"""`apply_call_turns` in ONE statement (one round trip, one implicit transaction): the memory fence (the member's
+fence row read FOR SHARE first, so a forget or pause that bumps it waits for this write or is seen by it, as in
+`bot.store.postgres.fences.memory_write_allowed`), then the versioned bump of the call row (a concurrent merge
+of the same call waits for this one's row lock and then finds the version moved), then the turns' updates and
+inserts, which happen only when the fence allows and, with an expected version, only when the bump applied."""
 
 
 class PostgresConversations(PostgresFullText):
@@ -272,36 +313,35 @@ class PostgresConversations(PostgresFullText):
         generation: int | None = None,
         expected_version: int | None = None,
     ) -> bool:
-        async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
-                return False
-            # The call row is locked until commit, so concurrent merges of one call apply one after the other.
-            status = await db.execute(
-                "UPDATE calls SET history_anchored = history_anchored OR $2, last_checkpoint_at = $3, "
-                "turns_version = turns_version + 1 WHERE call_id = $1 AND ($4::integer IS NULL OR turns_version = $4)",
+        with _storage_errors():
+            row = await self._one(
+                _APPLY_CALL_TURNS,
                 call_id,
+                user_id,
+                generation,
                 anchored,
                 checkpoint_at,
                 expected_version,
+                [u.turn_id for u in updates],
+                [u.seq for u in updates],
+                [u.content for u in updates],
+                [u.segment for u in updates],
+                [u.partial for u in updates],
+                [u.captured for u in updates],
+                [t.seq for t in inserts],
+                [t.segment for t in inserts],
+                [t.partial for t in inserts],
+                [t.captured for t in inserts],
+                [t.role for t in inserts],
+                [t.content for t in inserts],
+                [t.spoken_at for t in inserts],
             )
-            if _count(status) != 1 and expected_version is not None:
-                raise TurnsChanged(call_id)
-            if updates:
-                await db.executemany(
-                    "UPDATE turns SET seq = $1, content = $2, segment = $3, partial = $4, captured = $5 "
-                    "WHERE turn_id = $6 AND call_id = $7",
-                    [(u.seq, u.content, u.segment, u.partial, u.captured, u.turn_id, call_id) for u in updates],
-                )
-            if inserts:
-                await db.executemany(
-                    "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
-                    "source) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'voice')",
-                    [
-                        (user_id, call_id, t.seq, t.segment, t.partial, t.captured, t.role, t.content, t.spoken_at)
-                        for t in inserts
-                    ],
-                )
-            return True
+        assert row is not None
+        if not row["allowed"]:
+            return False
+        if not row["bumped"] and expected_version is not None:
+            raise TurnsChanged(call_id)
+        return True
 
     async def append_chat_turn(
         self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
