@@ -50,6 +50,20 @@ async def test_starting_loads_the_tokenizer_before_the_first_call(tmp_path: Path
             await services.stop_background()
 
 
+async def test_a_call_start_reads_the_members_index_ahead_only_with_live_recall(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Only the live route reads a call's index: without live recall nothing is read ahead at call start."""
+    without = make_settings(tmp_path / "off")
+    async with open_services(without) as services:
+        assert not without.live_recall_enabled
+        assert not services.memory.context.indexes.read_ahead
+    with_live = make_settings(tmp_path / "on", llm={"base_url": fake_llm.base_url, "model": "fake-model"})
+    async with open_services(with_live) as services:
+        assert with_live.live_recall_enabled
+        assert services.memory.context.indexes.read_ahead
+
+
 async def test_memory_pool_size_caps_the_postgresql_connections(tmp_path: Path, postgres_url: str) -> None:
     settings = make_settings(tmp_path, memory={"database_url": postgres_url, "pool_size": 3})
     store = build_store(settings)
