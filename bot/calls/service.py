@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import re
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -70,6 +71,9 @@ LEAVE_RETRY_FIRST_SECONDS = 5.0
 LEAVE_RETRY_MAX_SECONDS = 300.0
 TOKEN_RENEW_BEFORE_SECONDS = 3600
 """A checkpoint renews the agent's token once it has less than this left (Agora also warns with NCS 104)."""
+CHECKPOINT_YIELD_MAX_SECONDS = 2.0
+"""A checkpoint waits at most this long (and at most a quarter of the checkpoint interval) for the starts and
+hang-ups in flight: saving a running call's history can wait a moment, a member who is waiting cannot."""
 WEBHOOK_GRACE_SECONDS = 15.0
 """Post-call processing waits at most this long after a call ends, so Agora's history webhook (NCS 103) can land
 first; it starts at once when that webhook already arrived or when no webhook is configured."""
@@ -191,6 +195,9 @@ class CallService:
         self._open_pages: dict[str, str] = {}
         self._closing = False
         self._starting: set[str] = set()  # calls this process is starting right now (reconcile leaves them alone)
+        self._members_waiting = 0  # starts and endings in flight: a member waits for each
+        self._members_idle = asyncio.Event()
+        self._members_idle.set()
         self.inbox = WebhookInbox.beside(settings.memory.database_path, master_key=settings.memory.master_key_bytes())
 
     @property
@@ -268,6 +275,36 @@ class CallService:
     # ---- start -----------------------------------------------------------------------------------------
 
     async def start(self, *, user_id: int, guild_id: int | None, private: bool = False) -> StartedCall:
+        with self._member_waiting():
+            return await self._start(user_id=user_id, guild_id=guild_id, private=private)
+
+    @contextlib.contextmanager
+    def _member_waiting(self) -> Iterator[None]:
+        """Count an operation a member is waiting for (a start, an ending), so checkpoints give way to it."""
+        self._members_waiting += 1
+        self._members_idle.clear()
+        try:
+            yield
+        finally:
+            self._members_waiting -= 1
+            if not self._members_waiting:
+                self._members_idle.set()
+
+    async def _give_way_to_members(self) -> None:
+        """Wait, briefly, until no start or ending is in flight: under a burst of calls the checkpoints of
+        running calls (no one waits for them) then do not share the event loop and the database with the
+        members who are waiting. Bounded (`CHECKPOINT_YIELD_MAX_SECONDS`, a quarter of the interval), so a
+        checkpoint is late by at most that much, far less than it takes to talk past the agent's history window."""
+        if self._members_idle.is_set() or self._closing:
+            return
+        # Spread over half the bound, so the checkpoints held back by one burst do not all resume at once.
+        bound = min(CHECKPOINT_YIELD_MAX_SECONDS, self.settings.agora.checkpoint_seconds / 4) * (
+            0.5 + random.random() / 2
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._members_idle.wait(), timeout=bound)
+
+    async def _start(self, *, user_id: int, guild_id: int | None, private: bool) -> StartedCall:
         now = self.clock()
         check = await self.store.call_start_check(user_id, guild_id, start_of_day(now))
         guild = check.guild
@@ -466,10 +503,14 @@ class CallService:
             if not keep_watching:
                 return
 
-    async def checkpoint(self, call_id: str) -> bool:
+    async def checkpoint(self, call_id: str, *, give_way: bool = True) -> bool:
         """Save the agent's current history; finalize if the agent is gone or the time is up.
 
-        Returns False once the call no longer needs checkpoints."""
+        With ``give_way`` (the periodic checkpoint) it first lets the starts and endings in flight finish (see
+        `_give_way_to_members`); a takeover or shutdown saves at once. Returns False once the call no longer
+        needs checkpoints."""
+        if give_way:
+            await self._give_way_to_members()
         read = await self.store.call_and_generation(call_id)  # the generation before the history read fences it
         if read is None:
             return False
@@ -589,7 +630,8 @@ class CallService:
                 task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason))
             self._finalizing[call_id] = task
             task.add_done_callback(lambda _done: self._finalizing.pop(call_id, None))
-        return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
+        with self._member_waiting():
+            return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
     async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
         now = self.clock()
@@ -966,7 +1008,7 @@ class CallService:
                 if info is not None:
                     # Save what Agora still offers now: its history window keeps sliding while we wait.
                     try:
-                        await self.checkpoint(call.call_id)
+                        await self.checkpoint(call.call_id, give_way=False)
                     except Exception:
                         log.exception("call %s: checkpoint after the restart failed; the loop retries", call.call_id)
                 self._watch(call.call_id)
@@ -991,7 +1033,7 @@ class CallService:
         async def save_all() -> None:
             for call in active:
                 try:
-                    await self.checkpoint(call.call_id)
+                    await self.checkpoint(call.call_id, give_way=False)
                 except Exception:
                     log.exception("final checkpoint of call %s failed at shutdown", call.call_id)
 
