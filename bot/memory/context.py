@@ -13,7 +13,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -391,9 +391,10 @@ class ContextBuilder:
         """Current facts first, then the latest exchange, then the lines most likely to matter again (names,
         numbers, dates, decisions), newer ones first among equals; then whatever recent lines still fit."""
         limit = max(block.budget // 8, 16)
-        facts = index.facts[:limit] if index is not None else await self.store.list_facts(user_id, limit=limit)
+        facts: list[FactRecord] | _FactPages
+        facts = index.facts[:limit] if index is not None else _FactPages(self.store, user_id, limit)
         fact_share = block.budget * CALL_START_FACT_SHARE
-        for fact in _rank_facts(facts):
+        async for fact in _ranked(facts):
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
         if index is not None:
@@ -424,15 +425,15 @@ class ContextBuilder:
         user_id: int,
         lines: list[TurnRecord],
         index: MemberIndex | None,
-        facts: list[FactRecord] | None = None,
+        facts: list[FactRecord] | _FactPages | None = None,
     ) -> None:
         """Whatever still fits: the other current facts, the latest summaries, then the newest lines."""
         if block.full:
             return
         limit = max(block.budget // 8, 16)
         if facts is None:
-            facts = index.facts[:limit] if index is not None else await self.store.list_facts(user_id, limit=limit)
-        for fact in _rank_facts(facts):
+            facts = index.facts[:limit] if index is not None else _FactPages(self.store, user_id, limit)
+        async for fact in _ranked(facts):
             if not block.add_fact(fact):
                 break
         summaries = index.summaries if index is not None else await self.store.latest_summaries(user_id, 3)
@@ -443,6 +444,48 @@ class ContextBuilder:
             if block.full:
                 break
             block.add_turn(turn)
+
+
+FACT_PAGE = 64
+"""Facts read at a time at a call start: about 40 fill the facts' share of a 1,500-token block."""
+
+
+class _FactPages:
+    """The member's current facts in ``_rank_facts`` order (the store's ``list_facts`` order), read a page at a
+    time up to ``limit`` as they are consumed: a call start reads (and, encrypted, opens) only about the facts
+    that fit, not all ``limit`` of them. Pages read are kept, so a second pass reads nothing again."""
+
+    def __init__(self, store: ContextStore, user_id: int, limit: int):
+        self.store = store
+        self.user_id = user_id
+        self.limit = limit
+        self.read: list[FactRecord] = []
+        self._exhausted = False
+
+    async def __aiter__(self) -> AsyncIterator[FactRecord]:
+        at = 0
+        while True:
+            if at == len(self.read):
+                if self._exhausted or at >= self.limit:
+                    return
+                size = min(FACT_PAGE, self.limit - at)
+                page = await self.store.list_facts(self.user_id, offset=at, limit=size)
+                self.read.extend(page)
+                self._exhausted = len(page) < size
+                continue
+            yield self.read[at]
+            at += 1
+
+
+async def _ranked(facts: list[FactRecord] | _FactPages) -> AsyncIterator[FactRecord]:
+    """Current facts, most recently confirmed and most often mentioned first (see ``_rank_facts``)."""
+    if isinstance(facts, _FactPages):
+        async for fact in facts:
+            if fact.current:
+                yield fact
+    else:
+        for fact in _rank_facts(facts):
+            yield fact
 
 
 def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:

@@ -17,9 +17,8 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
-from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
-from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
+from bot.store.columns import fact_record, turn_record
 from bot.store.models import (
     CallRecord,
     ChatRecord,
@@ -180,8 +179,8 @@ def _chat(row: asyncpg.Record) -> ChatRecord:
 
 
 def _turn(row: asyncpg.Record) -> TurnRecord:
-    return TurnRecord(**{name.strip(): row[name.strip()] for name in _TURN_COLUMNS.split(",")})
+    return turn_record(row)
 
 
 def _fact(row: asyncpg.Record) -> FactRecord:
-    return FactRecord(**{name.strip(): row[name.strip()] for name in _FACT_COLUMNS.split(",")})
+    return fact_record(row)

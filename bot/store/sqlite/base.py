@@ -22,6 +22,7 @@ import aiosqlite
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import fact_record, turn_record
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
 from bot.store.models import (
     CallRecord,
@@ -241,21 +242,8 @@ def _chat(row: aiosqlite.Row) -> ChatRecord:
 
 
 def _turn(row: aiosqlite.Row) -> TurnRecord:
-    return TurnRecord(
-        turn_id=row[0],
-        user_id=row[1],
-        call_id=row[2],
-        chat_id=row[3],
-        seq=row[4],
-        role=row[5],
-        content=row[6],
-        spoken_at=row[7],
-        source=row[8],
-        segment=row[9],
-        partial=bool(row[10]),
-        captured=row[11],
-    )
+    return turn_record(row)
 
 
 def _fact(row: aiosqlite.Row) -> FactRecord:
-    return FactRecord(*tuple(row))
+    return fact_record(row)
