@@ -22,6 +22,7 @@ from bot.memory.index import MemberIndex, MemberIndexes
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.repository import ConversationStore, FactStore
+from bot.store.specifics import specifics
 
 if TYPE_CHECKING:
     from bot.memory.dense import DenseRetriever
@@ -587,34 +588,13 @@ def _rank_facts(facts: list[FactRecord]) -> list[FactRecord]:
     return sorted((f for f in facts if f.current), key=lambda f: (f.confirmed_at, f.mentions), reverse=True)
 
 
-_NUMBER = re.compile(r"\d")
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
-_DATE = re.compile(
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b"
-    r"|\b(?:today|tomorrow|yesterday|next week|next month)\b",
-    re.IGNORECASE,
-)
-_DECISION = re.compile(
-    r"\b(?:decid|prefer|chose|choos|switch|chang|cancel|instead|actually|keep|go with|want|would like|"
-    r"book|schedul|confirm|allerg|love|hate|favou?rite|always|never|my name|call me)\w*",
-    re.IGNORECASE,
-)
-
-
 def _informativeness(turn: TurnRecord) -> float:
-    return _specifics(turn.content) * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _specifics(text: str) -> int:
-    """How much a line carries that a later conversation may need: numbers and identifiers, names, dates,
-    decisions and preferences. Counted, each kind capped, so one long line does not win on length alone."""
-    words = text.split()
-    numbers = min(3, sum(1 for w in words if _NUMBER.search(w)))
-    names = min(3, len(_NAME.findall(text)))
-    dates = min(2, len(_DATE.findall(text)))
-    decisions = min(2, len(_DECISION.findall(text)))
-    return numbers + names + dates + decisions
+    """The line's specifics (``bot.store.specifics``; stored with the line, counted here for a line written
+    before they were), an assistant's line weighing less."""
+    count = turn.specifics
+    if count is None:
+        count = specifics(turn.content)
+    return count * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
 
 
 def _priors(lines: list[TurnRecord]) -> dict[int, float]:

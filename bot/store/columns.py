@@ -10,7 +10,9 @@ from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, 
 
 CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
-TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
+TURN_COLUMNS = (
+    "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured, specifics"
+)
 FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"

@@ -103,6 +103,8 @@ class TurnRecord:
     segment: int = 0
     partial: bool = False
     captured: int = 0
+    specifics: int | None = field(default=None, compare=False, repr=False)
+    """``bot.store.specifics`` of the plain text, stored with the line; None for a line not yet counted."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,8 @@ class NewTurn:
     segment: int = 0
     partial: bool = False
     captured: int = 0
+    specifics: int | None = None
+    """Of the plain text, when the writer counted it (``bot.store.specifics.stored_specifics``)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ class TurnUpdate:
     segment: int
     partial: bool
     captured: int
+    specifics: int | None = None
 
 
 @dataclass(frozen=True)

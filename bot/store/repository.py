@@ -139,9 +139,18 @@ class ConversationStore(Protocol):
         ...
 
     async def append_chat_turn(
-        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
     ) -> int | None:
-        """The new turn's id, or None when the memory fence refuses the write."""
+        """The new turn's id, or None when the memory fence refuses the write. ``specifics``: of the plain text,
+        when the caller counted it (see ``bot.store.specifics.stored_specifics``)."""
         ...
 
     async def memory_generation(self, user_id: int) -> int:

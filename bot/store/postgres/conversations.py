@@ -26,6 +26,7 @@ from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.fulltext import PostgresFullText
 from bot.store.ranking import WORD, rerank
 from bot.store.repository import OpenCallExists, TurnsChanged
+from bot.store.specifics import stored_specifics
 
 
 class PostgresConversations(PostgresFullText):
@@ -206,23 +207,54 @@ class PostgresConversations(PostgresFullText):
                 raise TurnsChanged(call_id)
             if updates:
                 await db.executemany(
-                    "UPDATE turns SET seq = $1, content = $2, segment = $3, partial = $4, captured = $5 "
-                    "WHERE turn_id = $6 AND call_id = $7",
-                    [(u.seq, u.content, u.segment, u.partial, u.captured, u.turn_id, call_id) for u in updates],
+                    "UPDATE turns SET seq = $1, content = $2, segment = $3, partial = $4, captured = $5, "
+                    "specifics = $8 WHERE turn_id = $6 AND call_id = $7",
+                    [
+                        (
+                            u.seq,
+                            u.content,
+                            u.segment,
+                            u.partial,
+                            u.captured,
+                            u.turn_id,
+                            call_id,
+                            stored_specifics(u.specifics, u.content),
+                        )
+                        for u in updates
+                    ],
                 )
             if inserts:
                 await db.executemany(
                     "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
-                    "source) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'voice')",
+                    "source, specifics) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'voice', $10)",
                     [
-                        (user_id, call_id, t.seq, t.segment, t.partial, t.captured, t.role, t.content, t.spoken_at)
+                        (
+                            user_id,
+                            call_id,
+                            t.seq,
+                            t.segment,
+                            t.partial,
+                            t.captured,
+                            t.role,
+                            t.content,
+                            t.spoken_at,
+                            stored_specifics(t.specifics, t.content),
+                        )
                         for t in inserts
                     ],
                 )
             return True
 
     async def append_chat_turn(
-        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
     ) -> int | None:
         async with self._tx() as db:
             if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
@@ -230,14 +262,15 @@ class PostgresConversations(PostgresFullText):
             # Locking the chat row serialises appends to one chat, so two never take the same seq.
             await db.execute("UPDATE chats SET last_message_at = $2 WHERE chat_id = $1", chat_id, at)
             turn_id = await db.fetchval(
-                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
+                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source, specifics) "
                 "VALUES ($1, $2, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = $2), $3, $4, $5, "
-                "'text') RETURNING turn_id",
+                "'text', $6) RETURNING turn_id",
                 user_id,
                 chat_id,
                 role,
                 content,
                 at,
+                stored_specifics(specifics, content),
             )
             return int(turn_id)
 

@@ -19,6 +19,7 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
+from bot.store.specifics import stored_specifics
 from bot.store.sqlite import trips
 from bot.store.sqlite.base import _call, _chat, _to_db, _turn
 from bot.store.sqlite.fences import memory_write_allowed
@@ -196,15 +197,23 @@ class SqliteConversations(SqliteFullText):
         )
 
     async def append_chat_turn(
-        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
     ) -> int | None:
         async with self._tx() as db:
             if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
                 return None
             cur = await db.execute(
-                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
-                "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text')",
-                (user_id, chat_id, chat_id, role, content, at),
+                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source, specifics) "
+                "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text', ?)",
+                (user_id, chat_id, chat_id, role, content, at, stored_specifics(specifics, content)),
             )
             await db.execute("UPDATE chats SET last_message_at = ? WHERE chat_id = ?", (at, chat_id))
             return int(cur.lastrowid or 0)
