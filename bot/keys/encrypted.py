@@ -82,6 +82,7 @@ PASS_THROUGH = frozenset(
         "job_queue",
         "live_turn_seen",  # ids only (Agora's turn id and the role), no text
         "remember_live_turn",
+        "recent_line_heads",  # lines without their text: ids, times and the specifics count (a number)
         "take_call_lease",  # a call's lease: ids and times only, no text
         "release_call_leases",
     }
@@ -351,6 +352,15 @@ class EncryptedStore(EncryptedVectors):
         if any(turn.user_id != user_id for turn in turns):
             return await self._turns(turns)
         return [_SealedTurn.of(turn, cipher) if turn.specifics is not None else _opened(turn, cipher) for turn in turns]
+
+    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
+        texts = await self.backend.turn_texts(user_id, turn_ids)
+        if not texts:
+            return {}
+        cipher = await self._reader(user_id)
+        if cipher is None:
+            raise_forgotten(user_id, TURN)
+        return {turn_id: unseal(cipher, TURN, value) for turn_id, value in texts.items()}
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         return await self._turns(await self.backend.turns_at(positions))

@@ -8,19 +8,20 @@ as a system instruction. The block never exceeds the token budget.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from bot.memory.index import MemberIndex, MemberIndexes
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
-from bot.store.models import ConversationSummary, FactRecord, TurnRecord
+from bot.store.models import ConversationSummary, FactRecord, LineHead, TurnRecord
 from bot.store.repository import ConversationStore, FactStore
 from bot.store.specifics import specifics
 
@@ -398,21 +399,26 @@ class ContextBuilder:
         async for fact in _ranked(facts):
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
+        lines: Sequence[TurnRecord | LineHead]
+        base: Sequence[TurnRecord | LineHead]
         if index is not None:
             lines, _, base, _ = _indexed_lines(index)
-        else:
-            lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
+            texts = None
+        else:  # ranked without their text; the text of the lines tried is read a batch at a time
+            texts = _LineTexts(self.store, user_id)
+            lines = await texts.counted(await self.store.recent_line_heads(user_id, CALL_START_LINES))
             base = _by_informativeness(lines, _priors(lines))
         if lines:
             latest = lines[-1].call_id or lines[-1].chat_id
             latest_lines = [t for t in lines if (t.call_id or t.chat_id) == latest]
-            for turn in latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []:
+            opening = latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []
+            async for turn in _with_texts(opening, texts, ahead=base):
                 block.add_turn(turn)
-            for turn in base:
+            async for turn in _with_texts(base, texts):
                 if block.full:
                     break
                 block.add_turn(turn)
-        await self._fill_rest(block, user_id, lines, index, facts)
+        await self._fill_rest(block, user_id, lines, index, facts, texts)
 
     def forget_cached(self, user_id: int | None = None) -> None:
         """Drop what is held in memory: of one member, or of everyone."""
@@ -424,9 +430,10 @@ class ContextBuilder:
         self,
         block: _BudgetedBlock,
         user_id: int,
-        lines: list[TurnRecord],
+        lines: Sequence[TurnRecord | LineHead],
         index: MemberIndex | None,
         facts: list[FactRecord] | _FactPages | None = None,
+        texts: _LineTexts | None = None,
     ) -> None:
         """Whatever still fits: the other current facts, the latest summaries, then the newest lines."""
         if block.full:
@@ -441,10 +448,60 @@ class ContextBuilder:
         for convo in summaries:
             if not block.add_summary(convo):
                 break
-        for turn in reversed(lines):
+        async for turn in _with_texts(lines[::-1], texts):
             if block.full:
                 break
             block.add_turn(turn)
+
+
+TEXT_BATCH = 64
+"""Lines whose text a call start reads at a time: about 50 lines fill a 1,500-token block."""
+
+
+class _LineTexts:
+    """The text of a member's lines, read by id a batch at a time and kept for the rest of one build."""
+
+    def __init__(self, store: ContextStore, user_id: int):
+        self.store = store
+        self.user_id = user_id
+        self.texts: dict[int, str] = {}
+
+    async def read(self, turn_ids: Iterable[int]) -> None:
+        missing = [turn_id for turn_id in dict.fromkeys(turn_ids) if turn_id not in self.texts]
+        if missing:
+            self.texts.update(await self.store.turn_texts(self.user_id, missing))
+
+    async def counted(self, heads: list[LineHead]) -> list[LineHead]:
+        """``heads`` with their specifics counted from the text where none is stored (a line written before they
+        were, not yet counted): read for those lines only."""
+        uncounted = [head.turn_id for head in heads if head.specifics is None]
+        if not uncounted:
+            return heads
+        await self.read(uncounted)
+        return [
+            head
+            if head.specifics is not None or head.turn_id not in self.texts
+            else dataclasses.replace(head, specifics=specifics(self.texts[head.turn_id]))
+            for head in heads
+        ]
+
+
+async def _with_texts(
+    lines: Sequence[TurnRecord | LineHead], texts: _LineTexts | None, ahead: Sequence[TurnRecord | LineHead] = ()
+) -> AsyncIterator[TurnRecord]:
+    """``lines`` as records with their text, read TEXT_BATCH at a time as the caller goes on (with the first batch,
+    also the text of the first lines of ``ahead``, which are read next: one trip instead of two). A line whose text
+    is gone (forgotten meanwhile) is left out."""
+    for start in range(0, len(lines), TEXT_BATCH):
+        batch = lines[start : start + TEXT_BATCH]
+        if texts is not None:
+            extra = ahead[: TEXT_BATCH - len(batch)] if start == 0 else ()
+            await texts.read([line.turn_id for line in (*batch, *extra) if isinstance(line, LineHead)])
+        for line in batch:
+            if isinstance(line, TurnRecord):
+                yield line
+            elif texts is not None and (text := texts.texts.get(line.turn_id)) is not None:
+                yield line.with_text(text)
 
 
 FACT_PAGE = 64
@@ -588,16 +645,16 @@ def _rank_facts(facts: list[FactRecord]) -> list[FactRecord]:
     return sorted((f for f in facts if f.current), key=lambda f: (f.confirmed_at, f.mentions), reverse=True)
 
 
-def _informativeness(turn: TurnRecord) -> float:
+def _informativeness(turn: TurnRecord | LineHead) -> float:
     """The line's specifics (``bot.store.specifics``; stored with the line, counted here for a line written
     before they were), an assistant's line weighing less."""
     count = turn.specifics
     if count is None:
-        count = specifics(turn.content)
+        count = specifics(turn.content) if isinstance(turn, TurnRecord) else 0
     return count * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
 
 
-def _priors(lines: list[TurnRecord]) -> dict[int, float]:
+def _priors(lines: Sequence[TurnRecord | LineHead]) -> dict[int, float]:
     """Each line's informativeness weighted by recency (half-life in days, counted from the newest line),
     scaled so the best line scores 1; by turn id."""
     if not lines:
@@ -612,7 +669,10 @@ def _priors(lines: list[TurnRecord]) -> dict[int, float]:
     return {turn_id: weight / top for turn_id, weight in weights.items()}
 
 
-def _by_informativeness(lines: list[TurnRecord], priors: dict[int, float]) -> list[TurnRecord]:
+_Line = TypeVar("_Line", bound=TurnRecord | LineHead)
+
+
+def _by_informativeness(lines: Sequence[_Line], priors: dict[int, float]) -> list[_Line]:
     """Lines that carry something, best prior first, newer first among equals."""
     kept = [t for t in lines if priors[t.turn_id] > 0]
     return sorted(kept, key=lambda t: (priors[t.turn_id], t.spoken_at, t.seq), reverse=True)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
-from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, TurnRecord
+from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, LineHead, TurnRecord
 
 CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -17,10 +17,13 @@ FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"
 )
+LINE_HEAD_COLUMNS = TURN_COLUMNS.replace(" content,", "")
 _TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
 _FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
 assert tuple(f.name for f in fields(TurnRecord)) == _TURN_NAMES
 assert tuple(f.name for f in fields(FactRecord)) == _FACT_NAMES
+_HEAD_NAMES = tuple(name.strip() for name in LINE_HEAD_COLUMNS.split(","))
+assert tuple(f.name for f in fields(LineHead)) == _HEAD_NAMES
 
 
 def turn_record(row: Iterable[Any]) -> TurnRecord:
@@ -33,6 +36,15 @@ def turn_record(row: Iterable[Any]) -> TurnRecord:
     values.update(zip(_TURN_NAMES, row, strict=False))
     values["partial"] = bool(values["partial"])
     return record
+
+
+def line_head(row: Iterable[Any]) -> LineHead:
+    """The head of a row whose columns are ``LINE_HEAD_COLUMNS`` (see ``turn_record``)."""
+    head: LineHead = object.__new__(LineHead)
+    values = head.__dict__
+    values.update(zip(_HEAD_NAMES, row, strict=False))
+    values["partial"] = bool(values["partial"])
+    return head
 
 
 def fact_record(row: Iterable[Any]) -> FactRecord:

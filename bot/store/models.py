@@ -108,6 +108,42 @@ class TurnRecord:
 
 
 @dataclass(frozen=True)
+class LineHead:
+    """A conversation line without its text: what ranking a member's latest lines at a call start reads (the
+    text of the few that go into the block is read after, by id)."""
+
+    turn_id: int
+    user_id: int
+    call_id: str | None
+    chat_id: str | None
+    seq: int
+    role: Role
+    spoken_at: float
+    source: Source
+    segment: int
+    partial: bool
+    captured: int
+    specifics: int | None
+
+    def with_text(self, content: str) -> TurnRecord:
+        return TurnRecord(
+            self.turn_id,
+            self.user_id,
+            self.call_id,
+            self.chat_id,
+            self.seq,
+            self.role,
+            content,
+            self.spoken_at,
+            self.source,
+            self.segment,
+            self.partial,
+            self.captured,
+            self.specifics,
+        )
+
+
+@dataclass(frozen=True)
 class FactRecord:
     fact_id: int
     user_id: int

@@ -9,6 +9,7 @@ import asyncpg
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import LINE_HEAD_COLUMNS, line_head
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.models import (
@@ -17,6 +18,7 @@ from bot.store.models import (
     ChatRecord,
     Conversation,
     ConversationSummary,
+    LineHead,
     NewTurn,
     TurnRecord,
     TurnUpdate,
@@ -335,6 +337,24 @@ class PostgresConversations(PostgresFullText):
             limit,
         )
         return [_turn(r) for r in reversed(rows)]
+
+    async def recent_line_heads(self, user_id: int, limit: int) -> list[LineHead]:
+        rows = await self._all(
+            f"SELECT {LINE_HEAD_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at DESC, seq DESC LIMIT $2",
+            user_id,
+            limit,
+        )
+        return [line_head(r) for r in reversed(rows)]
+
+    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
+        if not turn_ids:
+            return {}
+        rows = await self._all(
+            "SELECT turn_id, content FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2",
+            list(turn_ids),
+            user_id,
+        )
+        return {int(r[0]): r[1] for r in rows}
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         if not positions:
