@@ -454,8 +454,9 @@ class ContextBuilder:
             block.add_turn(turn)
 
 
-TEXT_BATCH = 64
-"""Lines whose text a call start reads at a time: about 50 lines fill a 1,500-token block."""
+TEXT_BATCH = 100
+"""Lines whose text a call start reads at a time: about 50 lines fill a 1,500-token block, and a few dozen more
+are tried (near-duplicates, lines too long for what is left) before it is full."""
 
 
 class _LineTexts:
@@ -465,10 +466,12 @@ class _LineTexts:
         self.store = store
         self.user_id = user_id
         self.texts: dict[int, str] = {}
+        self.asked: set[int] = set()
 
     async def read(self, turn_ids: Iterable[int]) -> None:
-        missing = [turn_id for turn_id in dict.fromkeys(turn_ids) if turn_id not in self.texts]
+        missing = [turn_id for turn_id in dict.fromkeys(turn_ids) if turn_id not in self.asked]
         if missing:
+            self.asked.update(missing)
             self.texts.update(await self.store.turn_texts(self.user_id, missing))
 
     async def counted(self, heads: list[LineHead]) -> list[LineHead]:
@@ -489,19 +492,20 @@ class _LineTexts:
 async def _with_texts(
     lines: Sequence[TurnRecord | LineHead], texts: _LineTexts | None, ahead: Sequence[TurnRecord | LineHead] = ()
 ) -> AsyncIterator[TurnRecord]:
-    """``lines`` as records with their text, read TEXT_BATCH at a time as the caller goes on (with the first batch,
-    also the text of the first lines of ``ahead``, which are read next: one trip instead of two). A line whose text
-    is gone (forgotten meanwhile) is left out."""
-    for start in range(0, len(lines), TEXT_BATCH):
-        batch = lines[start : start + TEXT_BATCH]
-        if texts is not None:
-            extra = ahead[: TEXT_BATCH - len(batch)] if start == 0 else ()
-            await texts.read([line.turn_id for line in (*batch, *extra) if isinstance(line, LineHead)])
-        for line in batch:
-            if isinstance(line, TurnRecord):
-                yield line
-            elif texts is not None and (text := texts.texts.get(line.turn_id)) is not None:
-                yield line.with_text(text)
+    """``lines`` as records with their text, read as the caller goes on: at the first line not read yet, the text
+    of the next TEXT_BATCH lines not read yet (then of the lines of ``ahead``, which are read next: one trip
+    instead of two). A line whose text is gone (forgotten meanwhile) is left out."""
+    for at, line in enumerate(lines):
+        if isinstance(line, TurnRecord):
+            yield line
+            continue
+        if texts is None:
+            continue
+        if line.turn_id not in texts.asked:
+            following = (*lines[at:], *ahead)
+            await texts.read([t.turn_id for t in following if isinstance(t, LineHead)][:TEXT_BATCH])
+        if (text := texts.texts.get(line.turn_id)) is not None:
+            yield line.with_text(text)
 
 
 FACT_PAGE = 64
