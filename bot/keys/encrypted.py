@@ -31,6 +31,7 @@ from bot.store.models import (
     TurnUpdate,
 )
 from bot.store.repository import Store
+from bot.store.specifics import specifics as count_specifics
 
 ENCRYPTION_META = "memory_encryption"
 """The memory database's marker: once set, the bot does not start without the key store and its master key."""
@@ -81,6 +82,7 @@ PASS_THROUGH = frozenset(
         "job_queue",
         "live_turn_seen",  # ids only (Agora's turn id and the role), no text
         "remember_live_turn",
+        "recent_line_heads",  # lines without their text: ids, times and the specifics count (a number)
         "take_call_lease",  # a call's lease: ids and times only, no text
         "release_call_leases",
         "call_start_check",  # settings, consent, a call id and counts: no member text
@@ -113,6 +115,20 @@ class EncryptedStore(EncryptedVectors):
             if await reseal(self._seal_existing):
                 await self.backend.scrub()
             await self.backend.set_meta(ENCRYPTION_META, ENCRYPTION_SCHEME)
+        count = getattr(self.backend, "count_specifics", None)
+        if count is not None:
+            await count(self._count_sealed)
+
+    async def _count_sealed(self, user_id: int, value: str) -> int | None:
+        """A sealed line's specifics (lines sealed before they were stored with it); None when it cannot be
+        opened (a forgotten member's key is gone): its count stays missing."""
+        cipher = await self._reader(user_id)
+        if cipher is None or not is_sealed(value):
+            return None
+        try:
+            return count_specifics(unseal(cipher, TURN, value))
+        except DecryptionFailed:
+            return None
 
     async def _seal_existing(self, user_id: int, column: str, value: str) -> str | None:
         if is_sealed(value):
@@ -276,8 +292,18 @@ class EncryptedStore(EncryptedVectors):
         return await self.backend.apply_call_turns(
             call_id,
             user_id,
-            [dataclasses.replace(t, content=seal(cipher, TURN, t.content, indexed=True)) for t in inserts],
-            [dataclasses.replace(u, content=seal(cipher, TURN, u.content, indexed=True)) for u in updates],
+            [
+                dataclasses.replace(
+                    t, content=seal(cipher, TURN, t.content, indexed=True), specifics=count_specifics(t.content)
+                )
+                for t in inserts
+            ],
+            [
+                dataclasses.replace(
+                    u, content=seal(cipher, TURN, u.content, indexed=True), specifics=count_specifics(u.content)
+                )
+                for u in updates
+            ],
             anchored=anchored,
             checkpoint_at=checkpoint_at,
             generation=generation,
@@ -285,11 +311,25 @@ class EncryptedStore(EncryptedVectors):
         )
 
     async def append_chat_turn(
-        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
     ) -> int | None:
         cipher = await self._writer(user_id)
         return await self.backend.append_chat_turn(
-            chat_id, user_id, role, seal(cipher, TURN, content, indexed=True), at, generation=generation
+            chat_id,
+            user_id,
+            role,
+            seal(cipher, TURN, content, indexed=True),
+            at,
+            generation=generation,
+            specifics=count_specifics(content) if specifics is None else specifics,
         )
 
     async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
@@ -321,7 +361,27 @@ class EncryptedStore(EncryptedVectors):
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]:
-        return await self._turns(await self.backend.recent_turns_of(user_id, limit, exclude_call_id=exclude_call_id))
+        """The lines with their text opened when first read (``_SealedTurn``): a call start ranks a few hundred
+        lines by their stored specifics and reads the text of the few dozen that go into its block. A line
+        counted before its specifics were stored is opened at once (ranking needs its text)."""
+        turns = await self.backend.recent_turns_of(user_id, limit, exclude_call_id=exclude_call_id)
+        if not turns:
+            return []
+        cipher = await self._reader(user_id)
+        if cipher is None:
+            raise_forgotten(user_id, TURN)
+        if any(turn.user_id != user_id for turn in turns):
+            return await self._turns(turns)
+        return [_SealedTurn.of(turn, cipher) if turn.specifics is not None else _opened(turn, cipher) for turn in turns]
+
+    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
+        texts = await self.backend.turn_texts(user_id, turn_ids)
+        if not texts:
+            return {}
+        cipher = await self._reader(user_id)
+        if cipher is None:
+            raise_forgotten(user_id, TURN)
+        return {turn_id: unseal(cipher, TURN, value) for turn_id, value in texts.items()}
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         return await self._turns(await self.backend.turns_at(positions))
@@ -467,6 +527,42 @@ def _with(record: _Record, name: str, value: str) -> _Record:
     new.__dict__.update(record.__dict__)
     new.__dict__[name] = value
     return new
+
+
+def _opened(turn: TurnRecord, cipher: MemberCipher) -> TurnRecord:
+    return _with(turn, "content", unseal(cipher, TURN, turn.content))
+
+
+_COMPARED = [f for f in dataclasses.fields(TurnRecord) if f.compare]
+
+
+class _SealedTurn(TurnRecord):
+    """A line whose text is decrypted the first time it is read (then kept): ``content`` is left out of the
+    instance until then, so attribute lookup falls through to ``__getattr__``. A value that does not open raises
+    ``DecryptionFailed`` at that read. Equal to the opened ``TurnRecord`` (the dataclass compares fields)."""
+
+    @classmethod
+    def of(cls, turn: TurnRecord, cipher: MemberCipher) -> _SealedTurn:
+        new: _SealedTurn = object.__new__(cls)
+        values = new.__dict__
+        values.update(turn.__dict__)
+        values["_sealed"] = values.pop("content")
+        values["_cipher"] = cipher
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TurnRecord):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in _COMPARED)
+
+    __hash__ = TurnRecord.__hash__
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__
+        if name != "content" or "_sealed" not in values:
+            raise AttributeError(name)
+        text = values["content"] = unseal(values["_cipher"], TURN, values["_sealed"])
+        return text
 
 
 def raise_forgotten(user_id: int, column: str) -> NoReturn:

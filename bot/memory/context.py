@@ -8,20 +8,22 @@ as a system instruction. The block never exceeds the token budget.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from bot.memory.index import MemberIndex, MemberIndexes
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
-from bot.store.models import ConversationSummary, FactRecord, TurnRecord
+from bot.store.models import ConversationSummary, FactRecord, LineHead, TurnRecord
 from bot.store.repository import ConversationStore, FactStore
+from bot.store.specifics import specifics
 
 if TYPE_CHECKING:
     from bot.memory.dense import DenseRetriever
@@ -391,26 +393,32 @@ class ContextBuilder:
         """Current facts first, then the latest exchange, then the lines most likely to matter again (names,
         numbers, dates, decisions), newer ones first among equals; then whatever recent lines still fit."""
         limit = max(block.budget // 8, 16)
-        facts = index.facts[:limit] if index is not None else await self.store.list_facts(user_id, limit=limit)
+        facts: list[FactRecord] | _FactPages
+        facts = index.facts[:limit] if index is not None else _FactPages(self.store, user_id, limit)
         fact_share = block.budget * CALL_START_FACT_SHARE
-        for fact in _rank_facts(facts):
+        async for fact in _ranked(facts):
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
+        lines: Sequence[TurnRecord | LineHead]
+        base: Sequence[TurnRecord | LineHead]
         if index is not None:
             lines, _, base, _ = _indexed_lines(index)
-        else:
-            lines = await self.store.recent_turns_of(user_id, CALL_START_LINES)
+            texts = None
+        else:  # ranked without their text; the text of the lines tried is read a batch at a time
+            texts = _LineTexts(self.store, user_id)
+            lines = await texts.counted(await self.store.recent_line_heads(user_id, CALL_START_LINES))
             base = _by_informativeness(lines, _priors(lines))
         if lines:
             latest = lines[-1].call_id or lines[-1].chat_id
             latest_lines = [t for t in lines if (t.call_id or t.chat_id) == latest]
-            for turn in latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []:
+            opening = latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []
+            async for turn in _with_texts(opening, texts, ahead=base):
                 block.add_turn(turn)
-            for turn in base:
+            async for turn in _with_texts(base, texts):
                 if block.full:
                     break
                 block.add_turn(turn)
-        await self._fill_rest(block, user_id, lines, index, facts)
+        await self._fill_rest(block, user_id, lines, index, facts, texts)
 
     def forget_cached(self, user_id: int | None = None) -> None:
         """Drop what is held in memory: of one member, or of everyone."""
@@ -422,27 +430,124 @@ class ContextBuilder:
         self,
         block: _BudgetedBlock,
         user_id: int,
-        lines: list[TurnRecord],
+        lines: Sequence[TurnRecord | LineHead],
         index: MemberIndex | None,
-        facts: list[FactRecord] | None = None,
+        facts: list[FactRecord] | _FactPages | None = None,
+        texts: _LineTexts | None = None,
     ) -> None:
         """Whatever still fits: the other current facts, the latest summaries, then the newest lines."""
         if block.full:
             return
         limit = max(block.budget // 8, 16)
         if facts is None:
-            facts = index.facts[:limit] if index is not None else await self.store.list_facts(user_id, limit=limit)
-        for fact in _rank_facts(facts):
+            facts = index.facts[:limit] if index is not None else _FactPages(self.store, user_id, limit)
+        async for fact in _ranked(facts):
             if not block.add_fact(fact):
                 break
         summaries = index.summaries if index is not None else await self.store.latest_summaries(user_id, 3)
         for convo in summaries:
             if not block.add_summary(convo):
                 break
-        for turn in reversed(lines):
+        async for turn in _with_texts(lines[::-1], texts):
             if block.full:
                 break
             block.add_turn(turn)
+
+
+TEXT_BATCH = 100
+"""Lines whose text a call start reads at a time: about 50 lines fill a 1,500-token block, and a few dozen more
+are tried (near-duplicates, lines too long for what is left) before it is full."""
+
+
+class _LineTexts:
+    """The text of a member's lines, read by id a batch at a time and kept for the rest of one build."""
+
+    def __init__(self, store: ContextStore, user_id: int):
+        self.store = store
+        self.user_id = user_id
+        self.texts: dict[int, str] = {}
+        self.asked: set[int] = set()
+
+    async def read(self, turn_ids: Iterable[int]) -> None:
+        missing = [turn_id for turn_id in dict.fromkeys(turn_ids) if turn_id not in self.asked]
+        if missing:
+            self.asked.update(missing)
+            self.texts.update(await self.store.turn_texts(self.user_id, missing))
+
+    async def counted(self, heads: list[LineHead]) -> list[LineHead]:
+        """``heads`` with their specifics counted from the text where none is stored (a line written before they
+        were, not yet counted): read for those lines only."""
+        uncounted = [head.turn_id for head in heads if head.specifics is None]
+        if not uncounted:
+            return heads
+        await self.read(uncounted)
+        return [
+            head
+            if head.specifics is not None or head.turn_id not in self.texts
+            else dataclasses.replace(head, specifics=specifics(self.texts[head.turn_id]))
+            for head in heads
+        ]
+
+
+async def _with_texts(
+    lines: Sequence[TurnRecord | LineHead], texts: _LineTexts | None, ahead: Sequence[TurnRecord | LineHead] = ()
+) -> AsyncIterator[TurnRecord]:
+    """``lines`` as records with their text, read as the caller goes on: at the first line not read yet, the text
+    of the next TEXT_BATCH lines not read yet (then of the lines of ``ahead``, which are read next: one trip
+    instead of two). A line whose text is gone (forgotten meanwhile) is left out."""
+    for at, line in enumerate(lines):
+        if isinstance(line, TurnRecord):
+            yield line
+            continue
+        if texts is None:
+            continue
+        if line.turn_id not in texts.asked:
+            following = (*lines[at:], *ahead)
+            await texts.read([t.turn_id for t in following if isinstance(t, LineHead)][:TEXT_BATCH])
+        if (text := texts.texts.get(line.turn_id)) is not None:
+            yield line.with_text(text)
+
+
+FACT_PAGE = 64
+"""Facts read at a time at a call start: about 40 fill the facts' share of a 1,500-token block."""
+
+
+class _FactPages:
+    """The member's current facts in ``_rank_facts`` order (the store's ``list_facts`` order), read a page at a
+    time up to ``limit`` as they are consumed: a call start reads (and, encrypted, opens) only about the facts
+    that fit, not all ``limit`` of them. Pages read are kept, so a second pass reads nothing again."""
+
+    def __init__(self, store: ContextStore, user_id: int, limit: int):
+        self.store = store
+        self.user_id = user_id
+        self.limit = limit
+        self.read: list[FactRecord] = []
+        self._exhausted = False
+
+    async def __aiter__(self) -> AsyncIterator[FactRecord]:
+        at = 0
+        while True:
+            if at == len(self.read):
+                if self._exhausted or at >= self.limit:
+                    return
+                size = min(FACT_PAGE, self.limit - at)
+                page = await self.store.list_facts(self.user_id, offset=at, limit=size)
+                self.read.extend(page)
+                self._exhausted = len(page) < size
+                continue
+            yield self.read[at]
+            at += 1
+
+
+async def _ranked(facts: list[FactRecord] | _FactPages) -> AsyncIterator[FactRecord]:
+    """Current facts, most recently confirmed and most often mentioned first (see ``_rank_facts``)."""
+    if isinstance(facts, _FactPages):
+        async for fact in facts:
+            if fact.current:
+                yield fact
+    else:
+        for fact in _rank_facts(facts):
+            yield fact
 
 
 def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
@@ -544,37 +649,16 @@ def _rank_facts(facts: list[FactRecord]) -> list[FactRecord]:
     return sorted((f for f in facts if f.current), key=lambda f: (f.confirmed_at, f.mentions), reverse=True)
 
 
-_NUMBER = re.compile(r"\d")
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
-_DATE = re.compile(
-    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b"
-    r"|\b(?:today|tomorrow|yesterday|next week|next month)\b",
-    re.IGNORECASE,
-)
-_DECISION = re.compile(
-    r"\b(?:decid|prefer|chose|choos|switch|chang|cancel|instead|actually|keep|go with|want|would like|"
-    r"book|schedul|confirm|allerg|love|hate|favou?rite|always|never|my name|call me)\w*",
-    re.IGNORECASE,
-)
+def _informativeness(turn: TurnRecord | LineHead) -> float:
+    """The line's specifics (``bot.store.specifics``; stored with the line, counted here for a line written
+    before they were), an assistant's line weighing less."""
+    count = turn.specifics
+    if count is None:
+        count = specifics(turn.content) if isinstance(turn, TurnRecord) else 0
+    return count * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
 
 
-def _informativeness(turn: TurnRecord) -> float:
-    return _specifics(turn.content) * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _specifics(text: str) -> int:
-    """How much a line carries that a later conversation may need: numbers and identifiers, names, dates,
-    decisions and preferences. Counted, each kind capped, so one long line does not win on length alone."""
-    words = text.split()
-    numbers = min(3, sum(1 for w in words if _NUMBER.search(w)))
-    names = min(3, len(_NAME.findall(text)))
-    dates = min(2, len(_DATE.findall(text)))
-    decisions = min(2, len(_DECISION.findall(text)))
-    return numbers + names + dates + decisions
-
-
-def _priors(lines: list[TurnRecord]) -> dict[int, float]:
+def _priors(lines: Sequence[TurnRecord | LineHead]) -> dict[int, float]:
     """Each line's informativeness weighted by recency (half-life in days, counted from the newest line),
     scaled so the best line scores 1; by turn id."""
     if not lines:
@@ -589,7 +673,10 @@ def _priors(lines: list[TurnRecord]) -> dict[int, float]:
     return {turn_id: weight / top for turn_id, weight in weights.items()}
 
 
-def _by_informativeness(lines: list[TurnRecord], priors: dict[int, float]) -> list[TurnRecord]:
+_Line = TypeVar("_Line", bound=TurnRecord | LineHead)
+
+
+def _by_informativeness(lines: Sequence[_Line], priors: dict[int, float]) -> list[_Line]:
     """Lines that carry something, best prior first, newer first among equals."""
     kept = [t for t in lines if priors[t.turn_id] > 0]
     return sorted(kept, key=lambda t: (priors[t.turn_id], t.spoken_at, t.seq), reverse=True)

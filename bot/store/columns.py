@@ -2,18 +2,58 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
-from bot.store.models import CallRecord, ChatRecord, GuildSettings
+from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, LineHead, TurnRecord
 
 CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
-TURN_COLUMNS = "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured"
+TURN_COLUMNS = (
+    "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured, specifics"
+)
 FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"
 )
+LINE_HEAD_COLUMNS = TURN_COLUMNS.replace(" content,", "")
+_TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
+_FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
+assert tuple(f.name for f in fields(TurnRecord)) == _TURN_NAMES
+assert tuple(f.name for f in fields(FactRecord)) == _FACT_NAMES
+_HEAD_NAMES = tuple(name.strip() for name in LINE_HEAD_COLUMNS.split(","))
+assert tuple(f.name for f in fields(LineHead)) == _HEAD_NAMES
+
+
+def turn_record(row: Iterable[Any]) -> TurnRecord:
+    """The record of a row whose first columns are ``TURN_COLUMNS`` (either backend's row type).
+
+    Filled without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, several times
+    slower): a call start converts a few hundred rows."""
+    record: TurnRecord = object.__new__(TurnRecord)
+    values = record.__dict__
+    values.update(zip(_TURN_NAMES, row, strict=False))
+    values["partial"] = bool(values["partial"])
+    return record
+
+
+def line_head(row: Iterable[Any]) -> LineHead:
+    """The head of a row whose columns are ``LINE_HEAD_COLUMNS`` (see ``turn_record``)."""
+    head: LineHead = object.__new__(LineHead)
+    values = head.__dict__
+    values.update(zip(_HEAD_NAMES, row, strict=False))
+    values["partial"] = bool(values["partial"])
+    return head
+
+
+def fact_record(row: Iterable[Any]) -> FactRecord:
+    """The record of a row whose first columns are ``FACT_COLUMNS`` (see ``turn_record``)."""
+    record: FactRecord = object.__new__(FactRecord)
+    record.__dict__.update(zip(_FACT_NAMES, row, strict=False))
+    return record
+
+
 GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
 UPDATABLE_CALL_FIELDS = set(CALL_COLUMNS) - {"call_id", "user_id"}
 

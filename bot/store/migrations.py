@@ -395,6 +395,17 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         SELECT 1;
         """,
     ),
+    (
+        10,
+        "turn specifics: how much each line carries, kept so a call start ranks lines without reading their text",
+        """
+        -- bot.store.specifics, counted from the plain text when a line is written (the encrypting layer counts
+        -- before it seals). Lines from before are counted when the store opens (sealed ones by the encrypting
+        -- layer, which can open them); the partial index finds those.
+        ALTER TABLE turns ADD COLUMN specifics INTEGER;
+        CREATE INDEX turns_specifics_missing ON turns (turn_id) WHERE specifics IS NULL;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

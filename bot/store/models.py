@@ -123,6 +123,44 @@ class TurnRecord:
     segment: int = 0
     partial: bool = False
     captured: int = 0
+    specifics: int | None = field(default=None, compare=False, repr=False)
+    """``bot.store.specifics`` of the plain text, stored with the line; None for a line not yet counted."""
+
+
+@dataclass(frozen=True)
+class LineHead:
+    """A conversation line without its text: what ranking a member's latest lines at a call start reads (the
+    text of the few that go into the block is read after, by id)."""
+
+    turn_id: int
+    user_id: int
+    call_id: str | None
+    chat_id: str | None
+    seq: int
+    role: Role
+    spoken_at: float
+    source: Source
+    segment: int
+    partial: bool
+    captured: int
+    specifics: int | None
+
+    def with_text(self, content: str) -> TurnRecord:
+        return TurnRecord(
+            self.turn_id,
+            self.user_id,
+            self.call_id,
+            self.chat_id,
+            self.seq,
+            self.role,
+            content,
+            self.spoken_at,
+            self.source,
+            self.segment,
+            self.partial,
+            self.captured,
+            self.specifics,
+        )
 
 
 @dataclass(frozen=True)
@@ -189,6 +227,8 @@ class NewTurn:
     segment: int = 0
     partial: bool = False
     captured: int = 0
+    specifics: int | None = None
+    """Of the plain text, when the writer counted it (``bot.store.specifics.stored_specifics``)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +239,7 @@ class TurnUpdate:
     segment: int
     partial: bool
     captured: int
+    specifics: int | None = None
 
 
 @dataclass(frozen=True)

@@ -324,6 +324,17 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX facts_search ON facts USING GIN (search);
         """,
     ),
+    (
+        10,
+        "turn specifics: how much each line carries, kept so a call start ranks lines without reading their text",
+        """
+        -- bot.store.specifics, counted from the plain text when a line is written (the encrypting layer counts
+        -- before it seals). Lines from before are counted when the store opens (sealed ones by the encrypting
+        -- layer, which can open them); the partial index finds those.
+        ALTER TABLE turns ADD COLUMN specifics SMALLINT;
+        CREATE INDEX turns_specifics_missing ON turns (turn_id) WHERE specifics IS NULL;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

@@ -19,6 +19,7 @@ from bot.store.models import (
     ForgetResult,
     GuildSettings,
     Job,
+    LineHead,
     NewTurn,
     TurnRecord,
     TurnUpdate,
@@ -141,9 +142,18 @@ class ConversationStore(Protocol):
         ...
 
     async def append_chat_turn(
-        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
     ) -> int | None:
-        """The new turn's id, or None when the memory fence refuses the write."""
+        """The new turn's id, or None when the memory fence refuses the write. ``specifics``: of the plain text,
+        when the caller counted it (see ``bot.store.specifics.stored_specifics``)."""
         ...
 
     async def memory_generation(self, user_id: int) -> int:
@@ -174,6 +184,14 @@ class ConversationStore(Protocol):
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]: ...
+    async def recent_line_heads(self, user_id: int, limit: int) -> list[LineHead]:
+        """The member's latest ``limit`` lines without their text, oldest first (``recent_turns_of``'s order)."""
+        ...
+
+    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
+        """The text of the member's lines among ``turn_ids``, by id (others' lines and missing ones left out)."""
+        ...
+
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]: ...
     async def live_turn_seen(self, call_id: str, turn_key: str) -> bool: ...
     async def remember_live_turn(self, call_id: str, turn_key: str) -> None: ...

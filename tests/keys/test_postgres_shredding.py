@@ -14,7 +14,6 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-import bot.store.postgres.base as postgres_module
 from bot.__main__ import main
 from bot.keys import DecryptionFailed, KeyStoreLocked, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
@@ -244,15 +243,13 @@ def test_an_unencrypted_postgresql_database_is_encrypted_in_place_by_migrate(
 ) -> None:
     memory_url, keys_url = postgres_cluster.new_database(), postgres_cluster.new_database()
 
-    async def today() -> None:  # a database as today's schema (all but encryption's migration) writes it, unencrypted
-        with monkeypatch.context() as m:
-            m.setattr(postgres_module, "PG_MIGRATIONS", PG_MIGRATIONS[:-1])
-            store = PostgresStore(memory_url)
-            await store.open()
+    async def today() -> None:  # a database as today's bot writes it without encryption
+        store = PostgresStore(memory_url)
+        await store.open()
         memory = MemoryService(store, budget_tokens=1500, persona="p")
         for user_id in (GONE, KEPT):
             await remember(store, memory, user_id)
-        assert await store.schema_version() == PG_MIGRATIONS[-2][0]
+        assert await store.schema_version() == PG_MIGRATIONS[-1][0]
         await store.close()
 
     asyncio.run(today())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeAlias
 
@@ -17,9 +17,8 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
-from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
-from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
+from bot.store.columns import fact_record, turn_record
 from bot.store.models import (
     CallRecord,
     ChatRecord,
@@ -30,6 +29,7 @@ from bot.store.models import (
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
 from bot.store.repository import SchemaTooNew, StorageFull
+from bot.store.specifics import stored_specifics
 
 _OPEN = "('starting', 'active', 'ending')"
 # Serialises migrations when several processes start at once on an empty database.
@@ -74,6 +74,7 @@ class PostgresBase:
         self._pool = pool
         try:
             await self._migrate()
+            await self.count_specifics(_plain_specifics)
         except BaseException:
             self._pool = None
             await pool.close()
@@ -113,6 +114,20 @@ class PostgresBase:
                     name,
                     time.time(),
                 )
+
+    async def count_specifics(self, count: Callable[[int, str], Awaitable[int | None]]) -> int:
+        """Fills in ``turns.specifics`` where it is missing (lines written before migration 10) with
+        ``count(user_id, content)``, leaving it missing where that gives None. Returns how many were filled."""
+        rows = await self.pool.fetch("SELECT turn_id, user_id, content FROM turns WHERE specifics IS NULL")
+        pairs = []
+        for turn_id, user_id, content in rows:
+            value = await count(int(user_id), content)
+            if value is not None:
+                pairs.append((value, turn_id))
+        if pairs:
+            async with self._tx() as db:
+                await db.executemany("UPDATE turns SET specifics = $1 WHERE turn_id = $2", pairs)
+        return len(pairs)
 
     async def schema_version(self) -> int:
         return int(await self.pool.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"))
@@ -179,9 +194,13 @@ def _chat(row: asyncpg.Record) -> ChatRecord:
     return ChatRecord(**{name: row[name] for name in _CHAT_COLUMNS})
 
 
+async def _plain_specifics(_user_id: int, content: str) -> int | None:
+    return stored_specifics(None, content)
+
+
 def _turn(row: asyncpg.Record) -> TurnRecord:
-    return TurnRecord(**{name.strip(): row[name.strip()] for name in _TURN_COLUMNS.split(",")})
+    return turn_record(row)
 
 
 def _fact(row: asyncpg.Record) -> FactRecord:
-    return FactRecord(**{name.strip(): row[name.strip()] for name in _FACT_COLUMNS.split(",")})
+    return fact_record(row)

@@ -10,6 +10,7 @@ import asyncpg
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
+from bot.store.columns import LINE_HEAD_COLUMNS, line_head
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.models import (
@@ -21,6 +22,7 @@ from bot.store.models import (
     Conversation,
     ConversationSummary,
     GuildSettings,
+    LineHead,
     NewTurn,
     TurnRecord,
     TurnUpdate,
@@ -30,6 +32,7 @@ from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.fulltext import PostgresFullText
 from bot.store.ranking import WORD, rerank
 from bot.store.repository import OpenCallExists, TurnsChanged
+from bot.store.specifics import stored_specifics
 
 _GUILD_NAMES = sorted(_GUILD_SETTING_NAMES)
 _START_CHECK = (
@@ -70,18 +73,20 @@ bumped AS (
 ),
 updated AS (
     UPDATE turns t SET seq = u.seq, content = u.content, segment = u.segment, partial = u.partial,
-        captured = u.captured
-    FROM unnest($7::bigint[], $8::integer[], $9::text[], $10::integer[], $11::boolean[], $12::bigint[])
-        AS u (turn_id, seq, content, segment, partial, captured)
+        captured = u.captured, specifics = u.specifics
+    FROM unnest($7::bigint[], $8::integer[], $9::text[], $10::integer[], $11::boolean[], $12::bigint[],
+                $20::integer[]) AS u (turn_id, seq, content, segment, partial, captured, specifics)
     WHERE t.turn_id = u.turn_id AND t.call_id = $1 AND (SELECT ok FROM allowed)
         AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
     RETURNING t.turn_id
 ),
 inserted AS (
-    INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, source)
-    SELECT $2, $1, i.seq, i.segment, i.partial, i.captured, i.role, i.content, i.spoken_at, 'voice'
+    INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, source,
+                       specifics)
+    SELECT $2, $1, i.seq, i.segment, i.partial, i.captured, i.role, i.content, i.spoken_at, 'voice', i.specifics
     FROM unnest($13::integer[], $14::integer[], $15::boolean[], $16::bigint[], $17::text[], $18::text[],
-                $19::double precision[]) AS i (seq, segment, partial, captured, role, content, spoken_at)
+                $19::double precision[], $21::integer[])
+        AS i (seq, segment, partial, captured, role, content, spoken_at, specifics)
     WHERE (SELECT ok FROM allowed) AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
     RETURNING turn_id
 )
@@ -335,6 +340,8 @@ class PostgresConversations(PostgresFullText):
                 [t.role for t in inserts],
                 [t.content for t in inserts],
                 [t.spoken_at for t in inserts],
+                [stored_specifics(u.specifics, u.content) for u in updates],
+                [stored_specifics(t.specifics, t.content) for t in inserts],
             )
         assert row is not None
         if not row["allowed"]:
@@ -344,7 +351,15 @@ class PostgresConversations(PostgresFullText):
         return True
 
     async def append_chat_turn(
-        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
     ) -> int | None:
         async with self._tx() as db:
             if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
@@ -352,14 +367,15 @@ class PostgresConversations(PostgresFullText):
             # Locking the chat row serialises appends to one chat, so two never take the same seq.
             await db.execute("UPDATE chats SET last_message_at = $2 WHERE chat_id = $1", chat_id, at)
             turn_id = await db.fetchval(
-                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
+                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source, specifics) "
                 "VALUES ($1, $2, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = $2), $3, $4, $5, "
-                "'text') RETURNING turn_id",
+                "'text', $6) RETURNING turn_id",
                 user_id,
                 chat_id,
                 role,
                 content,
                 at,
+                stored_specifics(specifics, content),
             )
             return int(turn_id)
 
@@ -424,6 +440,24 @@ class PostgresConversations(PostgresFullText):
             limit,
         )
         return [_turn(r) for r in reversed(rows)]
+
+    async def recent_line_heads(self, user_id: int, limit: int) -> list[LineHead]:
+        rows = await self._all(
+            f"SELECT {LINE_HEAD_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at DESC, seq DESC LIMIT $2",
+            user_id,
+            limit,
+        )
+        return [line_head(r) for r in reversed(rows)]
+
+    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
+        if not turn_ids:
+            return {}
+        rows = await self._all(
+            "SELECT turn_id, content FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2",
+            list(turn_ids),
+            user_id,
+        )
+        return {int(r[0]): r[1] for r in rows}
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         if not positions:

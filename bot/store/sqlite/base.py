@@ -13,7 +13,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import aiosqlite
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import fact_record, turn_record
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
 from bot.store.models import (
     CallRecord,
@@ -32,6 +33,7 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.repository import SchemaTooNew, StorageFull
+from bot.store.specifics import stored_specifics
 from bot.store.sqlite import trips
 from bot.store.sqlite.trips import T, in_transaction
 
@@ -64,6 +66,7 @@ class SqliteBase:
                     pass  # some pragmas return a row; closing the cursor ends the statement
             self._db = db
             await self._migrate()
+            await self.count_specifics(_plain_specifics)
         except BaseException:
             self._db = None
             await db.close()
@@ -110,6 +113,20 @@ class SqliteBase:
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     (version, name, time.time()),
                 )
+
+    async def count_specifics(self, count: Callable[[int, str], Awaitable[int | None]]) -> int:
+        """Fills in ``turns.specifics`` where it is missing (lines written before migration 10) with
+        ``count(user_id, content)``, leaving it missing where that gives None. Returns how many were filled."""
+        rows = await self._all("SELECT turn_id, user_id, content FROM turns WHERE specifics IS NULL")
+        pairs = []
+        for turn_id, user_id, content in rows:
+            value = await count(user_id, content)
+            if value is not None:
+                pairs.append((value, turn_id))
+        if pairs:
+            async with self._transaction():
+                await self.db.executemany("UPDATE turns SET specifics = ? WHERE turn_id = ?", pairs)
+        return len(pairs)
 
     async def schema_version(self) -> int:
         async with self.db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
@@ -185,6 +202,10 @@ def _storage_errors() -> Iterator[None]:
         if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
             raise StorageFull(str(exc)) from exc
         raise
+
+
+async def _plain_specifics(_user_id: int, content: str) -> int | None:
+    return stored_specifics(None, content)
 
 
 def _split_sql(script: str) -> list[str]:
@@ -263,21 +284,8 @@ def _chat(row: aiosqlite.Row) -> ChatRecord:
 
 
 def _turn(row: aiosqlite.Row) -> TurnRecord:
-    return TurnRecord(
-        turn_id=row[0],
-        user_id=row[1],
-        call_id=row[2],
-        chat_id=row[3],
-        seq=row[4],
-        role=row[5],
-        content=row[6],
-        spoken_at=row[7],
-        source=row[8],
-        segment=row[9],
-        partial=bool(row[10]),
-        captured=row[11],
-    )
+    return turn_record(row)
 
 
 def _fact(row: aiosqlite.Row) -> FactRecord:
-    return FactRecord(*tuple(row))
+    return fact_record(row)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
+from bot.store.columns import LINE_HEAD_COLUMNS, line_head
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.models import (
@@ -17,10 +19,12 @@ from bot.store.models import (
     ChatRecord,
     Conversation,
     ConversationSummary,
+    LineHead,
     NewTurn,
     TurnRecord,
     TurnUpdate,
 )
+from bot.store.specifics import stored_specifics
 from bot.store.sqlite import trips
 from bot.store.sqlite.base import _call, _chat, _guild, _to_db, _turn, _user
 from bot.store.sqlite.fences import memory_write_allowed
@@ -245,15 +249,23 @@ class SqliteConversations(SqliteFullText):
         )
 
     async def append_chat_turn(
-        self, chat_id: str, user_id: int, role: str, content: str, at: float, *, generation: int | None = None
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
     ) -> int | None:
         async with self._tx() as db:
             if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
                 return None
             cur = await db.execute(
-                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source) "
-                "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text')",
-                (user_id, chat_id, chat_id, role, content, at),
+                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source, specifics) "
+                "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text', ?)",
+                (user_id, chat_id, chat_id, role, content, at, stored_specifics(specifics, content)),
             )
             await db.execute("UPDATE chats SET last_message_at = ? WHERE chat_id = ?", (at, chat_id))
             return int(cur.lastrowid or 0)
@@ -307,6 +319,22 @@ class SqliteConversations(SqliteFullText):
             (user_id, exclude_call_id, limit),
         )
         return [_turn(r) for r in reversed(rows)]
+
+    async def recent_line_heads(self, user_id: int, limit: int) -> list[LineHead]:
+        rows = await self._all(
+            f"SELECT {LINE_HEAD_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            (user_id, limit),
+        )
+        return [line_head(r) for r in reversed(rows)]
+
+    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
+        if not turn_ids:
+            return {}
+        rows = await self._all(
+            "SELECT turn_id, content FROM turns WHERE turn_id IN (SELECT value FROM json_each(?)) AND user_id = ?",
+            (json.dumps(list(turn_ids)), user_id),
+        )
+        return {r[0]: r[1] for r in rows}
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         """The lines at (conversation id, seq) positions, where the id is a call's or a chat's; missing ones are

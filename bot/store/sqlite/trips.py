@@ -21,6 +21,7 @@ import aiosqlite
 from bot.store.columns import CALL_COLUMNS
 from bot.store.models import Conversation, NewTurn, TurnUpdate
 from bot.store.repository import OpenCallExists, TurnsChanged
+from bot.store.specifics import stored_specifics
 
 T = TypeVar("T")
 
@@ -130,16 +131,39 @@ def apply_call_turns(
         raise TurnsChanged(call_id)
     if updates:
         conn.executemany(
-            "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ? "
+            "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ?, specifics = ? "
             "WHERE turn_id = ? AND call_id = ?",
-            [(u.seq, u.content, u.segment, int(u.partial), u.captured, u.turn_id, call_id) for u in updates],
+            [
+                (
+                    u.seq,
+                    u.content,
+                    u.segment,
+                    int(u.partial),
+                    u.captured,
+                    stored_specifics(u.specifics, u.content),
+                    u.turn_id,
+                    call_id,
+                )
+                for u in updates
+            ],
         ).close()
     if inserts:
         conn.executemany(
             "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
-            "source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice')",
+            "source, specifics) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice', ?)",
             [
-                (user_id, call_id, t.seq, t.segment, int(t.partial), t.captured, t.role, t.content, t.spoken_at)
+                (
+                    user_id,
+                    call_id,
+                    t.seq,
+                    t.segment,
+                    int(t.partial),
+                    t.captured,
+                    t.role,
+                    t.content,
+                    t.spoken_at,
+                    stored_specifics(t.specifics, t.content),
+                )
                 for t in inserts
             ],
         ).close()
