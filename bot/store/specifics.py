@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import re
 
+SPECIFICS_PAGE = 5000
+"""Lines read at a time when older lines get their specifics counted (``count_specifics``)."""
 _NUMBER = re.compile(r"\d")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 _DATE = re.compile(

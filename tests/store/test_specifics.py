@@ -7,10 +7,13 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
 from bot.memory.service import MemoryService
 from bot.store.models import NewTurn, TurnUpdate
+from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.specifics import specifics
 from bot.store.sqlite import SqliteStore
@@ -65,9 +68,12 @@ async def test_lines_keep_the_specifics_of_their_plain_text_and_heads_carry_no_t
     assert updated[first.turn_id] == specifics("Switch it to Friday 9 am")
 
 
-async def test_lines_written_before_specifics_were_stored_are_counted_at_open(tmp_path: Path) -> None:
-    """Plain lines by the store's open, sealed ones by the encrypting layer's (which can open them); until then a
-    call start counts them from their text, and builds the same block."""
+async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain lines by the store's open, sealed ones by the encrypting layer's (which can open them), a page at a
+    time; until then a call start counts them from their text, and builds the same block."""
+    monkeypatch.setattr("bot.store.sqlite.base.SPECIFICS_PAGE", 2)
     now = time.time()
     for encrypted in (False, True):
         path = tmp_path / f"memory-{encrypted}.db"
@@ -99,3 +105,24 @@ async def test_lines_written_before_specifics_were_stored_are_counted_at_open(tm
         db.close()
         await store.close()
         await keys.close()
+
+
+async def test_postgresql_counts_older_lines_at_open_a_page_at_a_time(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.store.postgres.base.SPECIFICS_PAGE", 2)
+    store = PostgresStore(postgres_url)
+    await store.open()
+    for n in range(3):
+        await write_call(store, 43, time.time() - 1000 + n * 100)
+    await store.pool.execute("UPDATE turns SET specifics = NULL WHERE user_id = 43")
+    assert {h.specifics for h in await store.recent_line_heads(43, 100)} == {None}
+    await store.close()
+
+    store = PostgresStore(postgres_url)
+    await store.open()
+    heads = await store.recent_line_heads(43, 100)
+    texts = await store.turn_texts(43, [h.turn_id for h in heads])
+    assert len(heads) == 3 * len(LINES)
+    assert [h.specifics for h in heads] == [specifics(texts[h.turn_id]) for h in heads]
+    await store.close()

@@ -29,7 +29,7 @@ from bot.store.models import (
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
 from bot.store.repository import SchemaTooNew, StorageFull
-from bot.store.specifics import stored_specifics
+from bot.store.specifics import SPECIFICS_PAGE, stored_specifics
 
 _OPEN = "('starting', 'active', 'ending')"
 # Serialises migrations when several processes start at once on an empty database.
@@ -117,17 +117,26 @@ class PostgresBase:
 
     async def count_specifics(self, count: Callable[[int, str], Awaitable[int | None]]) -> int:
         """Fills in ``turns.specifics`` where it is missing (lines written before migration 10) with
-        ``count(user_id, content)``, leaving it missing where that gives None. Returns how many were filled."""
-        rows = await self.pool.fetch("SELECT turn_id, user_id, content FROM turns WHERE specifics IS NULL")
-        pairs = []
-        for turn_id, user_id, content in rows:
-            value = await count(int(user_id), content)
-            if value is not None:
-                pairs.append((value, turn_id))
-        if pairs:
-            async with self._tx() as db:
-                await db.executemany("UPDATE turns SET specifics = $1 WHERE turn_id = $2", pairs)
-        return len(pairs)
+        ``count(user_id, content)``, leaving it missing where that gives None, a page of lines at a time (a large
+        upgraded database is not read into memory at once). Returns how many were filled."""
+        filled, after = 0, 0
+        while rows := await self.pool.fetch(
+            "SELECT turn_id, user_id, content FROM turns WHERE specifics IS NULL AND turn_id > $1 "
+            "ORDER BY turn_id LIMIT $2",
+            after,
+            SPECIFICS_PAGE,
+        ):
+            after = rows[-1][0]
+            pairs = []
+            for turn_id, user_id, content in rows:
+                value = await count(int(user_id), content)
+                if value is not None:
+                    pairs.append((value, turn_id))
+            if pairs:
+                async with self._tx() as db:
+                    await db.executemany("UPDATE turns SET specifics = $1 WHERE turn_id = $2", pairs)
+            filled += len(pairs)
+        return filled
 
     async def schema_version(self) -> int:
         return int(await self.pool.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"))

@@ -33,7 +33,7 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.repository import SchemaTooNew, StorageFull
-from bot.store.specifics import stored_specifics
+from bot.store.specifics import SPECIFICS_PAGE, stored_specifics
 from bot.store.sqlite import trips
 from bot.store.sqlite.trips import T, in_transaction
 
@@ -116,17 +116,25 @@ class SqliteBase:
 
     async def count_specifics(self, count: Callable[[int, str], Awaitable[int | None]]) -> int:
         """Fills in ``turns.specifics`` where it is missing (lines written before migration 10) with
-        ``count(user_id, content)``, leaving it missing where that gives None. Returns how many were filled."""
-        rows = await self._all("SELECT turn_id, user_id, content FROM turns WHERE specifics IS NULL")
-        pairs = []
-        for turn_id, user_id, content in rows:
-            value = await count(user_id, content)
-            if value is not None:
-                pairs.append((value, turn_id))
-        if pairs:
-            async with self._transaction():
-                await self.db.executemany("UPDATE turns SET specifics = ? WHERE turn_id = ?", pairs)
-        return len(pairs)
+        ``count(user_id, content)``, leaving it missing where that gives None, a page of lines at a time (a large
+        upgraded database is not read into memory at once). Returns how many were filled."""
+        filled, after = 0, 0
+        while rows := await self._all(
+            "SELECT turn_id, user_id, content FROM turns WHERE specifics IS NULL AND turn_id > ? "
+            "ORDER BY turn_id LIMIT ?",
+            (after, SPECIFICS_PAGE),
+        ):
+            after = rows[-1][0]
+            pairs = []
+            for turn_id, user_id, content in rows:
+                value = await count(user_id, content)
+                if value is not None:
+                    pairs.append((value, turn_id))
+            if pairs:
+                async with self._transaction():
+                    await self.db.executemany("UPDATE turns SET specifics = ? WHERE turn_id = ?", pairs)
+            filled += len(pairs)
+        return filled
 
     async def schema_version(self) -> int:
         async with self.db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations") as cur:
