@@ -217,16 +217,19 @@ class LiveRecall:
             if m.get("role") in ("user", "assistant") and (text := _text_of(m.get("content"))) is not None
         ]
         utterance = next((content for role, content in reversed(conversation) if role == "user"), "")
-        # Read before anything else: a forget or a pause from now on fences out this turn's writes (forget wins).
-        generation = await self.memory.store.memory_generation(call.user_id)
-        user = await self.memory.store.get_user(call.user_id)
-        remember = not call.private and (user is None or user.memory_enabled)
+        # Read before anything else (both in one trip): a forget or a pause from now on fences out this turn's
+        # writes (forget wins).
+        generation, enabled = await self.memory.store.memory_state(call.user_id)
+        remember = not call.private and enabled
         turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
             # Started at once; it overlaps the memory build and is finished before the request goes upstream (so
             # a crash mid-reply keeps the line, and the reply is always stored after the line it answers).
-            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
+            # The call's row was read just now by the key check: the merge starts from it (it is versioned).
+            write = asyncio.ensure_future(
+                self.store_line(call, conversation, turn_id, "user", generation, current=call)
+            )
             self.track(write)
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
@@ -242,12 +245,25 @@ class LiveRecall:
         return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first)
 
     async def store_line(
-        self, call: CallRecord, window: list[tuple[Role, str]], turn_id: object, role: Role, generation: int
+        self,
+        call: CallRecord,
+        window: list[tuple[Role, str]],
+        turn_id: object,
+        role: Role,
+        generation: int,
+        *,
+        current: CallRecord | None = None,
     ) -> None:
         key = f"{turn_id}:{role}" if isinstance(turn_id, int | str) and not isinstance(turn_id, bool) else None
         try:
             await self.memory.record_live_turn(
-                call, window, max_history=self.max_history, turn_key=key, at=self.clock(), generation=generation
+                call,
+                window,
+                max_history=self.max_history,
+                turn_key=key,
+                at=self.clock(),
+                generation=generation,
+                current=current,
             )
         except Exception:
             # The checkpoints and webhook 103 still carry the line; the member's turn must not fail for it.

@@ -189,6 +189,7 @@ class PostgresConversations(PostgresFullText):
         checkpoint_at: float,
         generation: int | None = None,
         expected_version: int | None = None,
+        live_key: str | None = None,
     ) -> bool:
         async with self._tx() as db:
             if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
@@ -218,6 +219,12 @@ class PostgresConversations(PostgresFullText):
                         (user_id, call_id, t.seq, t.segment, t.partial, t.captured, t.role, t.content, t.spoken_at)
                         for t in inserts
                     ],
+                )
+            if live_key is not None:
+                await db.execute(
+                    "INSERT INTO live_turns (call_id, turn_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    call_id,
+                    live_key,
                 )
             return True
 
@@ -336,6 +343,14 @@ class PostgresConversations(PostgresFullText):
     async def memory_generation(self, user_id: int) -> int:
         value = await self.pool.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1", user_id)
         return int(value or 0)
+
+    async def memory_state(self, user_id: int) -> tuple[int, bool]:
+        row = await self.pool.fetchrow(
+            "SELECT (SELECT generation FROM memory_fences WHERE user_id = $1), "
+            "(SELECT memory_enabled FROM users WHERE user_id = $1)",
+            user_id,
+        )
+        return (int(row[0] or 0), row[1] is None or bool(row[1])) if row is not None else (0, True)
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:
         row = await self.pool.fetchrow(
