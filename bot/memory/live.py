@@ -22,13 +22,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
-from bot.llm.client import LLMClient
+from bot.llm.client import LLMClient, UpstreamStream
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.service import MemoryService
@@ -73,8 +71,8 @@ class LiveTurn:
         turn_id: object,
         remember: bool,
         generation: int,
-        response: httpx.Response,
-        chunks: AsyncIterator[bytes],
+        response: UpstreamStream,
+        chunks: AsyncGenerator[bytes],
         first: bytes,
     ) -> None:
         self._recall = recall
@@ -88,7 +86,7 @@ class LiveTurn:
         self._first = first
         self._reply = _Reply()
         self._finished = False
-        self.content_type = response.headers.get("content-type", "text/event-stream")
+        self.content_type = response.content_type
         self.is_sse = self.content_type.startswith("text/event-stream")
 
     async def events(self) -> AsyncGenerator[bytes]:
@@ -122,7 +120,7 @@ class LiveTurn:
                 buffer += chunk
             if buffer:
                 yield buffer
-        except (httpx.TransportError, LLMError) as exc:
+        except LLMError as exc:
             log.warning("call %s: the upstream LLM failed mid-reply: %s", self._call.call_id, type(exc).__name__)
             yield error_event("The language model stopped answering mid-reply.", "upstream_interrupted")
         finally:
@@ -143,6 +141,7 @@ class LiveTurn:
         await asyncio.shield(task)
 
     async def _close_and_store(self) -> None:
+        await self._chunks.aclose()
         await self._response.aclose()
         await self._store_reply()
 
@@ -289,24 +288,29 @@ class LiveRecall:
 
     async def _open(
         self, call: CallRecord, outgoing: dict[str, Any]
-    ) -> tuple[httpx.Response, AsyncIterator[bytes], bytes]:
+    ) -> tuple[UpstreamStream, AsyncGenerator[bytes], bytes]:
         """The upstream response and its first bytes; one retry, only before the first byte, within the timeout."""
         failure = "upstream_error"
         refused: int | None = None
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 for attempt in range(1, ATTEMPTS + 1):
-                    response: httpx.Response | None = None
+                    response: UpstreamStream | None = None
+                    chunks: AsyncGenerator[bytes] | None = None
                     try:
                         response = await self.llm.open_stream(outgoing, max_retries=0)
-                        chunks = response.aiter_bytes()
+                        chunks = response.chunks()
                         first = b""
                         while not first:
                             first = await anext(chunks)
                         return response, chunks, first
-                    except (LLMError, httpx.TransportError, StopAsyncIteration) as exc:
+                    except BaseException as exc:
+                        if chunks is not None:
+                            await chunks.aclose()
                         if response is not None:
                             await response.aclose()
+                        if not isinstance(exc, LLMError | StopAsyncIteration):
+                            raise  # the timeout (or a cancellation), with the upstream released
                         status = getattr(exc, "status", None)
                         log.warning(
                             "call %s: upstream LLM attempt %d of %d failed: %s%s",
