@@ -14,7 +14,7 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -205,6 +205,33 @@ class CallService:
     async def _take(self, call_id: str) -> bool:
         now = self.clock()
         return await self.store.take_call_lease(call_id, self.owner, now, now + self.lease_seconds)
+
+    @contextlib.asynccontextmanager
+    async def _holding_lease(self, call_id: str) -> AsyncIterator[None]:
+        """Keep renewing this process's lease on the call while the block runs.
+
+        Ending a call (last history read, leave, merge) can outlast one lease period on a saturated process;
+        without renewal another process would take the ending over and stop the agent and notify a second time."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.lease_seconds / 3)
+                try:
+                    kept = await self._take(call_id)
+                except Exception as exc:  # the database is busy or full: try again at the next beat
+                    log.warning("call %s: renewing its lease failed: %s", call_id, exc)
+                    continue
+                if not kept:
+                    log.warning("call %s: another bot process took over its lease while it was ending", call_id)
+                    return
+
+        renewing = asyncio.get_running_loop().create_task(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
     # ---- listeners -------------------------------------------------------------------------------------
 
@@ -578,7 +605,8 @@ class CallService:
             return None
         call = await self.store.get_call(call_id)
         assert call is not None
-        return await self._complete_ending(call)
+        async with self._holding_lease(call_id):
+            return await self._complete_ending(call)
 
     async def _last_history_and_leave(self, call: CallRecord) -> _UnsavedEnding:
         """Read the history one last time (kept in memory) and stop the agent; writes nothing."""
@@ -901,7 +929,8 @@ class CallService:
                 counts["failed"] += 1
                 continue
             if call.state == "ending":
-                await self._complete_ending(call)
+                async with self._holding_lease(call.call_id):
+                    await self._complete_ending(call)
                 counts["finalized"] += 1
                 continue
             assert call.agent_id is not None

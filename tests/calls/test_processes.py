@@ -171,3 +171,37 @@ async def test_the_takeover_sweep_leaves_the_calls_its_own_process_is_starting(w
     started = await starting
     call = await world.store.get_call(started.call_id)
     assert call is not None and call.state == "active"
+
+
+async def test_an_ending_that_outlasts_its_lease_stays_with_its_process(tmp_path: Path, postgres_url: str) -> None:
+    """A saturated process may need longer than one lease period to end a call (the last history read is slow):
+    it keeps renewing the lease meanwhile, so no other process ends the call a second time."""
+    async with call_world(tmp_path, database_url=postgres_url, agora={"checkpoint_seconds": 0.05}) as world:
+        store = PostgresStore(postgres_url)
+        await store.open()
+        memory = MemoryService(store, budget_tokens=1500, persona="p")
+        second = CallService(store, memory, world.agora, world.settings, clock=world.clock, run_checkpoints=False)
+        second_log = EndedLog()
+        second.add_listener(second_log)
+        try:
+            await world.store.set_consent(ALICE, True, world.clock())
+            started = await world.calls.start(user_id=ALICE, guild_id=77)
+            world.emu.user_joined(world.emu.agent_by_label("call_id", started.call_id).agent_id)
+            gate = world.emu.hold_responses("history")
+            hanging_up = asyncio.create_task(world.calls.hang_up(ALICE))
+            await asyncio.wait_for(gate.reached.wait(), 5)
+            for _ in range(6):  # three lease periods in all, each half followed by a renewal beat
+                world.clock.advance(world.calls.lease_seconds / 2)
+                await asyncio.sleep(world.calls.lease_seconds)
+                assert await second.reconcile() == {"resumed": 0, "finalized": 0, "failed": 0}
+            gate.release()
+            ended = await asyncio.wait_for(hanging_up, 5)
+            assert ended.call_id == started.call_id
+            assert [e.call_id for e in world.log.ended] == [started.call_id]
+            assert second_log.ended == []
+            assert world.emu.count_calls("leave") == 1
+            assert (await world.store.get_call(started.call_id)).state == "ended"  # type: ignore[union-attr]
+        finally:
+            await second.shutdown(grace_seconds=1)
+            await memory.wait_scrubbed()
+            await store.close()
