@@ -2,18 +2,20 @@
 
 Fills a SQLite store with ``--members`` members, each with 5,000 turns and 500 facts (the bulk fill of
 ``bench/memory_store.py``), gives each member an active call with a live-recall key, and serves the real route
-(``bot.web`` + ``bot.memory.live.LiveRecall`` + ``bot.llm.LLMClient``) in this process. The upstream is the fake
-LLM of the tests (``tests/fakes/llm_server.py``), run on its own event loop in a thread, streaming a fixed-size
-reply. Each request is sent the way ConvoAI sends it (persona, the call-start memory message, the agent's last
-messages, the new user line, ``turn_id``, ``timestamp``), so every proxied turn also stores the user line, builds
-that utterance's memory and stores the reply, as in a real call.
+(``bot.web`` + ``bot.memory.live.LiveRecall`` + ``bot.llm.LLMClient``) in this process, the bot's. As in production,
+where the voice agent (Agora ConvoAI) and the upstream LLM are other machines, both run in processes of their own:
+the upstream is the fake LLM of the tests (``tests/fakes/llm_server.py``) streaming a fixed-size reply, and the
+agent is an HTTP client sending each request the way ConvoAI sends it (persona, the call-start memory message, the
+agent's last messages, the new user line, ``turn_id``, ``timestamp``). So the bot's process does only the bot's
+work, and neither the agent's parsing nor the upstream's streaming competes with it for the event loop or the GIL.
+Every proxied turn stores the user line, builds that utterance's memory and stores the reply, as in a real call.
 
 For 1, 20 and 100 concurrent streams (each stream a different member's call in conversation: a turn through the
 proxy, the same body straight to the upstream, a short pause, again; the upstream takes ``--stream-seconds`` to
 stream a reply, like a real model, so that many streams are open at once; ``--burst`` starts every stream of a
 level at the same instant instead), it prints side by side the time to first byte (TTFB) and to last byte (TTLB),
-p50 and p99, through the proxy and straight to the same upstream with the same body, and the p99 TTFB the proxy
-adds (target: <= 10 ms at 20 streams). Then the per-turn memory
+p50 and p99, measured by the agent, through the proxy and straight to the same upstream with the same body, and
+the p99 TTFB the proxy adds (target: <= 10 ms at 20 streams). Then the per-turn memory
 build alone (``MemoryService.build_context`` with the utterance as query, leaving out the running call), p50/p99
 (target: <= 5 ms p99).
 
@@ -24,13 +26,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import random
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 import uuid
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -101,26 +104,26 @@ def fill(path: Path, members: int, rng: random.Random) -> None:
     db.close()
 
 
-class Upstream:
-    """The fake LLM on its own event loop in a thread, so its work does not queue behind the proxy's."""
+def reply_text(reply_chars: int) -> str:
+    return ("Sure, I remember that. " * 40)[:reply_chars]
 
-    def __init__(self, reply_chars: int, stream_seconds: float) -> None:
-        self.llm = FakeLLM(stream_chunk_size=12)
-        self.reply = ("Sure, I remember that. " * 40)[:reply_chars]
-        self.llm.stream_delay = stream_seconds / max(1, -(-reply_chars // 12))
-        self.llm.set_responder(lambda body: self.reply)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.llm.start(), self._loop).result(10)
+def upstream_process(conn: Connection, reply_chars: int, stream_seconds: float) -> None:
+    """The upstream LLM's process: the fake LLM streaming a fixed reply in ``stream_seconds``, until told to stop."""
+    asyncio.run(_serve_upstream(conn, reply_chars, stream_seconds))
 
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.llm.stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
+
+async def _serve_upstream(conn: Connection, reply_chars: int, stream_seconds: float) -> None:
+    llm = FakeLLM(stream_chunk_size=12)
+    reply = reply_text(reply_chars)
+    llm.stream_delay = stream_seconds / max(1, -(-reply_chars // 12))
+    llm.set_responder(lambda body: reply)
+    await llm.start()
+    try:
+        conn.send(llm.base_url)
+        await asyncio.to_thread(conn.recv)  # until told to stop
+    finally:
+        await llm.stop()
 
 
 class Member:
@@ -163,37 +166,65 @@ async def timed_stream(
     return first, time.perf_counter() - start
 
 
-async def measure_level(
+def agent_process(conn: Connection, calls: list[tuple[int, str, str, str]], options: dict[str, Any]) -> None:
+    """The voice agent's process: one ``Member`` per call; for each level it is sent, it runs the members' turns
+    and sends back the (TTFB, TTLB) samples of both paths."""
+    asyncio.run(_run_agent(conn, calls, options))
+
+
+async def _run_agent(conn: Connection, calls: list[tuple[int, str, str, str]], options: dict[str, Any]) -> None:
+    rng = random.Random(options["seed"] + 1)  # not the fill's sentences
+    members = [Member(*call) for call in calls]
+    reply = reply_text(options["reply_chars"])
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+        while (level := await asyncio.to_thread(conn.recv)) is not None:
+            try:
+                conn.send(await agent_level(http, level, members, options, rng, reply))
+            except Exception as exc:  # the bot's process reports it and stops
+                conn.send(exc)
+
+
+async def agent_level(
     http: httpx.AsyncClient,
     level: int,
     members: list[Member],
-    args: argparse.Namespace,
+    options: dict[str, Any],
     rng: random.Random,
-    upstream: Upstream,
-    proxy_url: str,
-    direct_url: str,
-) -> float:
-    """Run one level, print its rows, return what the proxy adds to p99 TTFB (ms)."""
-    rounds = args.rounds or max(3, 80 // level)
+    reply: str,
+) -> Results:
+    """One level of concurrent streams; the samples of both paths."""
+    rounds = options["rounds"] or max(3, 80 // level)
     results: Results = {"proxy": [], "direct": []}
 
     async def member_turns(member: Member, rounds: int = rounds) -> None:
         """One call in conversation: a turn through the proxy, the same body straight to the upstream, a short
         pause, again; started at a random moment so arrivals spread like real calls."""
-        await asyncio.sleep(rng.uniform(0, args.stream_seconds))
+        await asyncio.sleep(rng.uniform(0, options["stream_seconds"]))
         for _ in range(rounds):
             body = member.request(rng)
-            results["proxy"].append(await timed_stream(http, proxy_url, body, member.key))
-            member.history.append({"role": "assistant", "content": upstream.reply})
+            results["proxy"].append(await timed_stream(http, options["proxy_url"], body, member.key))
+            member.history.append({"role": "assistant", "content": reply})
             direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
-            results["direct"].append(await timed_stream(http, direct_url, direct | {"model": "fake-model"}))
+            results["direct"].append(await timed_stream(http, options["direct_url"], direct | {"model": "fake-model"}))
             await asyncio.sleep(rng.uniform(0, 0.05))
 
-    if args.burst:
+    if options["burst"]:
         for _ in range(rounds):
             await asyncio.gather(*(member_turns(m, 1) for m in members[:level]))
     else:
         await asyncio.gather(*(member_turns(m) for m in members[:level]))
+    return results
+
+
+async def measure_level(agent: Connection, level: int) -> float:
+    """Run one level in the agent's process, print its rows, return what the proxy adds to p99 TTFB (ms)."""
+    cpu = time.process_time()
+    agent.send(level)
+    results = await asyncio.to_thread(agent.recv)
+    cpu = time.process_time() - cpu
+    if isinstance(results, Exception):
+        raise RuntimeError(f"the agent's process failed at {level} streams") from results
     for path_name in ("direct", "proxy"):
         samples = results[path_name]
         ttfb = [s[0] for s in samples]
@@ -202,11 +233,14 @@ async def measure_level(
             f"{level:>7} {path_name:<7} {len(samples):>5} {pct(ttfb, 50) * 1000:>9.2f} "
             f"{pct(ttfb, 99) * 1000:>9.2f} {pct(ttlb, 50) * 1000:>9.2f} {pct(ttlb, 99) * 1000:>9.2f}"
         )
+    turns = len(results["proxy"])
+    print(f"{level:>7} bot process CPU per proxied turn: {cpu / max(1, turns) * 1000:.2f} ms (all its threads)")
     return (pct([s[0] for s in results["proxy"]], 99) - pct([s[0] for s in results["direct"]], 99)) * 1000
 
 
 async def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
+    processes = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "live.db"
         store = SqliteStore(path)
@@ -218,15 +252,20 @@ async def run(args: argparse.Namespace) -> int:
             f"filled {args.members} members x {TURNS_PER_MEMBER:,} turns, {FACTS_PER_MEMBER} facts "
             f"in {time.perf_counter() - began:.1f} s"
         )
-        upstream = Upstream(args.reply_chars, args.stream_seconds)
+        upstream_conn, upstream_end = processes.Pipe()
+        upstream = processes.Process(
+            target=upstream_process, args=(upstream_end, args.reply_chars, args.stream_seconds), daemon=True
+        )
         upstream.start()
+        upstream_end.close()  # the child's end: a child that dies is then an EOFError here, not a hang
+        upstream_url = await asyncio.to_thread(upstream_conn.recv)
         store = SqliteStore(path)
         await store.open()
-        settings = make_settings(Path(tmp), llm={"base_url": upstream.llm.base_url, "model": "fake-model"})
+        settings = make_settings(Path(tmp), llm={"base_url": upstream_url, "model": "fake-model"})
         memory = MemoryService(store, budget_tokens=1500, persona=PERSONA)
         agora = ConvoAIClient(base_url="http://127.0.0.1:9/unused", app_id="x", customer_id="x", customer_secret="x")
         calls = CallService(store, memory, agora, settings, run_checkpoints=False)
-        llm = LLMClient(base_url=upstream.llm.base_url, model="fake-model", timeout=30)
+        llm = LLMClient(base_url=upstream_url, model="fake-model", timeout=30)
         live = LiveRecall(memory, llm, authorize=calls.call_for_llm_key, max_history=MAX_HISTORY, timeout_seconds=30)
         web = WebServer(
             CallPageAdapter(calls, store),
@@ -237,7 +276,7 @@ async def run(args: argparse.Namespace) -> int:
             live_recall=live,
         )
         await web.start()
-        members: list[Member] = []
+        members: list[tuple[int, str, str, str]] = []
         from tests.factories import make_call
 
         for user_id in range(1, args.members + 1):
@@ -246,7 +285,7 @@ async def run(args: argparse.Namespace) -> int:
             await store.create_call(make_call(user_id, call_id=call_id, state="active", llm_key_hash=hash_llm_key(key)))
             start_memory = await memory.build_context(user_id)
             memory_message = start_memory[1]["content"] if len(start_memory) > 1 else MEMORY_HEADER
-            members.append(Member(user_id, call_id, key, memory_message))
+            members.append((user_id, call_id, key, memory_message))
 
         # Each call start reads that member's in-memory index ahead (bot.memory.index), once per call; here a
         # hundred calls start in the same second, so wait for those reads before timing turns, and show their cost.
@@ -257,40 +296,53 @@ async def run(args: argparse.Namespace) -> int:
                 f"index read ahead at call start ({len(loads)} members, once per call, off the turns): "
                 f"p50 {pct(loads, 50) * 1000:.0f} ms   p99 {pct(loads, 99) * 1000:.0f} ms"
             )
-        proxy_url = f"{web.url}{LLM_ROUTE}"
-        direct_url = f"{upstream.llm.base_url}/chat/completions"
-        limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+        options = {
+            "seed": args.seed,
+            "rounds": args.rounds,
+            "reply_chars": args.reply_chars,
+            "stream_seconds": args.stream_seconds,
+            "burst": args.burst,
+            "proxy_url": f"{web.url}{LLM_ROUTE}",
+            "direct_url": f"{upstream_url}/chat/completions",
+        }
+        agent_conn, agent_end = processes.Pipe()
+        agent = processes.Process(target=agent_process, args=(agent_end, members, options), daemon=True)
+        agent.start()
+        agent_end.close()
         print()
         heads = ("TTFB p50", "TTFB p99", "TTLB p50", "TTLB p99")
         print(f"{'streams':>7} {'path':<7} {'n':>5} " + " ".join(f"{h:>9}" for h in heads) + "   (ms)")
         verdict = 0
-        async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+        try:
             for level in args.levels:
                 for relay_only in (False, True) if level == args.relay_only_level else (False,):
                     if relay_only:
                         # The same level with the members' memory paused: the route then only relays (no line
                         # stored, no memory built), which separates the relay's cost from the memory work's.
-                        for m in members[:level]:
-                            await store.set_memory_enabled(m.user_id, False, time.time())
-                    added = await measure_level(http, level, members, args, rng, upstream, proxy_url, direct_url)
+                        for user_id, *_ in members[:level]:
+                            await store.set_memory_enabled(user_id, False, time.time())
+                    added = await measure_level(agent_conn, level)
                     if relay_only:
-                        for m in members[:level]:
-                            await store.set_memory_enabled(m.user_id, True, time.time())
+                        for user_id, *_ in members[:level]:
+                            await store.set_memory_enabled(user_id, True, time.time())
                         print(f"{level:>7} of which relaying alone (memory paused): {added:.2f} ms")
                         continue
                     target = "  target <= 10 ms: " + ("ok" if added <= 10 else "OVER TARGET") if level == 20 else ""
                     if level == 20 and added > 10:
                         verdict = 1
                     print(f"{level:>7} proxy adds {added:.2f} ms to p99 TTFB{target}")
+        finally:
+            agent_conn.send(None)
+            await asyncio.to_thread(agent.join, 30)
         await web.stop()
         await live.wait_idle()
 
         samples = []
         for n in range(args.builds):
-            member = members[n % len(members)]
+            user_id, call_id, *_ = members[n % len(members)]
             query = sentence(rng, 10)
             start = time.perf_counter()
-            await memory.build_context(member.user_id, query=query, exclude_call_id=member.call_id)
+            await memory.build_context(user_id, query=query, exclude_call_id=call_id)
             samples.append(time.perf_counter() - start)
         p50, p99 = pct(samples, 50) * 1000, pct(samples, 99) * 1000
         ok = p99 <= 5
@@ -300,12 +352,13 @@ async def run(args: argparse.Namespace) -> int:
             f"per-turn memory build (5,000 turns, 500 facts, {len(samples)} runs): p50 {p50:.2f} ms   p99 {p99:.2f} ms"
             f"   target p99 <= 5 ms: {'ok' if ok else 'OVER TARGET'}"
         )
-        stored = await store.count_call_turns(members[0].call_id)
+        stored = await store.count_call_turns(members[0][1])
         print(f"lines stored by the route in member 1's call: {stored} (each proxied turn: user line + reply)")
         await llm.aclose()
         await agora.aclose()
         await store.close()
-        upstream.stop()
+        upstream_conn.send(None)
+        await asyncio.to_thread(upstream.join, 30)
     return verdict
 
 

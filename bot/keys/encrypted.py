@@ -78,6 +78,7 @@ PASS_THROUGH = frozenset(
         "bind_call_browser",
         "memory_generation",
         "memory_stamp",  # counters only, no text
+        "memory_state",  # a counter and a flag, no text
         "pending_scrub",
         "job_queue",
         "live_turn_seen",  # ids only (Agora's turn id and the role), no text
@@ -287,6 +288,7 @@ class EncryptedStore(EncryptedVectors):
         checkpoint_at: float,
         generation: int | None = None,
         expected_version: int | None = None,
+        live_key: str | None = None,
     ) -> bool:
         cipher = await self._writer(user_id)
         return await self.backend.apply_call_turns(
@@ -308,6 +310,7 @@ class EncryptedStore(EncryptedVectors):
             checkpoint_at=checkpoint_at,
             generation=generation,
             expected_version=expected_version,
+            live_key=live_key,
         )
 
     async def append_chat_turn(

@@ -6,6 +6,11 @@ much again of random jitter, or the server's numeric ``Retry-After`` when that i
 ``MAX_RETRY_AFTER``). Other 4xx answers are never retried. A stream is retried only until its response
 headers arrive: once deltas have been handed to the caller, a failure is raised rather than replayed.
 
+``open_stream`` (the voice agent's relay, ``bot.memory.live``) goes through aiohttp instead of httpx: it runs on
+every voice turn and reads every chunk of the reply, and aiohttp's C HTTP parser and plain stream reader cost a
+fraction of httpx's per-chunk layers (httpcore, anyio, h11) on the bot's event loop. Its connections are kept alive
+and reused like httpx's; errors are the same ``LLMError`` s.
+
 The API key goes only into the Authorization header. It is never logged, is absent from ``repr``, and is
 masked out of any server text quoted in an error message (some servers echo the key they rejected).
 """
@@ -20,6 +25,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self
 
+import aiohttp
 import httpx
 
 from bot.llm.errors import (
@@ -41,6 +47,32 @@ MODELS_PATH = "/models"
 
 Message = dict[str, Any]
 Sleep = Callable[[float], Awaitable[object]]
+
+
+class UpstreamStream:
+    """A streamed answer whose headers arrived (``LLMClient.open_stream``): its content type, its body's bytes as
+    they arrive (decompressed, otherwise unchanged), and ``aclose``, which the caller must call."""
+
+    def __init__(self, response: aiohttp.ClientResponse, base_url: str) -> None:
+        self._response = response
+        self._base_url = base_url
+        self.content_type: str = response.headers.get("Content-Type", "text/event-stream")
+
+    async def chunks(self) -> AsyncGenerator[bytes]:
+        """The body as it arrives; a broken or stalled connection is ``LLMUnavailable``."""
+        try:
+            async for data in self._response.content.iter_any():
+                yield data
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise LLMUnavailable(f"stream from LLM at {self._base_url} broke off: {type(exc).__name__}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Back to the pool when the body was read to its end; otherwise (an interrupted reply) the connection is
+        closed, since the upstream may still be writing on it."""
+        if self._response.content.is_eof():
+            self._response.release()
+        else:
+            self._response.close()
 
 
 class LLMClient:
@@ -73,7 +105,9 @@ class LLMClient:
         headers = {"User-Agent": USER_AGENT}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        self._headers = headers
         self._http = httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport)
+        self._streams: aiohttp.ClientSession | None = None
 
     @property
     def base_url(self) -> str:
@@ -99,6 +133,9 @@ class LLMClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._streams is not None:
+            await self._streams.close()
+            self._streams = None
 
     async def complete(
         self,
@@ -174,12 +211,82 @@ class LLMClient:
         finally:
             await response.aclose()
 
-    async def open_stream(self, request: dict[str, Any], *, max_retries: int = 0) -> httpx.Response:
-        """Send a chat-completions request body as given (with this client's model) and return the response as
+    async def open_stream(self, request: dict[str, Any], *, max_retries: int = 0) -> UpstreamStream:
+        """Send a chat-completions request body as given (with this client's model) and return the answer as
         soon as its headers arrive, body unread: the caller relays it and must close it. Retried at most
-        ``max_retries`` times, and only before the headers arrive."""
+        ``max_retries`` times (on the same terms as every request of this client), and only before the headers
+        arrive."""
         payload = {**request, "model": self._model}
-        return await self._send("POST", CHAT_PATH, payload, stream=True, max_retries=max_retries)
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        url = self._base_url + CHAT_PATH
+        session = self._stream_session()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await session.post(url, data=body, headers={"Content-Type": "application/json"})
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                if attempt > max_retries:
+                    raise self._stream_transport_error(exc, attempt) from exc
+                delay = self._backoff(attempt, None)
+                logger.warning(
+                    "LLM at %s: %s; retrying in %.2f s (retry %d of %d)",
+                    self._base_url,
+                    type(exc).__name__,
+                    delay,
+                    attempt,
+                    max_retries,
+                )
+            else:
+                if 200 <= response.status < 300:
+                    return UpstreamStream(response, self._base_url)
+                try:
+                    content = await response.read()
+                except (aiohttp.ClientError, TimeoutError):
+                    content = b""
+                finally:
+                    response.release()
+                # The error's wording is the httpx path's (`_status_error`): the same answer, read the same way.
+                answer = httpx.Response(
+                    response.status,
+                    headers={k: v for k, v in response.headers.items() if k.lower() in ("content-type", "retry-after")},
+                    content=content,
+                    request=httpx.Request("POST", url),
+                )
+                if not _retryable(answer.status_code) or attempt > max_retries:
+                    raise self._status_error(answer, CHAT_PATH, attempt)
+                delay = self._backoff(attempt, _retry_after(answer))
+                logger.warning(
+                    "LLM at %s answered %d; retrying in %.2f s (retry %d of %d)",
+                    self._base_url,
+                    answer.status_code,
+                    delay,
+                    attempt,
+                    max_retries,
+                )
+            await self._sleep(delay)
+
+    def _stream_session(self) -> aiohttp.ClientSession:
+        """Made on first use, inside the running event loop (aiohttp's requirement); idle connections are kept
+        for reuse, so a voice turn rarely waits for a TCP handshake."""
+        if self._streams is None or self._streams.closed:
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=self._timeout)
+            self._streams = aiohttp.ClientSession(headers=self._headers, timeout=timeout, trust_env=True)
+        return self._streams
+
+    def _stream_transport_error(self, exc: BaseException, attempts: int) -> LLMUnavailable:
+        tries = _attempts_text(attempts)
+        if isinstance(exc, TimeoutError):
+            return LLMUnavailable(
+                f"LLM at {self._base_url} did not answer within {self._timeout:g} s{tries}: "
+                f"check {BASE_URL_SETTING} and that the server is not overloaded ({type(exc).__name__})"
+            )
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return LLMUnavailable(
+                f"could not connect to LLM at {self._base_url}{tries}: check {BASE_URL_SETTING} "
+                f"and that the server is running ({exc})"
+            )
+        return LLMUnavailable(f"connection to LLM at {self._base_url} failed{tries}: {type(exc).__name__}: {exc}")
 
     async def models(self) -> list[str]:
         """The model ids the server lists at GET ``{base_url}/models``."""

@@ -22,13 +22,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
-from bot.llm.client import LLMClient
+from bot.llm.client import LLMClient, UpstreamStream
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.service import MemoryService
@@ -73,8 +71,8 @@ class LiveTurn:
         turn_id: object,
         remember: bool,
         generation: int,
-        response: httpx.Response,
-        chunks: AsyncIterator[bytes],
+        response: UpstreamStream,
+        chunks: AsyncGenerator[bytes],
         first: bytes,
     ) -> None:
         self._recall = recall
@@ -88,7 +86,7 @@ class LiveTurn:
         self._first = first
         self._reply = _Reply()
         self._finished = False
-        self.content_type = response.headers.get("content-type", "text/event-stream")
+        self.content_type = response.content_type
         self.is_sse = self.content_type.startswith("text/event-stream")
 
     async def events(self) -> AsyncGenerator[bytes]:
@@ -122,7 +120,7 @@ class LiveTurn:
                 buffer += chunk
             if buffer:
                 yield buffer
-        except (httpx.TransportError, LLMError) as exc:
+        except LLMError as exc:
             log.warning("call %s: the upstream LLM failed mid-reply: %s", self._call.call_id, type(exc).__name__)
             yield error_event("The language model stopped answering mid-reply.", "upstream_interrupted")
         finally:
@@ -143,6 +141,7 @@ class LiveTurn:
         await asyncio.shield(task)
 
     async def _close_and_store(self) -> None:
+        await self._chunks.aclose()
         await self._response.aclose()
         await self._store_reply()
 
@@ -217,16 +216,19 @@ class LiveRecall:
             if m.get("role") in ("user", "assistant") and (text := _text_of(m.get("content"))) is not None
         ]
         utterance = next((content for role, content in reversed(conversation) if role == "user"), "")
-        # Read before anything else: a forget or a pause from now on fences out this turn's writes (forget wins).
-        generation = await self.memory.store.memory_generation(call.user_id)
-        user = await self.memory.store.get_user(call.user_id)
-        remember = not call.private and (user is None or user.memory_enabled)
+        # Read before anything else (both in one trip): a forget or a pause from now on fences out this turn's
+        # writes (forget wins).
+        generation, enabled = await self.memory.store.memory_state(call.user_id)
+        remember = not call.private and enabled
         turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
             # Started at once; it overlaps the memory build and is finished before the request goes upstream (so
             # a crash mid-reply keeps the line, and the reply is always stored after the line it answers).
-            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
+            # The call's row was read just now by the key check: the merge starts from it (it is versioned).
+            write = asyncio.ensure_future(
+                self.store_line(call, conversation, turn_id, "user", generation, current=call)
+            )
             self.track(write)
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
@@ -242,12 +244,25 @@ class LiveRecall:
         return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first)
 
     async def store_line(
-        self, call: CallRecord, window: list[tuple[Role, str]], turn_id: object, role: Role, generation: int
+        self,
+        call: CallRecord,
+        window: list[tuple[Role, str]],
+        turn_id: object,
+        role: Role,
+        generation: int,
+        *,
+        current: CallRecord | None = None,
     ) -> None:
         key = f"{turn_id}:{role}" if isinstance(turn_id, int | str) and not isinstance(turn_id, bool) else None
         try:
             await self.memory.record_live_turn(
-                call, window, max_history=self.max_history, turn_key=key, at=self.clock(), generation=generation
+                call,
+                window,
+                max_history=self.max_history,
+                turn_key=key,
+                at=self.clock(),
+                generation=generation,
+                current=current,
             )
         except Exception:
             # The checkpoints and webhook 103 still carry the line; the member's turn must not fail for it.
@@ -273,24 +288,29 @@ class LiveRecall:
 
     async def _open(
         self, call: CallRecord, outgoing: dict[str, Any]
-    ) -> tuple[httpx.Response, AsyncIterator[bytes], bytes]:
+    ) -> tuple[UpstreamStream, AsyncGenerator[bytes], bytes]:
         """The upstream response and its first bytes; one retry, only before the first byte, within the timeout."""
         failure = "upstream_error"
         refused: int | None = None
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 for attempt in range(1, ATTEMPTS + 1):
-                    response: httpx.Response | None = None
+                    response: UpstreamStream | None = None
+                    chunks: AsyncGenerator[bytes] | None = None
                     try:
                         response = await self.llm.open_stream(outgoing, max_retries=0)
-                        chunks = response.aiter_bytes()
+                        chunks = response.chunks()
                         first = b""
                         while not first:
                             first = await anext(chunks)
                         return response, chunks, first
-                    except (LLMError, httpx.TransportError, StopAsyncIteration) as exc:
+                    except BaseException as exc:
+                        if chunks is not None:
+                            await chunks.aclose()
                         if response is not None:
                             await response.aclose()
+                        if not isinstance(exc, LLMError | StopAsyncIteration):
+                            raise  # the timeout (or a cancellation), with the upstream released
                         status = getattr(exc, "status", None)
                         log.warning(
                             "call %s: upstream LLM attempt %d of %d failed: %s%s",

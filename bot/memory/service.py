@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from bot.keys import MemberKeys
@@ -91,6 +91,7 @@ class MemoryService:
         at: float | None = None,
         generation: int | None = None,
         current: CallRecord | None = None,
+        live_key: str | None = None,
     ) -> MergeResult:
         """Merge one history snapshot of a call into its stored turns, atomically.
 
@@ -98,7 +99,8 @@ class MemoryService:
         the member's memory generation read before the snapshot was taken (default: now): a forget or pause
         since then makes the write a no-op. `current` is the call's row as the caller has just read it: the
         first merge attempt starts from it instead of reading it again (the merge is versioned, so a row that
-        changed meanwhile only costs a retry, which reads it afresh)."""
+        changed meanwhile only costs a retry, which reads it afresh). `live_key` is remembered with the merge's
+        write (see `apply_call_turns`); ``result.key_stored`` tells whether there was a write to carry it."""
         at = time.time() if at is None else at
         window = storable(window)
         if generation is None:
@@ -118,10 +120,18 @@ class MemoryService:
                         at=at,
                         generation=generation,
                         current=current,
+                        live_key=live_key,
                     )
                 current = None
             return await self._merge(
-                call, window, complete=complete, capture=capture, final=final, at=at, generation=generation
+                call,
+                window,
+                complete=complete,
+                capture=capture,
+                final=final,
+                at=at,
+                generation=generation,
+                live_key=live_key,
             )
 
     async def _merge(
@@ -135,6 +145,7 @@ class MemoryService:
         at: float,
         generation: int,
         current: CallRecord | None = None,
+        live_key: str | None = None,
     ) -> MergeResult:
         if current is None or current.call_id != call.call_id:
             current = await self.store.get_call(call.call_id)
@@ -146,11 +157,12 @@ class MemoryService:
             tail = await self.store.call_tail(call.call_id, limit)
             appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
             if appended is not None:
-                if not await self._apply_append(call, tail, appended, at, generation, version):
+                written = await self._apply_append(call, tail, appended, at, generation, version, live_key)
+                if written is False:
                     return MergeResult([], anchored, 0, 0, 0)
                 grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
                 gaps = count_gaps(tail[-1].segment + 1, anchored)
-                return MergeResult([], anchored, len(appended.new), int(grown), gaps)
+                return MergeResult([], anchored, len(appended.new), int(grown), gaps, key_stored=bool(written))
             if len(tail) < limit:
                 whole = tail  # shorter than asked for: the tail is every turn (a change since fails the version)
         stored = whole if whole is not None else await self.store.call_turns(call.call_id)
@@ -188,10 +200,12 @@ class MemoryService:
                 checkpoint_at=at,
                 generation=generation,
                 expected_version=version,
+                live_key=live_key,
             )
             if not written:
                 log.info("call %s: memory was forgotten or paused meanwhile; the snapshot is dropped", call.call_id)
                 return MergeResult([], anchored, 0, 0, 0)
+            return replace(result, key_stored=live_key is not None)
         return result
 
     async def record_live_turn(
@@ -204,6 +218,7 @@ class MemoryService:
         at: float | None = None,
         captured: int | None = None,
         generation: int | None = None,
+        current: CallRecord | None = None,
     ) -> bool:
         """Store one line of a running call the moment the bot's LLM route sees it (live recall).
 
@@ -211,16 +226,26 @@ class MemoryService:
         history (at most `max_history` messages) is a tail window like a checkpoint's, so it merges with
         checkpoints and webhook 103 in any order without duplicates. `turn_key` (Agora's turn_id and the role)
         makes a retried request a no-op. `generation` is the member's memory generation read when the request
-        arrived: a forget or pause since then drops the line (forget wins). Returns False when the line was
-        already stored."""
+        arrived: a forget or pause since then drops the line (forget wins). `current` is the call's row as the
+        caller has just read it (see `record_snapshot`). Returns False when the line was already stored.
+
+        On the voice turn's path, so in few round trips: the key check, the call's tail, and one write carrying
+        the line and its key together."""
         window = storable(window)
         if turn_key is not None and await self.store.live_turn_seen(call.call_id, turn_key):
             return False
         at = time.time() if at is None else at
-        await self.record_snapshot(
-            call, window[-max_history:], max_history=max_history, at=at, captured=captured, generation=generation
+        result = await self.record_snapshot(
+            call,
+            window[-max_history:],
+            max_history=max_history,
+            at=at,
+            captured=captured,
+            generation=generation,
+            current=current,
+            live_key=turn_key,
         )
-        if turn_key is not None:
+        if turn_key is not None and not result.key_stored:  # nothing new to write: remember the key alone
             await self.store.remember_live_turn(call.call_id, turn_key)
         return True
 
@@ -232,7 +257,10 @@ class MemoryService:
         at: float,
         generation: int,
         version: int | None,
-    ) -> bool:
+        live_key: str | None = None,
+    ) -> bool | None:
+        """True when written (with `live_key`), False when the fence refused it, None when there was nothing to
+        write."""
         last = tail[-1]
         updates = []
         if appended.replaced_last is not None:
@@ -252,8 +280,9 @@ class MemoryService:
                 checkpoint_at=at,
                 generation=generation,
                 expected_version=version,
+                live_key=live_key,
             )
-        return True
+        return None
 
     def release_call(self, call_id: str) -> None:
         self._call_locks.pop(call_id, None)

@@ -135,10 +135,13 @@ class ConversationStore(Protocol):
         checkpoint_at: float,
         generation: int | None = None,
         expected_version: int | None = None,
+        live_key: str | None = None,
     ) -> bool:
         """Apply one merge result atomically (all or nothing). False, writing nothing, when the memory fence
         refuses it (see `memory_generation`). With `expected_version` (the call's `turns_version` when its turns
-        were read), raise TurnsChanged, writing nothing, when another writer (perhaps another process) came first."""
+        were read), raise TurnsChanged, writing nothing, when another writer (perhaps another process) came first.
+        `live_key` (live recall's turn key) is remembered as `remember_live_turn` would, in the same transaction:
+        a line and its key are stored together or not at all, in one round trip."""
         ...
 
     async def append_chat_turn(
@@ -161,6 +164,11 @@ class ConversationStore(Protocol):
         passes it to the write: every forget and every pause bumps it, so a write that started before one of
         them is refused inside its own transaction. The write is also refused while memory is paused or when
         its call or chat is gone or private."""
+        ...
+
+    async def memory_state(self, user_id: int) -> tuple[int, bool]:
+        """(memory generation, memory enabled) of the member, read together in one round trip: what a writer
+        reads first (see `memory_generation`) and whether it may remember at all (no user row: enabled)."""
         ...
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:

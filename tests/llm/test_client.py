@@ -348,3 +348,65 @@ def _reply(text: str) -> dict[str, Any]:
 def test_rejects_base_url_without_scheme() -> None:
     with pytest.raises(ValueError, match="LLM_BASE_URL"):
         LLMClient(base_url="localhost:8000/v1", model="m")
+
+
+async def _relayed(client: LLMClient, body: dict[str, Any]) -> tuple[str, bytes]:
+    stream = await client.open_stream(body)
+    try:
+        return stream.content_type, b"".join([chunk async for chunk in stream.chunks()])
+    finally:
+        await stream.aclose()
+
+
+async def test_open_stream_relays_the_raw_stream_and_reuses_its_connection(
+    fake_llm: FakeLLM, sleep: RecordingSleep
+) -> None:
+    """The voice relay's path (aiohttp): the body as given plus the model, the key, the bytes unchanged, and one
+    kept-alive connection for consecutive turns."""
+    fake_llm.queue_reply("first")
+    fake_llm.queue_reply("second")
+    body = {"messages": MESSAGES, "stream": True, "temperature": 0.5, "max_tokens": 40}
+    async with LLMClient(base_url=fake_llm.base_url, model="fake-model", api_key=SECRET, sleep=sleep) as client:
+        content_type, raw = await _relayed(client, body)
+        await _relayed(client, body)
+        session = client._stream_session()
+        assert session.connector is not None and len(session.connector._conns) == 1, "one connection, reused"
+    assert content_type.startswith("text/event-stream")
+    assert raw.endswith(b"data: [DONE]\n\n") and b'"content":"first"' in raw.replace(b" ", b"")
+    assert fake_llm.requests[0] == {**body, "model": "fake-model"}
+    assert fake_llm.headers[0]["Authorization"] == f"Bearer {SECRET}"
+
+
+async def test_open_stream_retries_only_as_asked_and_maps_errors_like_every_request(
+    fake_llm: FakeLLM, sleep: RecordingSleep, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = {"messages": MESSAGES, "stream": True}
+    async with LLMClient(base_url=fake_llm.base_url, model="fake-model", sleep=sleep) as client:
+        fake_llm.fail_next(1, 503)
+        fake_llm.queue_reply("after one retry")
+        stream = await client.open_stream(body, max_retries=1)
+        await stream.aclose()
+        assert len(sleep.delays) == 1
+        fake_llm.fail_next(1, 503)
+        with pytest.raises(LLMUnavailable) as unavailable:
+            await client.open_stream(body)  # max_retries=0: one attempt
+    assert unavailable.value.status == 503 and len(sleep.delays) == 1
+    sleep.delays.clear()
+
+    caplog.set_level(logging.DEBUG)
+    async with (
+        running_fake_llm(api_key="sk-the-right-one") as fake,
+        LLMClient(base_url=fake.base_url, model="fake-model", api_key=SECRET, sleep=sleep) as client,
+    ):
+        with pytest.raises(LLMError) as refused:
+            await client.open_stream(body, max_retries=2)
+    assert not isinstance(refused.value, LLMUnavailable) and refused.value.status == 401
+    assert "LLM_API_KEY" in str(refused.value) and SECRET not in caplog.text
+    assert sleep.delays == [], "a 401 is not retried"
+
+    base_url = f"http://127.0.0.1:{_closed_port()}/v1"
+    async with LLMClient(base_url=base_url, model="m", sleep=sleep) as client:
+        with pytest.raises(LLMUnavailable, match="LLM_BASE_URL") as down:
+            await client.open_stream(body, max_retries=1)
+    assert base_url in str(down.value) and "after 2 attempts" in str(down.value)
+    assert len(sleep.delays) == 1

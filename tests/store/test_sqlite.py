@@ -281,3 +281,34 @@ async def test_a_stale_turns_version_is_refused_and_leases_work_on_every_store(s
     assert not await store.take_call_lease(call.call_id, "process-b", 110.0, 140.0)
     await store.release_call_leases("process-a")
     assert await store.take_call_lease(call.call_id, "process-b", 110.0, 140.0)
+
+
+async def test_a_live_turn_key_is_stored_with_its_line_or_not_at_all_on_every_store(store: SqliteStore) -> None:
+    """Live recall writes a line and its turn key in one transaction: both land, or (fence, stale version)
+    neither does. ``memory_state`` reads the fence's generation and the pause together."""
+    assert await store.memory_state(43) == (0, True)  # no user row yet: memory on
+    call = make_call(43, state="active")
+    await store.create_call(call)
+    await store.set_consent(43, True, 1.0)
+    generation, enabled = await store.memory_state(43)
+    assert (generation, enabled) == (await store.memory_generation(43), True)
+    line = [NewTurn("user", "the vet is Dr. Okafor", 10.0, 0)]
+    assert await store.apply_call_turns(
+        call.call_id, 43, line, [], anchored=True, checkpoint_at=10.0, generation=generation, live_key="1:user"
+    )
+    assert await store.live_turn_seen(call.call_id, "1:user")
+
+    stale = [NewTurn("assistant", "noted", 11.0, 1)]
+    with pytest.raises(TurnsChanged):
+        await store.apply_call_turns(
+            call.call_id, 43, stale, [], anchored=True, checkpoint_at=11.0, expected_version=0, live_key="1:assistant"
+        )
+    assert not await store.live_turn_seen(call.call_id, "1:assistant")
+
+    await store.set_memory_enabled(43, False, 12.0)
+    assert await store.memory_state(43) == (generation + 1, False)
+    assert not await store.apply_call_turns(
+        call.call_id, 43, stale, [], anchored=True, checkpoint_at=12.0, generation=generation, live_key="2:user"
+    )
+    assert not await store.live_turn_seen(call.call_id, "2:user")
+    assert [t.content for t in await store.call_turns(call.call_id)] == ["the vet is Dr. Okafor"]

@@ -89,6 +89,13 @@ inserted AS (
         AS i (seq, segment, partial, captured, role, content, spoken_at, specifics)
     WHERE (SELECT ok FROM allowed) AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
     RETURNING turn_id
+),
+keyed AS (
+    INSERT INTO live_turns (call_id, turn_key)
+    SELECT $1, $22::text
+    WHERE $22::text IS NOT NULL AND (SELECT ok FROM allowed) AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
+    ON CONFLICT DO NOTHING
+    RETURNING 1
 )
 SELECT (SELECT ok FROM allowed) AS allowed, EXISTS (SELECT 1 FROM bumped) AS bumped,
     (SELECT COUNT(*) FROM updated) + (SELECT COUNT(*) FROM inserted) AS written
@@ -97,7 +104,8 @@ SELECT (SELECT ok FROM allowed) AS allowed, EXISTS (SELECT 1 FROM bumped) AS bum
 fence row read FOR SHARE first, so a forget or pause that bumps it waits for this write or is seen by it, as in
 `bot.store.postgres.fences.memory_write_allowed`), then the versioned bump of the call row (a concurrent merge
 of the same call waits for this one's row lock and then finds the version moved), then the turns' updates and
-inserts, which happen only when the fence allows and, with an expected version, only when the bump applied."""
+inserts (and a live turn's key, ``live_key``), which happen only when the fence allows and, with an expected
+version, only when the bump applied."""
 
 
 class PostgresConversations(PostgresFullText):
@@ -317,6 +325,7 @@ class PostgresConversations(PostgresFullText):
         checkpoint_at: float,
         generation: int | None = None,
         expected_version: int | None = None,
+        live_key: str | None = None,
     ) -> bool:
         with _storage_errors():
             row = await self._one(
@@ -342,6 +351,7 @@ class PostgresConversations(PostgresFullText):
                 [t.spoken_at for t in inserts],
                 [stored_specifics(u.specifics, u.content) for u in updates],
                 [stored_specifics(t.specifics, t.content) for t in inserts],
+                live_key,
             )
         assert row is not None
         if not row["allowed"]:
@@ -492,6 +502,14 @@ class PostgresConversations(PostgresFullText):
     async def memory_generation(self, user_id: int) -> int:
         value = await self.pool.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1", user_id)
         return int(value or 0)
+
+    async def memory_state(self, user_id: int) -> tuple[int, bool]:
+        row = await self.pool.fetchrow(
+            "SELECT (SELECT generation FROM memory_fences WHERE user_id = $1), "
+            "(SELECT memory_enabled FROM users WHERE user_id = $1)",
+            user_id,
+        )
+        return (int(row[0] or 0), row[1] is None or bool(row[1])) if row is not None else (0, True)
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:
         row = await self.pool.fetchrow(

@@ -235,6 +235,7 @@ class SqliteConversations(SqliteFullText):
         checkpoint_at: float,
         generation: int | None = None,
         expected_version: int | None = None,
+        live_key: str | None = None,
     ) -> bool:
         return await self._one_trip(
             trips.apply_call_turns,
@@ -246,6 +247,7 @@ class SqliteConversations(SqliteFullText):
             checkpoint_at=checkpoint_at,
             generation=generation,
             expected_version=expected_version,
+            live_key=live_key,
         )
 
     async def append_chat_turn(
@@ -371,6 +373,14 @@ class SqliteConversations(SqliteFullText):
     async def memory_generation(self, user_id: int) -> int:
         value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
         return int(value or 0)
+
+    async def memory_state(self, user_id: int) -> tuple[int, bool]:
+        row = await self._one(
+            "SELECT (SELECT generation FROM memory_fences WHERE user_id = ?), "
+            "(SELECT memory_enabled FROM users WHERE user_id = ?)",
+            (user_id, user_id),
+        )
+        return (int(row[0] or 0), row[1] is None or bool(row[1])) if row is not None else (0, True)
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:
         row = await self._one(

@@ -117,6 +117,7 @@ def apply_call_turns(
     checkpoint_at: float,
     generation: int | None,
     expected_version: int | None,
+    live_key: str | None = None,
 ) -> bool:
     """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside `in_transaction`."""
     if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
@@ -167,6 +168,8 @@ def apply_call_turns(
                 for t in inserts
             ],
         ).close()
+    if live_key is not None:
+        conn.execute("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, live_key)).close()
     return True
 
 
