@@ -68,6 +68,7 @@ import aiosqlite  # noqa: E402
 import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 
+from bot import loop as event_loop  # noqa: E402
 from bot.agora import ConvoAIClient  # noqa: E402
 from bot.calls.service import CallService  # noqa: E402
 from bot.memory import tokens  # noqa: E402
@@ -725,7 +726,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             url = None
             if backend == "postgresql":
                 url = args.postgres_url or clusters.enter_context(contextmanager(running_cluster)()).new_database()
-            results[backend] = asyncio.run(
+            results[backend] = event_loop.run(  # the bot's event loop (uvloop), as `python -m bot run` runs it
                 run(
                     calls=args.calls,
                     turns=args.turns,

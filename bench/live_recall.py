@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 
 from bench.memory_store import pct, sentence
+from bot import loop as event_loop
 from bot.agora import ConvoAIClient
 from bot.calls.llm_keys import hash_llm_key, new_llm_key
 from bot.calls.page import CallPageAdapter
@@ -381,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     args.levels = [int(level) for level in args.levels.split(",")]
     if args.members < max(args.levels):
         parser.error(f"--members must be at least {max(args.levels)} (one member per concurrent stream)")
-    return asyncio.run(run(args))
+    return event_loop.run(run(args))  # the bot's event loop (uvloop), as `python -m bot run` runs it
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@ import-history | context | backup | restore | keygen | rotate-master-key` (and `
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 
 from bot import __version__
+from bot import loop as event_loop
 from bot.config import ConfigError, load_settings
 from bot.doctor import StartupProblem
 from bot.keys import KeyStoreLocked
@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command != "check":  # check reports it among everything else
             # Before anything opens the database (even to inspect it): member keys need their master key.
-            asyncio.run(check_key_store(settings.memory))
-        return asyncio.run(handlers[args.command](settings, args))
+            event_loop.run(check_key_store(settings.memory))
+        return event_loop.run(handlers[args.command](settings, args))
     except KeyboardInterrupt:
         return 130
     except cli.CommandFailed as exc:

@@ -16,6 +16,7 @@ from bot.doctor import Finding, StartupProblem, inspect_configured_database, ins
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
 from bot.keys.pg_store import residue_warnings
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
+from bot.loop import loop_name
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
 from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
@@ -101,6 +102,11 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             f"  warning  web.public_url (WEB_PUBLIC_URL) is {settings.web.public_url}: browsers allow the microphone "
             "only over HTTPS, so put the call page behind a TLS proxy and use its https:// address"
         )
+
+    _out("Event loop")
+    _out(
+        f"  ok       {loop_name()}" + ("" if loop_name() == "uvloop" else " (uvloop is not installed on this platform)")
+    )
 
     _out("Memory encryption")
     ok = await _check_keys(settings) and ok

@@ -152,6 +152,12 @@ def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, m
     assert "web.public_url (WEB_PUBLIC_URL) is http://calls.example.org" in capsys.readouterr().out
 
 
+def test_commands_run_on_uvloop(config: Path, capsys) -> None:
+    """`python -m bot` runs every command, the bot included, on uvloop (bot.loop), a dependency on Linux."""
+    main(["--config", str(config), "check"])
+    assert "Event loop\n  ok       uvloop\n" in capsys.readouterr().out
+
+
 def test_a_full_disk_is_explained_to_members_in_plain_words() -> None:
     from bot import messages
     from bot.store.repository import StorageFull
