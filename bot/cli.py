@@ -104,9 +104,8 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
         )
 
     _out("Event loop")
-    _out(
-        f"  ok       {loop_name()}" + ("" if loop_name() == "uvloop" else " (uvloop is not installed on this platform)")
-    )
+    loop = loop_name()
+    _out(f"  ok       {loop}" + ("" if loop == "uvloop" else " (uvloop is not installed on this platform)"))
 
     _out("Memory encryption")
     ok = await _check_keys(settings) and ok

@@ -227,16 +227,9 @@ class LLMClient:
                 response = await session.post(url, data=body, headers={"Content-Type": "application/json"})
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt > max_retries:
-                    raise self._stream_transport_error(exc, attempt) from exc
+                    raise self._transport_error(exc, attempt) from exc
                 delay = self._backoff(attempt, None)
-                logger.warning(
-                    "LLM at %s: %s; retrying in %.2f s (retry %d of %d)",
-                    self._base_url,
-                    type(exc).__name__,
-                    delay,
-                    attempt,
-                    max_retries,
-                )
+                self._log_retry(f": {type(exc).__name__}", delay, attempt, max_retries)
             else:
                 if 200 <= response.status < 300:
                     return UpstreamStream(response, self._base_url)
@@ -256,14 +249,7 @@ class LLMClient:
                 if not _retryable(answer.status_code) or attempt > max_retries:
                     raise self._status_error(answer, CHAT_PATH, attempt)
                 delay = self._backoff(attempt, _retry_after(answer))
-                logger.warning(
-                    "LLM at %s answered %d; retrying in %.2f s (retry %d of %d)",
-                    self._base_url,
-                    answer.status_code,
-                    delay,
-                    attempt,
-                    max_retries,
-                )
+                self._log_retry(f" answered {answer.status_code}", delay, attempt, max_retries)
             await self._sleep(delay)
 
     def _stream_session(self) -> aiohttp.ClientSession:
@@ -273,20 +259,6 @@ class LLMClient:
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=self._timeout)
             self._streams = aiohttp.ClientSession(headers=self._headers, timeout=timeout, trust_env=True)
         return self._streams
-
-    def _stream_transport_error(self, exc: BaseException, attempts: int) -> LLMUnavailable:
-        tries = _attempts_text(attempts)
-        if isinstance(exc, TimeoutError):
-            return LLMUnavailable(
-                f"LLM at {self._base_url} did not answer within {self._timeout:g} s{tries}: "
-                f"check {BASE_URL_SETTING} and that the server is not overloaded ({type(exc).__name__})"
-            )
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return LLMUnavailable(
-                f"could not connect to LLM at {self._base_url}{tries}: check {BASE_URL_SETTING} "
-                f"and that the server is running ({exc})"
-            )
-        return LLMUnavailable(f"connection to LLM at {self._base_url} failed{tries}: {type(exc).__name__}: {exc}")
 
     async def models(self) -> list[str]:
         """The model ids the server lists at GET ``{base_url}/models``."""
@@ -336,14 +308,7 @@ class LLMClient:
                 if attempt > retries:
                     raise self._transport_error(exc, attempt) from exc
                 delay = self._backoff(attempt, None)
-                logger.warning(
-                    "LLM at %s: %s; retrying in %.2f s (retry %d of %d)",
-                    self._base_url,
-                    type(exc).__name__,
-                    delay,
-                    attempt,
-                    retries,
-                )
+                self._log_retry(f": {type(exc).__name__}", delay, attempt, retries)
             else:
                 if response.is_success:
                     return response
@@ -352,15 +317,14 @@ class LLMClient:
                 if not _retryable(response.status_code) or attempt > retries:
                     raise self._status_error(response, path, attempt)
                 delay = self._backoff(attempt, _retry_after(response))
-                logger.warning(
-                    "LLM at %s answered %d; retrying in %.2f s (retry %d of %d)",
-                    self._base_url,
-                    response.status_code,
-                    delay,
-                    attempt,
-                    retries,
-                )
+                self._log_retry(f" answered {response.status_code}", delay, attempt, retries)
             await self._sleep(delay)
+
+    def _log_retry(self, what: str, delay: float, attempt: int, retries: int) -> None:
+        """``what`` follows the server's address: ": ConnectError", " answered 503"."""
+        logger.warning(
+            "LLM at %s%s; retrying in %.2f s (retry %d of %d)", self._base_url, what, delay, attempt, retries
+        )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         delay = self._backoff_base * 2.0 ** (attempt - 1)
@@ -369,14 +333,17 @@ class LLMClient:
             delay = max(delay, min(retry_after, MAX_RETRY_AFTER))
         return delay
 
-    def _transport_error(self, exc: httpx.TransportError, attempts: int) -> LLMUnavailable:
+    def _transport_error(
+        self, exc: httpx.TransportError | aiohttp.ClientError | TimeoutError, attempts: int
+    ) -> LLMUnavailable:
+        """What failed on the way to the server, from httpx (requests) or aiohttp (the live route's streams)."""
         tries = _attempts_text(attempts)
-        if isinstance(exc, httpx.TimeoutException):
+        if isinstance(exc, httpx.TimeoutException | TimeoutError):
             return LLMUnavailable(
                 f"LLM at {self._base_url} did not answer within {self._timeout:g} s{tries}: "
                 f"check {BASE_URL_SETTING} and that the server is not overloaded ({type(exc).__name__})"
             )
-        if isinstance(exc, httpx.ConnectError):
+        if isinstance(exc, httpx.ConnectError | aiohttp.ClientConnectorError):
             return LLMUnavailable(
                 f"could not connect to LLM at {self._base_url}{tries}: check {BASE_URL_SETTING} "
                 f"and that the server is running ({exc})"
