@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -109,8 +108,8 @@ class MemoryService:
         lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
         capture = FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000))
         async with lock:
-            for _attempt in range(MERGE_ATTEMPTS - 1):
-                with contextlib.suppress(TurnsChanged):  # another process wrote meanwhile: read and merge again
+            for attempt in range(1, MERGE_ATTEMPTS + 1):
+                try:
                     return await self._merge(
                         call,
                         window,
@@ -122,17 +121,11 @@ class MemoryService:
                         current=current,
                         live_key=live_key,
                     )
-                current = None
-            return await self._merge(
-                call,
-                window,
-                complete=complete,
-                capture=capture,
-                final=final,
-                at=at,
-                generation=generation,
-                live_key=live_key,
-            )
+                except TurnsChanged:  # another process wrote meanwhile: read and merge again
+                    if attempt == MERGE_ATTEMPTS:
+                        raise
+                    current = None
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _merge(
         self,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, LineHead, TurnRecord
+
+R = TypeVar("R")
 
 CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -26,32 +28,31 @@ _HEAD_NAMES = tuple(name.strip() for name in LINE_HEAD_COLUMNS.split(","))
 assert tuple(f.name for f in fields(LineHead)) == _HEAD_NAMES
 
 
-def turn_record(row: Iterable[Any]) -> TurnRecord:
-    """The record of a row whose first columns are ``TURN_COLUMNS`` (either backend's row type).
+def _filled(cls: type[R], names: tuple[str, ...], row: Iterable[Any]) -> R:
+    """A ``cls`` record of ``row``'s values for ``names``, made without the frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field, several times slower): a call start converts a few hundred rows."""
+    record: R = object.__new__(cls)
+    record.__dict__.update(zip(names, row, strict=False))
+    return record
 
-    Filled without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, several times
-    slower): a call start converts a few hundred rows."""
-    record: TurnRecord = object.__new__(TurnRecord)
-    values = record.__dict__
-    values.update(zip(_TURN_NAMES, row, strict=False))
-    values["partial"] = bool(values["partial"])
+
+def turn_record(row: Iterable[Any]) -> TurnRecord:
+    """The record of a row whose first columns are ``TURN_COLUMNS`` (either backend's row type)."""
+    record = _filled(TurnRecord, _TURN_NAMES, row)
+    record.__dict__["partial"] = bool(record.partial)
     return record
 
 
 def line_head(row: Iterable[Any]) -> LineHead:
-    """The head of a row whose columns are ``LINE_HEAD_COLUMNS`` (see ``turn_record``)."""
-    head: LineHead = object.__new__(LineHead)
-    values = head.__dict__
-    values.update(zip(_HEAD_NAMES, row, strict=False))
-    values["partial"] = bool(values["partial"])
+    """The head of a row whose columns are ``LINE_HEAD_COLUMNS``."""
+    head = _filled(LineHead, _HEAD_NAMES, row)
+    head.__dict__["partial"] = bool(head.partial)
     return head
 
 
 def fact_record(row: Iterable[Any]) -> FactRecord:
-    """The record of a row whose first columns are ``FACT_COLUMNS`` (see ``turn_record``)."""
-    record: FactRecord = object.__new__(FactRecord)
-    record.__dict__.update(zip(_FACT_NAMES, row, strict=False))
-    return record
+    """The record of a row whose first columns are ``FACT_COLUMNS``."""
+    return _filled(FactRecord, _FACT_NAMES, row)
 
 
 GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}
