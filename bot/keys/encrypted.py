@@ -20,6 +20,7 @@ from bot.keys.encrypted_vectors import EncryptedVectors
 from bot.keys.sealed import is_sealed, seal, unseal
 from bot.keys.store import KeyStore
 from bot.keys.terms import query_terms
+from bot.store.columns import turn_record
 from bot.store.models import (
     CallRecord,
     ChatRecord,
@@ -27,6 +28,7 @@ from bot.store.models import (
     ConversationSummary,
     FactRecord,
     NewTurn,
+    RecentLines,
     TurnRecord,
     TurnUpdate,
 )
@@ -83,7 +85,6 @@ PASS_THROUGH = frozenset(
         "job_queue",
         "live_turn_seen",  # ids only (Agora's turn id and the role), no text
         "remember_live_turn",
-        "recent_line_heads",  # lines without their text: ids, times and the specifics count (a number)
         "take_call_lease",  # a call's lease: ids and times only, no text
         "release_call_leases",
         "call_start_check",  # settings, consent, a call id and counts: no member text
@@ -377,14 +378,16 @@ class EncryptedStore(EncryptedVectors):
             return await self._turns(turns)
         return [_SealedTurn.of(turn, cipher) if turn.specifics is not None else _opened(turn, cipher) for turn in turns]
 
-    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
-        texts = await self.backend.turn_texts(user_id, turn_ids)
-        if not texts:
-            return {}
+    async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
+        """The facts opened; the lines' text opened only for the lines made into records (``_SealedTurn``): a call
+        start ranks a few hundred lines by their stored specifics and uses a few dozen."""
+        page, recent = await self.backend.call_start_memory(user_id, facts=facts, lines=lines)
+        if not recent.rows:
+            return await self._facts(page), recent
         cipher = await self._reader(user_id)
         if cipher is None:
             raise_forgotten(user_id, TURN)
-        return {turn_id: unseal(cipher, TURN, value) for turn_id, value in texts.items()}
+        return await self._facts(page), RecentLines(recent.rows, lambda row: _SealedTurn.of(turn_record(row), cipher))
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         return await self._turns(await self.backend.turns_at(positions))

@@ -8,7 +8,6 @@ as a system instruction. The block never exceeds the token budget.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import math
@@ -21,15 +20,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from bot.memory.index import MemberIndex, MemberIndexes
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
-from bot.store.models import ConversationSummary, FactRecord, LineHead, TurnRecord
-from bot.store.repository import ConversationStore, FactStore
+from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
+from bot.store.repository import CallStartStore, ConversationStore, FactStore
 from bot.store.specifics import specifics
 
 if TYPE_CHECKING:
     from bot.memory.dense import DenseRetriever
 
 
-class ContextStore(FactStore, ConversationStore, Protocol):
+class ContextStore(FactStore, ConversationStore, CallStartStore, Protocol):
     """What building a memory block reads."""
 
 
@@ -387,38 +386,46 @@ class ContextBuilder:
                 break
             if block.add_turn(turn) and hit and (answer := answers.get(turn.turn_id)) is not None:
                 block.add_turn(answer)
-        await self._fill_rest(block, user_id, lines, index)
+        await self._fill_rest(block, user_id, reversed(lines), index)
 
     async def _fill_for_call_start(self, block: _BudgetedBlock, user_id: int, index: MemberIndex | None) -> None:
         """Current facts first, then the latest exchange, then the lines most likely to matter again (names,
-        numbers, dates, decisions), newer ones first among equals; then whatever recent lines still fit."""
+        numbers, dates, decisions), newer ones first among equals; then whatever recent lines still fit.
+
+        Without the member's index, everything comes from one read (``call_start_memory``): the first page of
+        facts and the latest lines, ranked by their columns; records are made only of the lines tried."""
         limit = max(block.budget // 8, 16)
         facts: list[FactRecord] | _FactPages
-        facts = index.facts[:limit] if index is not None else _FactPages(self.store, user_id, limit)
+        newest_first: Iterable[TurnRecord]
+        base: Iterable[TurnRecord]
+        if index is not None:
+            facts = index.facts[:limit]
+            lines, _, base, _ = _indexed_lines(index)
+            opening = _opening(lines, lambda turn: turn.call_id or turn.chat_id)
+            newest_first = reversed(lines)
+        else:
+            page, recent = await self.store.call_start_memory(
+                user_id, facts=min(FACT_PAGE, limit), lines=CALL_START_LINES
+            )
+            facts = _FactPages(self.store, user_id, limit, page)
+            rows = recent.rows
+            call, chat = RecentLines.CALL_ID, RecentLines.CHAT_ID
+            opening = [
+                recent.line(at) for at in _opening(range(len(rows)), lambda at: rows[at][call] or rows[at][chat])
+            ]
+            base = _RankedLines(recent)
+            newest_first = recent.newest_first()
         fact_share = block.budget * CALL_START_FACT_SHARE
         async for fact in _ranked(facts):
             if block.budget - block.left >= fact_share or not block.add_fact(fact):
                 break
-        lines: Sequence[TurnRecord | LineHead]
-        base: Sequence[TurnRecord | LineHead]
-        if index is not None:
-            lines, _, base, _ = _indexed_lines(index)
-            texts = None
-        else:  # ranked without their text; the text of the lines tried is read a batch at a time
-            texts = _LineTexts(self.store, user_id)
-            lines = await texts.counted(await self.store.recent_line_heads(user_id, CALL_START_LINES))
-            base = _by_informativeness(lines, _priors(lines))
-        if lines:
-            latest = lines[-1].call_id or lines[-1].chat_id
-            latest_lines = [t for t in lines if (t.call_id or t.chat_id) == latest]
-            opening = latest_lines[len(latest_lines) - LATEST_EXCHANGE :] if LATEST_EXCHANGE else []
-            async for turn in _with_texts(opening, texts, ahead=base):
-                block.add_turn(turn)
-            async for turn in _with_texts(base, texts):
-                if block.full:
-                    break
-                block.add_turn(turn)
-        await self._fill_rest(block, user_id, lines, index, facts, texts)
+        for turn in opening:
+            block.add_turn(turn)
+        for turn in base:
+            if block.full:
+                break
+            block.add_turn(turn)
+        await self._fill_rest(block, user_id, newest_first, index, facts)
 
     def forget_cached(self, user_id: int | None = None) -> None:
         """Drop what is held in memory: of one member, or of everyone."""
@@ -430,10 +437,9 @@ class ContextBuilder:
         self,
         block: _BudgetedBlock,
         user_id: int,
-        lines: Sequence[TurnRecord | LineHead],
+        newest_first: Iterable[TurnRecord],
         index: MemberIndex | None,
         facts: list[FactRecord] | _FactPages | None = None,
-        texts: _LineTexts | None = None,
     ) -> None:
         """Whatever still fits: the other current facts, the latest summaries, then the newest lines."""
         if block.full:
@@ -448,64 +454,10 @@ class ContextBuilder:
         for convo in summaries:
             if not block.add_summary(convo):
                 break
-        async for turn in _with_texts(lines[::-1], texts):
+        for turn in newest_first:
             if block.full:
                 break
             block.add_turn(turn)
-
-
-TEXT_BATCH = 100
-"""Lines whose text a call start reads at a time: about 50 lines fill a 1,500-token block, and a few dozen more
-are tried (near-duplicates, lines too long for what is left) before it is full."""
-
-
-class _LineTexts:
-    """The text of a member's lines, read by id a batch at a time and kept for the rest of one build."""
-
-    def __init__(self, store: ContextStore, user_id: int):
-        self.store = store
-        self.user_id = user_id
-        self.texts: dict[int, str] = {}
-        self.asked: set[int] = set()
-
-    async def read(self, turn_ids: Iterable[int]) -> None:
-        missing = [turn_id for turn_id in dict.fromkeys(turn_ids) if turn_id not in self.asked]
-        if missing:
-            self.asked.update(missing)
-            self.texts.update(await self.store.turn_texts(self.user_id, missing))
-
-    async def counted(self, heads: list[LineHead]) -> list[LineHead]:
-        """``heads`` with their specifics counted from the text where none is stored (a line written before they
-        were, not yet counted): read for those lines only."""
-        uncounted = [head.turn_id for head in heads if head.specifics is None]
-        if not uncounted:
-            return heads
-        await self.read(uncounted)
-        return [
-            head
-            if head.specifics is not None or head.turn_id not in self.texts
-            else dataclasses.replace(head, specifics=specifics(self.texts[head.turn_id]))
-            for head in heads
-        ]
-
-
-async def _with_texts(
-    lines: Sequence[TurnRecord | LineHead], texts: _LineTexts | None, ahead: Sequence[TurnRecord | LineHead] = ()
-) -> AsyncIterator[TurnRecord]:
-    """``lines`` as records with their text, read as the caller goes on: at the first line not read yet, the text
-    of the next TEXT_BATCH lines not read yet (then of the lines of ``ahead``, which are read next: one trip
-    instead of two). A line whose text is gone (forgotten meanwhile) is left out."""
-    for at, line in enumerate(lines):
-        if isinstance(line, TurnRecord):
-            yield line
-            continue
-        if texts is None:
-            continue
-        if line.turn_id not in texts.asked:
-            following = (*lines[at:], *ahead)
-            await texts.read([t.turn_id for t in following if isinstance(t, LineHead)][:TEXT_BATCH])
-        if (text := texts.texts.get(line.turn_id)) is not None:
-            yield line.with_text(text)
 
 
 FACT_PAGE = 64
@@ -514,15 +466,19 @@ FACT_PAGE = 64
 
 class _FactPages:
     """The member's current facts in ``_rank_facts`` order (the store's ``list_facts`` order), read a page at a
-    time up to ``limit`` as they are consumed: a call start reads (and, encrypted, opens) only about the facts
-    that fit, not all ``limit`` of them. Pages read are kept, so a second pass reads nothing again."""
+    time up to ``limit`` as they are consumed, from ``first`` (the first page, read with the lines): a call start
+    reads (and, encrypted, opens) only about the facts that fit, not all ``limit`` of them. Pages read are kept,
+    so a second pass reads nothing again."""
 
-    def __init__(self, store: ContextStore, user_id: int, limit: int):
+    def __init__(self, store: ContextStore, user_id: int, limit: int, first: list[FactRecord] | None = None):
         self.store = store
         self.user_id = user_id
         self.limit = limit
         self.read: list[FactRecord] = []
         self._exhausted = False
+        if first is not None:
+            self.read = first[:limit]
+            self._exhausted = len(first) < min(FACT_PAGE, limit)
 
     async def __aiter__(self) -> AsyncIterator[FactRecord]:
         at = 0
@@ -548,6 +504,47 @@ async def _ranked(facts: list[FactRecord] | _FactPages) -> AsyncIterator[FactRec
     else:
         for fact in _rank_facts(facts):
             yield fact
+
+
+_Item = TypeVar("_Item")
+
+
+def _opening(lines: Sequence[_Item], conversation: Callable[[_Item], str | None]) -> list[_Item]:
+    """The last LATEST_EXCHANGE of ``lines`` (oldest first) that belong to the newest line's conversation."""
+    if not lines or not LATEST_EXCHANGE:
+        return []
+    latest = conversation(lines[-1])
+    latest_lines = [line for line in lines if conversation(line) == latest]
+    return latest_lines[len(latest_lines) - LATEST_EXCHANGE :]
+
+
+class _RankedLines:
+    """The lines of ``recent`` that carry something, best prior first, newer first among equals: the order
+    ``_by_informativeness`` gives their records (the same priors, ``_prior_weight``), computed from the rows'
+    columns; records are made as the caller goes on."""
+
+    def __init__(self, recent: RecentLines):
+        self.recent = recent
+
+    def __iter__(self) -> Iterator[TurnRecord]:
+        recent = self.recent
+        rows = recent.rows
+        if not rows:
+            return
+        spoken, seq, role, count = RecentLines.SPOKEN_AT, RecentLines.SEQ, RecentLines.ROLE, RecentLines.SPECIFICS
+        newest = max(row[spoken] for row in rows)
+        weights = [
+            _prior_weight(
+                specifics(recent.line(at).content) if row[count] is None else row[count], row[role], row[spoken], newest
+            )
+            for at, row in enumerate(rows)
+        ]
+        top = max(weights) or 1.0
+        priors = [weight / top for weight in weights]
+        kept = [at for at, prior in enumerate(priors) if prior > 0]
+        kept.sort(key=lambda at: (priors[at], rows[at][spoken], rows[at][seq]), reverse=True)
+        for at in kept:
+            yield recent.line(at)
 
 
 def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
@@ -649,34 +646,31 @@ def _rank_facts(facts: list[FactRecord]) -> list[FactRecord]:
     return sorted((f for f in facts if f.current), key=lambda f: (f.confirmed_at, f.mentions), reverse=True)
 
 
-def _informativeness(turn: TurnRecord | LineHead) -> float:
-    """The line's specifics (``bot.store.specifics``; stored with the line, counted here for a line written
-    before they were), an assistant's line weighing less."""
-    count = turn.specifics
-    if count is None:
-        count = specifics(turn.content) if isinstance(turn, TurnRecord) else 0
-    return count * (1.0 if turn.role == "user" else ASSISTANT_WEIGHT)
+def _prior_weight(count: int, role: str, spoken_at: float, newest: float) -> float:
+    """A line's informativeness (its specifics, ``bot.store.specifics``; an assistant's line weighing less) weighted
+    by recency (half-life in days, counted from ``newest``, the newest line's time)."""
+    age_days = (newest - spoken_at) / 86400
+    decay: float = RECENCY_FLOOR + (1 - RECENCY_FLOOR) * 0.5 ** (age_days / HALF_LIFE_DAYS)
+    return count * (1.0 if role == "user" else ASSISTANT_WEIGHT) * decay
 
 
-def _priors(lines: Sequence[TurnRecord | LineHead]) -> dict[int, float]:
-    """Each line's informativeness weighted by recency (half-life in days, counted from the newest line),
-    scaled so the best line scores 1; by turn id."""
+def _priors(lines: Sequence[TurnRecord]) -> dict[int, float]:
+    """Each line's ``_prior_weight`` (its specifics as stored, or counted here for a line written before they
+    were), scaled so the best line scores 1; by turn id."""
     if not lines:
         return {}
     newest = max(t.spoken_at for t in lines)
-    weights = {}
-    for turn in lines:
-        age_days = (newest - turn.spoken_at) / 86400
-        decay = RECENCY_FLOOR + (1 - RECENCY_FLOOR) * 0.5 ** (age_days / HALF_LIFE_DAYS)
-        weights[turn.turn_id] = _informativeness(turn) * decay
+    weights = {
+        t.turn_id: _prior_weight(
+            specifics(t.content) if t.specifics is None else t.specifics, t.role, t.spoken_at, newest
+        )
+        for t in lines
+    }
     top = max(weights.values()) or 1.0
     return {turn_id: weight / top for turn_id, weight in weights.items()}
 
 
-_Line = TypeVar("_Line", bound=TurnRecord | LineHead)
-
-
-def _by_informativeness(lines: Sequence[_Line], priors: dict[int, float]) -> list[_Line]:
+def _by_informativeness(lines: Sequence[TurnRecord], priors: dict[int, float]) -> list[TurnRecord]:
     """Lines that carry something, best prior first, newer first among equals."""
     kept = [t for t in lines if priors[t.turn_id] > 0]
     return sorted(kept, key=lambda t: (priors[t.turn_id], t.spoken_at, t.seq), reverse=True)

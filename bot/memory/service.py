@@ -23,10 +23,17 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
-from bot.store.repository import AccountStore, ConversationStore, FactStore, PrivacyStore, TurnsChanged
+from bot.store.repository import (
+    AccountStore,
+    CallStartStore,
+    ConversationStore,
+    FactStore,
+    PrivacyStore,
+    TurnsChanged,
+)
 
 
-class MemoryStore(AccountStore, ConversationStore, FactStore, PrivacyStore, Protocol):
+class MemoryStore(AccountStore, ConversationStore, CallStartStore, FactStore, PrivacyStore, Protocol):
     """What the memory service reads, merges and forgets."""
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, LineHead, TurnRecord
+from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, TurnRecord
 
 R = TypeVar("R")
 
@@ -19,13 +19,10 @@ FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"
 )
-LINE_HEAD_COLUMNS = TURN_COLUMNS.replace(" content,", "")
 _TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
 _FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
 assert tuple(f.name for f in fields(TurnRecord)) == _TURN_NAMES
 assert tuple(f.name for f in fields(FactRecord)) == _FACT_NAMES
-_HEAD_NAMES = tuple(name.strip() for name in LINE_HEAD_COLUMNS.split(","))
-assert tuple(f.name for f in fields(LineHead)) == _HEAD_NAMES
 
 
 def _filled(cls: type[R], names: tuple[str, ...], row: Iterable[Any]) -> R:
@@ -41,13 +38,6 @@ def turn_record(row: Iterable[Any]) -> TurnRecord:
     record = _filled(TurnRecord, _TURN_NAMES, row)
     record.__dict__["partial"] = bool(record.partial)
     return record
-
-
-def line_head(row: Iterable[Any]) -> LineHead:
-    """The head of a row whose columns are ``LINE_HEAD_COLUMNS``."""
-    head = _filled(LineHead, _HEAD_NAMES, row)
-    head.__dict__["partial"] = bool(head.partial)
-    return head
 
 
 def fact_record(row: Iterable[Any]) -> FactRecord:

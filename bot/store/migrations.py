@@ -406,6 +406,19 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX turns_specifics_missing ON turns (turn_id) WHERE specifics IS NULL;
         """,
     ),
+    (
+        11,
+        "call-start read order: the latest lines and the current facts in the order a call start reads them",
+        """
+        -- A call start reads a member's latest lines newest first (spoken_at, then seq) and the first page of
+        -- their current facts (most recently confirmed, most mentioned, newest first): with the index in that
+        -- order each is a walk of the rows it returns, not a sort of all the member's rows.
+        DROP INDEX turns_user;
+        CREATE INDEX turns_user ON turns (user_id, spoken_at, seq);
+        CREATE INDEX facts_current ON facts (user_id, confirmed_at, mentions, fact_id)
+            WHERE superseded_by IS NULL AND invalidated_at IS NULL;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

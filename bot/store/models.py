@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 CallState = Literal["starting", "active", "ending", "ended", "failed"]
 OPEN_CALL_STATES: tuple[CallState, ...] = ("starting", "active", "ending")
@@ -127,40 +128,39 @@ class TurnRecord:
     """``bot.store.specifics`` of the plain text, stored with the line; None for a line not yet counted."""
 
 
-@dataclass(frozen=True)
-class LineHead:
-    """A conversation line without its text: what ranking a member's latest lines at a call start reads (the
-    text of the few that go into the block is read after, by id)."""
+_TURN_FIELDS = [name for name in TurnRecord.__dataclass_fields__]
 
-    turn_id: int
-    user_id: int
-    call_id: str | None
-    chat_id: str | None
-    seq: int
-    role: Role
-    spoken_at: float
-    source: Source
-    segment: int
-    partial: bool
-    captured: int
-    specifics: int | None
 
-    def with_text(self, content: str) -> TurnRecord:
-        return TurnRecord(
-            self.turn_id,
-            self.user_id,
-            self.call_id,
-            self.chat_id,
-            self.seq,
-            self.role,
-            content,
-            self.spoken_at,
-            self.source,
-            self.segment,
-            self.partial,
-            self.captured,
-            self.specifics,
-        )
+class RecentLines:
+    """A member's latest lines, oldest first, as the rows the store read (values in ``TurnRecord``'s field order,
+    the text as stored: sealed when encrypted). A call start ranks a few hundred lines by their columns (the
+    positions below) and makes records, opening their text, only of the few dozen it uses: ``line(at)``, made
+    once by ``record``."""
+
+    TURN_ID = _TURN_FIELDS.index("turn_id")
+    CALL_ID = _TURN_FIELDS.index("call_id")
+    CHAT_ID = _TURN_FIELDS.index("chat_id")
+    SEQ = _TURN_FIELDS.index("seq")
+    ROLE = _TURN_FIELDS.index("role")
+    SPOKEN_AT = _TURN_FIELDS.index("spoken_at")
+    SPECIFICS = _TURN_FIELDS.index("specifics")
+
+    def __init__(self, rows: Sequence[Any], record: Callable[[Any], TurnRecord]):
+        self.rows = rows
+        self._record = record
+        self._made: dict[int, TurnRecord] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def line(self, at: int) -> TurnRecord:
+        made = self._made.get(at)
+        if made is None:
+            made = self._made[at] = self._record(self.rows[at])
+        return made
+
+    def newest_first(self) -> Iterator[TurnRecord]:
+        return (self.line(at) for at in range(len(self.rows) - 1, -1, -1))
 
 
 @dataclass(frozen=True)

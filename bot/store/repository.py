@@ -19,8 +19,8 @@ from bot.store.models import (
     ForgetResult,
     GuildSettings,
     Job,
-    LineHead,
     NewTurn,
+    RecentLines,
     TurnRecord,
     TurnUpdate,
     UserRecord,
@@ -192,14 +192,6 @@ class ConversationStore(Protocol):
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]: ...
-    async def recent_line_heads(self, user_id: int, limit: int) -> list[LineHead]:
-        """The member's latest ``limit`` lines without their text, oldest first (``recent_turns_of``'s order)."""
-        ...
-
-    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
-        """The text of the member's lines among ``turn_ids``, by id (others' lines and missing ones left out)."""
-        ...
-
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]: ...
     async def live_turn_seen(self, call_id: str, turn_key: str) -> bool: ...
     async def remember_live_turn(self, call_id: str, turn_key: str) -> None: ...
@@ -344,12 +336,23 @@ class CallStepStore(Protocol):
         ...
 
 
+class CallStartStore(Protocol):
+    """What a call start's memory block reads, in one trip to the database (one statement on PostgreSQL): it is
+    built while the member waits for the agent to answer."""
+
+    async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
+        """The member's first ``facts`` current facts in ``list_facts`` order, and their latest ``lines`` lines
+        (newest by ``spoken_at``, then ``seq``, then id), oldest first, with their text."""
+        ...
+
+
 class Store(
     StoreLifecycle,
     AccountStore,
     GuildSettingsStore,
     ConversationStore,
     CallStepStore,
+    CallStartStore,
     FactStore,
     PrivacyStore,
     JobStore,

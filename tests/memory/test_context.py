@@ -10,10 +10,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.memory.context import MEMORY_HEADER, NEAR_DUPLICATE, _BudgetedBlock, _signature
+from bot.memory.context import (
+    MEMORY_HEADER,
+    NEAR_DUPLICATE,
+    _BudgetedBlock,
+    _by_informativeness,
+    _priors,
+    _RankedLines,
+    _signature,
+)
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
-from bot.store.models import TurnRecord
+from bot.store.models import RecentLines, TurnRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call, seed_fact
 
@@ -284,3 +292,35 @@ async def test_unicode_line_separators_are_escaped_inside_quoted_lines(store: Sq
     assert "\\u2028" in block and "\\u2029" in block and "\\u0085" in block
     line = next(x for x in block.splitlines() if "SYSTEM" in x)
     assert json.loads(line[2 : line.rindex('"') + 1]) == "one\u2028SYSTEM: two\u2029three\u0085four"
+
+
+_LINE = st.tuples(
+    st.sampled_from(["user", "assistant"]),
+    st.sampled_from(["ok", "sure thing", "My code is 3141", "Lisbon on March 3", "Ana and Bruno at 7:45"]),
+    st.integers(0, 40).map(lambda day: T0 + day * DAY / 4),
+    st.one_of(st.none(), st.integers(0, 6)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_LINE, max_size=30))
+def test_a_call_start_ranks_the_rows_it_read_as_it_ranks_records(
+    lines: list[tuple[str, str, float, int | None]],
+) -> None:
+    """``_RankedLines`` orders a store's rows (``call_start_memory``) exactly as ``_by_informativeness`` orders the
+    same lines as records (the index's path): same priors, same ties, a missing specifics count counted from the
+    text; so the block a call start builds does not depend on which path read the lines."""
+    records = [
+        TurnRecord(n + 1, 1, f"c{n // 5}", None, n % 5, role, text, at, "voice", specifics=count)  # type: ignore[arg-type]
+        for n, (role, text, at, count) in enumerate(sorted(lines, key=lambda line: line[2]))
+    ]
+    rows = [tuple(record.__dict__[name] for name in TurnRecord.__dataclass_fields__) for record in records]
+    made: list[int] = []
+
+    def record(row: tuple[object, ...]) -> TurnRecord:
+        made.append(int(row[RecentLines.TURN_ID]))  # type: ignore[call-overload]
+        return records[made[-1] - 1]
+
+    expected = _by_informativeness(records, _priors(records))
+    assert list(_RankedLines(RecentLines(rows, record))) == expected
+    assert len(made) == len(set(made)), "each record made once"

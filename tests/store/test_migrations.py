@@ -27,6 +27,7 @@ PINNED = {
         8: "3a95e2bb3e606655e99bc7a2ab03ccc30aec568eeeecaa61bb645431a040b4c9",
         9: "cb974089b5fb17cb9cefb4fefbca5a49663e38f795203e2fe68a63d51373bb5a",
         10: "a13cb25cf30ba71befe76865f84e1af1129990897b13c214d37925298393118d",
+        11: "819edf4d8b84d785a8032e58e585007f3ac5859f72d8d078513b7ba619586451",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
@@ -39,6 +40,7 @@ PINNED = {
         8: "91f8662da609af18d9a51f3d53bd5e9f57e449e2f581d64d025501d1c07e644f",
         9: "c02903c25ea87e20eff3c3dab7dff72d6eb237e942f905aa93fbcdc0a8cbf19e",
         10: "847f0054c8ec583522d3328b9392fef4249ae1c1e6c09a302e1bc28f5461a164",
+        11: "819edf4d8b84d785a8032e58e585007f3ac5859f72d8d078513b7ba619586451",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

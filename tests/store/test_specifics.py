@@ -1,5 +1,6 @@
 """Each line's specifics (bot.store.specifics) are stored with it, counted from the plain text, on both backends and
-behind the encrypting layer; a call start ranks line heads without their text and reads the text of its lines by id."""
+behind the encrypting layer; a call start reads its facts and lines in one trip (``call_start_memory``) and ranks the
+lines by their stored columns."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import pytest
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
 from bot.memory.service import MemoryService
-from bot.store.models import NewTurn, TurnUpdate
+from bot.store.models import NewTurn, RecentLines, TurnUpdate
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.specifics import specifics
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call, seed_chat
+from tests.factories import extract, make_call, seed_chat, seed_fact, seed_facts
 
 LINES = [
     ("assistant", "Hello, what can I do for you?"),
@@ -35,25 +36,29 @@ async def write_call(store: Store, user_id: int, at: float) -> str:
     return call.call_id
 
 
-async def test_lines_keep_the_specifics_of_their_plain_text_and_heads_carry_no_text(store: Store) -> None:
+def specifics_read(recent: RecentLines) -> list[int | None]:
+    return [row[RecentLines.SPECIFICS] for row in recent.rows]
+
+
+async def test_lines_keep_the_specifics_of_their_plain_text_and_a_call_start_reads_them_with_their_text(
+    store: Store,
+) -> None:
     now = time.time()
     call_id = await write_call(store, 42, now - 100)
     chat_id = await seed_chat(store, 42, now - 50)
     await store.append_chat_turn(chat_id, 42, "user", "Call me Ana, I love Tuesday yoga", now - 40)
     await write_call(store, 7, now - 30)  # another member's lines
 
-    heads = await store.recent_line_heads(42, 10)
+    _, recent = await store.call_start_memory(42, facts=10, lines=10)
     turns = await store.recent_turns_of(42, 10)
-    assert [h.turn_id for h in heads] == [t.turn_id for t in turns]
+    assert [recent.line(at) for at in range(len(recent))] == turns
+    assert [recent.line(at).content for at in range(len(recent))] == [t.content for t in turns]
     expected = [specifics(text) for _, text in LINES] + [specifics("Call me Ana, I love Tuesday yoga")]
-    assert [h.specifics for h in heads] == expected
+    assert specifics_read(recent) == expected
     assert expected[1] > expected[2] == 0
-    assert not any(hasattr(h, "content") for h in heads)
-
-    texts = await store.turn_texts(42, [h.turn_id for h in heads])
-    assert [texts[h.turn_id] for h in heads] == [t.content for t in turns]
-    others = [h.turn_id for h in await store.recent_line_heads(7, 10)]
-    assert await store.turn_texts(42, others) == {}, "only the member's own lines"
+    assert list(recent.newest_first()) == turns[::-1]
+    _, latest = await store.call_start_memory(42, facts=10, lines=2)
+    assert [latest.line(at) for at in range(len(latest))] == turns[-2:], "the latest lines, oldest first"
 
     first = turns[0]
     assert await store.apply_call_turns(
@@ -64,8 +69,24 @@ async def test_lines_keep_the_specifics_of_their_plain_text_and_heads_carry_no_t
         anchored=True,
         checkpoint_at=now,
     )
-    updated = {h.turn_id: h.specifics for h in await store.recent_line_heads(42, 10)}
-    assert updated[first.turn_id] == specifics("Switch it to Friday 9 am")
+    _, updated = await store.call_start_memory(42, facts=10, lines=10)
+    assert specifics_read(updated)[0] == specifics("Switch it to Friday 9 am")
+
+
+async def test_a_call_start_reads_the_first_page_of_current_facts_in_list_order(store: Store) -> None:
+    now = time.time()
+    call_id = await write_call(store, 42, now - 100)
+    older = await seed_facts(store, 42, ["likes tea", "lives in Porto", "has a cat"], now - 90, call_id=call_id)
+    await seed_facts(store, 42, ["likes coffee now", "works nights"], now - 50)  # ties on confirmed_at
+    await seed_fact(store, 42, "moved to Lisbon", now - 40, replaces=[older[1].fact_id])  # one superseded
+    await extract(store, 42, now - 30, call_id=call_id, confirmed=[older[2].fact_id])  # mentioned again
+    await seed_facts(store, 7, ["another member's fact"], now - 20)
+    current = await store.list_facts(42)
+    assert len(current) == 5 and older[1].fact_id not in {f.fact_id for f in current}
+    for size in (0, 1, 3, 5, 10):
+        page, _ = await store.call_start_memory(42, facts=size, lines=10)
+        assert page == current[:size]
+        assert [f.text for f in page] == [f.text for f in current[:size]]
 
 
 async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
@@ -91,15 +112,14 @@ async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
         memory.context.forget_cached()
         assert await memory.build_context(42) == counted
         await memory.context.indexes.idle()
-        heads = await store.recent_line_heads(42, 100)
-        assert {h.specifics for h in heads} == {None}
+        _, recent = await store.call_start_memory(42, facts=0, lines=100)
+        assert set(specifics_read(recent)) == {None}
         await store.close()
 
         store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
         await store.open()
-        heads = await store.recent_line_heads(42, 100)
-        texts = await store.turn_texts(42, [h.turn_id for h in heads])
-        assert [h.specifics for h in heads] == [specifics(texts[h.turn_id]) for h in heads]
+        _, recent = await store.call_start_memory(42, facts=0, lines=100)
+        assert specifics_read(recent) == [specifics(recent.line(at).content) for at in range(len(recent))]
         sealed = [row[0] for row in db.execute("SELECT content FROM turns")]
         assert any(LINES[1][1] in text for text in sealed) != encrypted
         db.close()
@@ -116,13 +136,12 @@ async def test_postgresql_counts_older_lines_at_open_a_page_at_a_time(
     for n in range(3):
         await write_call(store, 43, time.time() - 1000 + n * 100)
     await store.pool.execute("UPDATE turns SET specifics = NULL WHERE user_id = 43")
-    assert {h.specifics for h in await store.recent_line_heads(43, 100)} == {None}
+    assert set(specifics_read((await store.call_start_memory(43, facts=0, lines=100))[1])) == {None}
     await store.close()
 
     store = PostgresStore(postgres_url)
     await store.open()
-    heads = await store.recent_line_heads(43, 100)
-    texts = await store.turn_texts(43, [h.turn_id for h in heads])
-    assert len(heads) == 3 * len(LINES)
-    assert [h.specifics for h in heads] == [specifics(texts[h.turn_id]) for h in heads]
+    _, recent = await store.call_start_memory(43, facts=0, lines=100)
+    assert len(recent) == 3 * len(LINES)
+    assert specifics_read(recent) == [specifics(recent.line(at).content) for at in range(len(recent))]
     await store.close()

@@ -10,9 +10,9 @@ import asyncpg
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
-from bot.store.columns import LINE_HEAD_COLUMNS, line_head
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import check_call_fields as _check_call_fields
+from bot.store.columns import fact_record, turn_record
 from bot.store.models import (
     CallEnd,
     CallRecord,
@@ -21,9 +21,10 @@ from bot.store.models import (
     ChatRecord,
     Conversation,
     ConversationSummary,
+    FactRecord,
     GuildSettings,
-    LineHead,
     NewTurn,
+    RecentLines,
     TurnRecord,
     TurnUpdate,
 )
@@ -35,6 +36,21 @@ from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
 
 _GUILD_NAMES = sorted(_GUILD_SETTING_NAMES)
+_CALL_START_MEMORY = (
+    f"(SELECT {_TURN_COLUMNS}, NULL::double precision, NULL::double precision, true FROM turns WHERE user_id = $1 "
+    "ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT $2) UNION ALL "
+    "(SELECT fact_id, user_id, source_call_id, source_chat_id, mentions, NULL, text, confirmed_at, NULL, NULL, NULL, "
+    "NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
+    "AND invalidated_at IS NULL ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT $3) "
+    "ORDER BY 16 DESC, 8 DESC, 5 DESC, 1 DESC"
+)
+"""A call start's reads in one statement (`call_start_memory`): the latest lines (``TURN_COLUMNS``), then the
+current facts in the same columns by type (id, member, source call and chat, mentions as ``seq``, text as
+``content``, confirmed as ``spoken_at``; created and updated after them), the last column telling which. The outer
+order is each part's own (newest first; facts by ``list_facts``'s order)."""
+_FACT_AT = (0, 1, 6, 2, 3, 13, 14, 7, 4, 8, 8)
+"""Where each of ``FactRecord``'s fields is in a fact's row of `_CALL_START_MEMORY` (superseded and invalidated
+are those of a current fact: NULL)."""
 _START_CHECK = (
     "SELECT "
     f"(SELECT call_id FROM calls WHERE user_id = $1 AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1) "
@@ -451,23 +467,12 @@ class PostgresConversations(PostgresFullText):
         )
         return [_turn(r) for r in reversed(rows)]
 
-    async def recent_line_heads(self, user_id: int, limit: int) -> list[LineHead]:
-        rows = await self._all(
-            f"SELECT {LINE_HEAD_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at DESC, seq DESC LIMIT $2",
-            user_id,
-            limit,
-        )
-        return [line_head(r) for r in reversed(rows)]
-
-    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
-        if not turn_ids:
-            return {}
-        rows = await self._all(
-            "SELECT turn_id, content FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2",
-            list(turn_ids),
-            user_id,
-        )
-        return {int(r[0]): r[1] for r in rows}
+    async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
+        rows = await self._all(_CALL_START_MEMORY, user_id, lines, facts)
+        at = next((i for i, row in enumerate(rows) if not row[-1]), len(rows))
+        lines_read = rows[:at]
+        lines_read.reverse()
+        return [fact_record([row[i] for i in _FACT_AT]) for row in rows[at:]], RecentLines(lines_read, turn_record)
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         if not positions:

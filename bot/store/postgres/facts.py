@@ -32,16 +32,16 @@ class PostgresFacts(PostgresFullText):
         offset: int = 0,
         limit: int = 100,
     ) -> list[FactRecord]:
+        order = "confirmed_at DESC, mentions DESC, fact_id DESC"
         if superseded_only:
             where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
         elif include_superseded:
             where = ""
-        else:
+            order = "(superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), " + order  # current ones first
+        else:  # a walk of the `facts_current` index, in its order
             where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
         rows = await self._all(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 {where} "
-            "ORDER BY (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), confirmed_at DESC, mentions DESC, "
-            "fact_id DESC LIMIT $2 OFFSET $3",
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 {where} ORDER BY {order} LIMIT $2 OFFSET $3",
             user_id,
             limit,
             offset,

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
-from bot.store.columns import LINE_HEAD_COLUMNS, line_head
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import check_call_fields as _check_call_fields
+from bot.store.columns import fact_record, turn_record
 from bot.store.models import (
     CallEnd,
     CallRecord,
@@ -19,8 +18,9 @@ from bot.store.models import (
     ChatRecord,
     Conversation,
     ConversationSummary,
-    LineHead,
+    FactRecord,
     NewTurn,
+    RecentLines,
     TurnRecord,
     TurnUpdate,
 )
@@ -322,21 +322,10 @@ class SqliteConversations(SqliteFullText):
         )
         return [_turn(r) for r in reversed(rows)]
 
-    async def recent_line_heads(self, user_id: int, limit: int) -> list[LineHead]:
-        rows = await self._all(
-            f"SELECT {LINE_HEAD_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at DESC, seq DESC LIMIT ?",
-            (user_id, limit),
-        )
-        return [line_head(r) for r in reversed(rows)]
-
-    async def turn_texts(self, user_id: int, turn_ids: Sequence[int]) -> dict[int, str]:
-        if not turn_ids:
-            return {}
-        rows = await self._all(
-            "SELECT turn_id, content FROM turns WHERE turn_id IN (SELECT value FROM json_each(?)) AND user_id = ?",
-            (json.dumps(list(turn_ids)), user_id),
-        )
-        return {r[0]: r[1] for r in rows}
+    async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
+        fact_rows, line_rows = await self._trip(trips.call_start_memory, user_id, facts, lines)
+        line_rows.reverse()
+        return [fact_record(r) for r in fact_rows], RecentLines(line_rows, turn_record)
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         """The lines at (conversation id, seq) positions, where the id is a call's or a chat's; missing ones are

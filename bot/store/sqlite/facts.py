@@ -31,16 +31,16 @@ class SqliteFacts(SqliteFullText):
         offset: int = 0,
         limit: int = 100,
     ) -> list[FactRecord]:
+        order = "confirmed_at DESC, mentions DESC, fact_id DESC"
         if superseded_only:
             where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
         elif include_superseded:
             where = ""
-        else:
+            order = "(superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), " + order  # current ones first
+        else:  # a walk of the `facts_current` index, in its order
             where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
         rows = await self._all(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? {where} "
-            "ORDER BY (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), confirmed_at DESC, mentions DESC, "
-            "fact_id DESC LIMIT ? OFFSET ?",
+            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? {where} ORDER BY {order} LIMIT ? OFFSET ?",
             (user_id, limit, offset),
         )
         return [_fact(r) for r in rows]

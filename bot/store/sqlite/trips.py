@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.store.columns import CALL_COLUMNS
+from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import Conversation, NewTurn, TurnUpdate
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
@@ -239,3 +239,28 @@ def end_call(
             (post_call_job, call_id, ended_at, ended_at, not_before),
         )
     return True, turns
+
+
+_CURRENT_FACTS = (
+    f"SELECT {FACT_COLUMNS} FROM facts WHERE user_id = ? AND superseded_by IS NULL AND invalidated_at IS NULL "
+    "ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT ?"
+)
+_LATEST_LINES = (
+    f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT ?"
+)
+
+
+def call_start_memory(
+    conn: sqlite3.Connection, user_id: int, facts: int, lines: int
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows `SqliteConversations.call_start_memory` maps, as plain tuples (no ``sqlite3.Row`` per row): the
+    first ``facts`` current facts and the latest ``lines`` lines, newest first. Both are walks of an index in its
+    order (``facts_current``, ``turns_user``: migration 11)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    try:
+        fact_rows = cur.execute(_CURRENT_FACTS, (user_id, facts)).fetchall()
+        line_rows = cur.execute(_LATEST_LINES, (user_id, lines)).fetchall()
+    finally:
+        cur.close()
+    return fact_rows, line_rows
