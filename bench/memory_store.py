@@ -5,7 +5,8 @@ throwaway PostgreSQL cluster (`copy-db`'s code; or `--postgres-url`), then print
 the operations a person waits on:
 
 - building a call-start context for a user with 5,000 turns and 500 facts (target p99 < 5 ms), with nothing
-  kept from an earlier build, as at the start of a call
+  kept from an earlier build, as at the start of a call (where the call service has just read the member, so the
+  build does not read them again: ``memory_enabled=True``, as ``bot.calls.service`` passes it)
 - building the query-aware context for one utterance of that user during a call, leaving out the call's own
   lines (target p99 < 5 ms: the live voice path does this on every turn), over a rotation of utterances
 - merging a 32-message history snapshot into a 500-turn call (target p99 < 5 ms)
@@ -222,7 +223,7 @@ async def measure(
     for _ in range(runs):
         memory.context.forget_cached()
         start = time.perf_counter()
-        await memory.build_context(HEAVY_USER)
+        await memory.build_context(HEAVY_USER, memory_enabled=True)
         samples.append(time.perf_counter() - start)
         # The build starts reading the member's index ahead for the call's utterances; let it finish off the
         # clock, as it does while the agent joins, instead of cancelling it mid-read into the next sample.
