@@ -510,12 +510,20 @@ _Item = TypeVar("_Item")
 
 
 def _opening(lines: Sequence[_Item], conversation: Callable[[_Item], str | None]) -> list[_Item]:
-    """The last LATEST_EXCHANGE of ``lines`` (oldest first) that belong to the newest line's conversation."""
+    """Of ``lines`` (oldest first) in the newest line's conversation, the slice from ``len - LATEST_EXCHANGE`` as
+    the builder has always taken it: the last LATEST_EXCHANGE, or, for a conversation with fewer lines, what the
+    negative start leaves (3 lines give the last 1). Found from the newest line back."""
     if not lines or not LATEST_EXCHANGE:
         return []
     latest = conversation(lines[-1])
-    latest_lines = [line for line in lines if conversation(line) == latest]
-    return latest_lines[len(latest_lines) - LATEST_EXCHANGE :]
+    found: list[_Item] = []
+    for line in reversed(lines):
+        if conversation(line) == latest:
+            found.append(line)
+            if len(found) == LATEST_EXCHANGE:
+                break
+    found.reverse()
+    return found[len(found) - LATEST_EXCHANGE :]
 
 
 class _RankedLines:

@@ -11,10 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.memory.context import (
+    LATEST_EXCHANGE,
     MEMORY_HEADER,
     NEAR_DUPLICATE,
     _BudgetedBlock,
     _by_informativeness,
+    _opening,
     _priors,
     _RankedLines,
     _signature,
@@ -324,3 +326,11 @@ def test_a_call_start_ranks_the_rows_it_read_as_it_ranks_records(
     expected = _by_informativeness(records, _priors(records))
     assert list(_RankedLines(RecentLines(rows, record))) == expected
     assert len(made) == len(set(made)), "each record made once"
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12))
+def test_the_opening_is_the_latest_conversations_last_lines(conversations: list[str]) -> None:
+    """Found from the newest line back, the same lines as slicing every line of that conversation."""
+    lines = list(enumerate(conversations))
+    latest = [line for line in lines if line[1] == lines[-1][1]] if lines else []
+    assert _opening(lines, lambda line: line[1]) == latest[len(latest) - LATEST_EXCHANGE :]
