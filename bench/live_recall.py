@@ -277,6 +277,7 @@ async def run(args: argparse.Namespace) -> int:
             live_recall=live,
         )
         await web.start()
+        event_loop.freeze_startup_objects()  # as the bot's start-up ends (Services.start_background)
         members: list[tuple[int, str, str, str]] = []
         from tests.factories import make_call
 

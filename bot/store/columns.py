@@ -20,9 +20,9 @@ FACT_COLUMNS = (
     "superseded_by, invalidated_at"
 )
 LINE_HEAD_COLUMNS = TURN_COLUMNS.replace(" content,", "")
-_TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
+TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
 _FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
-assert tuple(f.name for f in fields(TurnRecord)) == _TURN_NAMES
+assert tuple(f.name for f in fields(TurnRecord)) == TURN_NAMES
 assert tuple(f.name for f in fields(FactRecord)) == _FACT_NAMES
 _HEAD_NAMES = tuple(name.strip() for name in LINE_HEAD_COLUMNS.split(","))
 assert tuple(f.name for f in fields(LineHead)) == _HEAD_NAMES
@@ -38,7 +38,7 @@ def _filled(cls: type[R], names: tuple[str, ...], row: Iterable[Any]) -> R:
 
 def turn_record(row: Iterable[Any]) -> TurnRecord:
     """The record of a row whose first columns are ``TURN_COLUMNS`` (either backend's row type)."""
-    record = _filled(TurnRecord, _TURN_NAMES, row)
+    record = _filled(TurnRecord, TURN_NAMES, row)
     record.__dict__["partial"] = bool(record.partial)
     return record
 
