@@ -319,27 +319,35 @@ class ContextBuilder:
         query: str | None = None,
         include_memory: bool = True,
         exclude_call_id: str | None = None,
+        stamp: tuple[int, int] | None = None,
     ) -> list[dict[str, str]]:
         messages = [{"role": "system", "content": persona or self.persona}]
         if not include_memory:
             return messages
         block = await self.memory_block(
-            user_id, budget_tokens or self.budget_tokens, query=query, exclude_call_id=exclude_call_id
+            user_id, budget_tokens or self.budget_tokens, query=query, exclude_call_id=exclude_call_id, stamp=stamp
         )
         if block is not None:
             messages.append({"role": "system", "content": block})
         return messages
 
     async def memory_block(
-        self, user_id: int, budget: int, *, query: str | None = None, exclude_call_id: str | None = None
+        self,
+        user_id: int,
+        budget: int,
+        *,
+        query: str | None = None,
+        exclude_call_id: str | None = None,
+        stamp: tuple[int, int] | None = None,
     ) -> str | None:
         """The memory message for ``budget`` tokens: ranked for ``query`` when given, else for a call start.
 
         With ``exclude_call_id`` (the member's call in progress, whose lines the agent already has) the member's
         other memory is read from their in-memory index (``bot.memory.index``), kept while the store says it is
-        current: the live path builds on every utterance."""
+        current (``stamp``: the member's ``memory_stamp`` when the caller has just read it): the live path builds
+        on every utterance."""
         terms = query_terms(query) if query else ""
-        index = None if exclude_call_id is None else await self.indexes.get(user_id, exclude_call_id)
+        index = None if exclude_call_id is None else await self.indexes.get(user_id, exclude_call_id, stamp)
         block = _BudgetedBlock(budget, index)
         if terms:
             await self._fill_for_query(block, user_id, terms, exclude_call_id, index, query or "")

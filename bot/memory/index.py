@@ -250,11 +250,13 @@ class MemberIndexes:
         """Whether `prefetch` reads ahead at all: only the live route (live recall) uses a call's index, so
         without it a call start's read-ahead would only load the store and the event loop for nothing."""
 
-    async def get(self, user_id: int, exclude_call_id: str) -> MemberIndex:
+    async def get(self, user_id: int, exclude_call_id: str, stamp: tuple[int, int] | None = None) -> MemberIndex:
         """The member's current index of everything outside ``exclude_call_id`` (the call in progress), read
-        afresh when the store's stamp changed since it was read."""
+        afresh when the store's stamp changed since it was read. ``stamp``: the member's ``memory_stamp`` as the
+        caller has just read it (the live route reads it with the key check), else read here."""
         key = (user_id, exclude_call_id)
-        stamp = await self.store.memory_stamp(user_id)
+        if stamp is None:
+            stamp = await self.store.memory_stamp(user_id)
         held = self._held.get(key)
         if held is not None and held.stamp == stamp:
             self._held.move_to_end(key)
