@@ -90,8 +90,10 @@ class LiveTurn:
         self.is_sse = self.content_type.startswith("text/event-stream")
 
     async def events(self) -> AsyncGenerator[bytes]:
-        """The upstream's bytes, one SSE event at a time, unchanged. A delta counts as sent once the consumer asks
-        for the next event (its write succeeded); closing this generator early stores the reply as sent so far."""
+        """The upstream's bytes, unchanged, as whole SSE events: the complete events of each read from the
+        upstream together (one write to the agent instead of one per event, and nothing held back that has
+        arrived). A delta counts as sent once the consumer asks for more (its write succeeded); closing this
+        generator early stores the reply as sent so far."""
         buffer = self._first
         try:
             if not self.is_sse:
@@ -102,17 +104,25 @@ class LiveTurn:
                 yield buffer
                 return
             while True:
+                events: list[bytes] = []
+                deltas: list[str] = []
                 while (cut := _event_end(buffer)) is not None:
                     event, buffer = buffer[:cut], buffer[cut:]
                     data = _event_data(event)
-                    if data == DONE_EVENT:
+                    if data == DONE_EVENT:  # the reply is stored once every delta before it was sent
+                        if events:
+                            yield b"".join(events)
+                            self._reply.parts.extend(deltas)
+                            events, deltas = [], []
                         await self._store_reply()
                         yield event
                         continue
-                    delta = _delta_text(data)
-                    yield event
-                    if delta:
-                        self._reply.parts.append(delta)
+                    events.append(event)
+                    if delta := _delta_text(data):
+                        deltas.append(delta)
+                if events:
+                    yield b"".join(events)
+                    self._reply.parts.extend(deltas)
                 try:
                     chunk = await anext(self._chunks)
                 except StopAsyncIteration:
