@@ -34,10 +34,10 @@ Reported:
 
 ``--db-pool`` sizes the PostgreSQL connection pool (``memory.pool_size``; default: the setting's default).
 
-``--pool`` sizes the ConvoAIClient's connection pool (it is given an httpx transport with ``max_connections`` and
-``max_keepalive_connections`` of N; default: one per call, so no request waits for a connection). ``--pool 0``
-keeps httpx's defaults (100 connections, 20 kept alive), which is what ConvoAIClient uses when it is given no
-transport.
+The ConvoAIClient sends its requests through the bot's own transport (`bot.agora.pools.PooledTransport`: several
+small pools, as in production) unless ``--pool`` replaces it with one httpx pool, for comparison: ``--pool N``
+keeps N connections open (``max_connections`` and ``max_keepalive_connections`` of N), ``--pool 0`` takes httpx's
+defaults (100 connections, 20 kept alive).
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ import httpx  # noqa: E402
 
 from bot import loop as event_loop  # noqa: E402
 from bot.agora import ConvoAIClient  # noqa: E402
+from bot.agora.pools import CONNECTIONS_PER_POOL, POOLS, PooledTransport  # noqa: E402
 from bot.calls.service import CallService  # noqa: E402
 from bot.memory import tokens  # noqa: E402
 from bot.memory.service import MemoryService  # noqa: E402
@@ -132,6 +133,7 @@ class AgoraTime:
 
     seconds: float = 0.0
     requests: int = 0
+    connections: int = 0
     timed: int = 0
     db_seconds: float = 0.0
     db_trips: int = 0
@@ -154,6 +156,8 @@ class _RequestTrace:
         self._opened: float | None = None
 
     async def __call__(self, name: str, info: dict[str, Any]) -> None:
+        if name == "connection.connect_tcp.started":
+            self._acc.connections += 1
         if self._opened is None:
             if name in self.OPENS:
                 self._opened = time.perf_counter()
@@ -235,6 +239,7 @@ class Samples:
     db: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
     pool_wait: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
     db_trips: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
+    connections: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPERATIONS, 0))
     cpu: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPERATIONS})
     untimed: int = 0
 
@@ -253,6 +258,7 @@ class Samples:
             self.wall[operation].append(wall)
             self.agora[operation].append(acc.seconds)
             self.requests[operation] += acc.requests
+            self.connections[operation] += acc.connections
             self.db[operation].append(acc.db_seconds)
             self.pool_wait[operation].append(acc.pool_wait)
             self.db_trips[operation] += acc.db_trips
@@ -398,7 +404,7 @@ class Result:
     turns: int
     batch: int
     seed: int
-    pool: int
+    pool: int | None
     db_pool: int | None
     samples: Samples
     solo_samples: Samples
@@ -468,7 +474,6 @@ async def run(
     if calls < 1 or turns < 0 or batch < 1 or solo < 0 or (pool is not None and pool < 0):
         raise ValueError("need --calls >= 1, --turns >= 0, --batch >= 1, --pool >= 0")
     with tempfile.TemporaryDirectory(prefix="bench-calls-") as tmp:
-        pool = calls if pool is None else pool
         return await _run(
             Path(workdir or tmp),
             calls=calls,
@@ -489,7 +494,7 @@ async def _run(
     turns: int,
     batch: int,
     seed: int,
-    pool: int,
+    pool: int | None,
     database_url: str | None,
     db_pool: int | None,
     solo: int,
@@ -526,8 +531,13 @@ async def _run(
             read_ahead=settings.live_recall_enabled,
         )
         stack.push_async_callback(memory.wait_scrubbed)
-        limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool) if pool else None
-        inner = httpx.AsyncHTTPTransport(limits=limits) if limits else httpx.AsyncHTTPTransport()
+        inner: httpx.AsyncBaseTransport
+        if pool is None:
+            inner = PooledTransport()
+        elif pool:
+            inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool))
+        else:
+            inner = httpx.AsyncHTTPTransport()
         agora = ConvoAIClient(
             base_url=emulator.base_url,
             app_id=TEST_APP_ID,
@@ -629,7 +639,13 @@ def _ms(seconds: float) -> str:
 def report(result: Result) -> str:
     s = result.samples
     checkpoints = max(0, -(-result.turns // result.batch) - 1)
-    pool = f"pool {result.pool}" if result.pool else "httpx default pool (100, 20 kept alive)"
+    pool = (
+        f"the bot's Agora transport ({POOLS} pools of {CONNECTIONS_PER_POOL} connections)"
+        if result.pool is None
+        else f"one pool of {result.pool}"
+        if result.pool
+        else "one httpx default pool (100, 20 kept alive)"
+    )
     lines = [
         f"bench/calls.py: {result.calls} concurrent calls x {result.turns} turns, batches of {result.batch} "
         f"({checkpoints} checkpoints + hang-up per call), seed {result.seed}, {pool}"
@@ -638,15 +654,17 @@ def report(result: Result) -> str:
         "",
         f"{'ms':<10}{'n':>5}  "
         + " ".join(f"{h:>10}" for h in ("wall p50", "wall p99", "bot p50", "bot p99", "agora p50", "agora p99"))
-        + "  req/op",
+        + "  req/op  new conn/op",
     ]
     for op in OPERATIONS:
         wall, agora = s.wall[op], s.agora[op]
         bot = [w - a for w, a in zip(wall, agora, strict=True)]
         per_op = s.requests[op] / len(wall) if wall else 0.0
+        connects = s.connections[op] / len(wall) if wall else 0.0
         columns = [percentile(v, q) for v in (wall, bot, agora) for q in (50, 99)]
-        lines.append(f"{op:<10}{len(wall):>5}  " + " ".join(_ms(c) for c in columns) + f"  {per_op:6.2f}")
-    lines.append("(bot = wall - time on the wire with Agora, per operation)")
+        cells = " ".join(_ms(c) for c in columns)
+        lines.append(f"{op:<10}{len(wall):>5}  {cells}  {per_op:6.2f}  {connects:11.2f}")
+    lines.append("(bot = wall - time on the wire with Agora, per operation; new conn = Agora connections opened)")
     lines += [
         "",
         f"{'database':<10}{'n':>5}  "
@@ -709,7 +727,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
-        "--pool", type=int, default=None, help="Agora connection pool size (default: --calls); 0 = httpx defaults"
+        "--pool",
+        type=int,
+        default=None,
+        help="one Agora connection pool of N instead of the bot's transport; 0 = httpx defaults",
     )
     parser.add_argument("--backends", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
     parser.add_argument("--postgres-url", help="an empty PostgreSQL database (default: a throwaway local cluster)")

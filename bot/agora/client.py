@@ -42,6 +42,7 @@ from bot.agora.errors import (
     AgoraUnavailable,
     error_from_response,
 )
+from bot.agora.pools import PooledTransport
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class ConvoAIClient:
             auth=httpx.BasicAuth(customer_id, customer_secret),
             timeout=httpx.Timeout(timeout),
             headers={"User-Agent": USER_AGENT, "Accept": "application/json"},
-            transport=transport,
+            transport=transport if transport is not None else PooledTransport(),
         )
 
     def __repr__(self) -> str:

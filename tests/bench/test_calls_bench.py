@@ -36,7 +36,7 @@ def test_quick_run_reports_every_turn_stored_once(capsys: pytest.CaptureFixture[
     assert "turns lost: 0   duplicated: 0   calls out of order: 0   (expected 77, stored 77)" in out
     assert "failed calls: 0" in out
     for op, n, requests in (("start", 5, "1.00"), ("checkpoint", 10, "1.00"), ("finalize", 5, "2.00")):
-        assert re.search(rf"^{op} +{n}( +[\d.]+){{6}} +{requests}$", out, re.MULTILINE), out
+        assert re.search(rf"^{op} +{n}( +[\d.]+){{6}} +{requests} +[\d.]+$", out, re.MULTILINE), out
     assert "WARNING" not in out
     assert re.search(r"^CPU per call: [\d.]+ ms", out, re.MULTILINE)
     assert "Agora requests seen by the emulator: history 21, join 7, leave 7; non-2xx 0" in out
