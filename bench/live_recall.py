@@ -9,6 +9,8 @@ agent is an HTTP client sending each request the way ConvoAI sends it (persona, 
 agent's last messages, the new user line, ``turn_id``, ``timestamp``). So the bot's process does only the bot's
 work, and neither the agent's parsing nor the upstream's streaming competes with it for the event loop or the GIL.
 Every proxied turn stores the user line, builds that utterance's memory and stores the reply, as in a real call.
+The bot's start-up ends by freezing what it holds out of later garbage collections
+(``bot.loop.freeze_startup_objects``); so does this process's, before the members' calls start.
 
 For 1, 20 and 100 concurrent streams (each stream a different member's call in conversation: a turn through the
 proxy, the same body straight to the upstream, a short pause, again; the upstream takes ``--stream-seconds`` to
@@ -277,6 +279,7 @@ async def run(args: argparse.Namespace) -> int:
             live_recall=live,
         )
         await web.start()
+        event_loop.freeze_startup_objects()  # as the bot's start-up ends (Services.start_background)
         members: list[tuple[int, str, str, str]] = []
         from tests.factories import make_call
 

@@ -42,7 +42,7 @@ from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
-from bot.store.models import CallRecord, GuildSettings, Role, needs_consent, remembers
+from bot.store.models import CallMemoryState, CallRecord, GuildSettings, Role, needs_consent, remembers
 from bot.store.repository import (
     NOTICE_KEEP_SECONDS,
     AccountStore,
@@ -414,13 +414,14 @@ class CallService:
     def live_llm_url(self) -> str:
         return f"{self.settings.web.public_url.rstrip('/')}/llm/v1/chat/completions"
 
-    async def call_for_llm_key(self, key: str) -> CallRecord | None:
-        """The call whose LLM-route key this is, while that call is starting or active; None otherwise."""
+    async def call_for_llm_key(self, key: str) -> CallMemoryState | None:
+        """The call whose LLM-route key this is, while that call is starting or active, with its member's memory
+        state (read with the call's row in the same trip: a voice turn's first read); None otherwise."""
         call_id = call_id_of(key)
-        call = await self.store.get_call(call_id) if call_id else None
-        if call is None or not key_matches(key, call.llm_key_hash):
+        found = await self.store.call_memory_state(call_id) if call_id else None
+        if found is None or not key_matches(key, found.call.llm_key_hash):
             return None
-        return call if call.state in ("starting", "active") else None
+        return found if found.call.state in ("starting", "active") else None
 
     async def _abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""

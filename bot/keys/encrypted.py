@@ -22,6 +22,7 @@ from bot.keys.store import KeyStore
 from bot.keys.terms import query_terms
 from bot.store.columns import turn_record
 from bot.store.models import (
+    CallMemoryState,
     CallRecord,
     ChatRecord,
     Conversation,
@@ -207,6 +208,13 @@ class EncryptedStore(EncryptedVectors):
 
     async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None:
         return await self._call(await self.backend.get_call_by_link_hash(link_hash))
+
+    async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
+        state = await self.backend.call_memory_state(call_id)
+        if state is None or state.call.summary is None:
+            return state
+        summary = await self._open_text(state.call.user_id, CALL_SUMMARY, state.call.summary)
+        return dataclasses.replace(state, call=dataclasses.replace(state.call, summary=summary))
 
     async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None:
         return await self._call(await self.backend.get_call_by_agent_id(agent_id))

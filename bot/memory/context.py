@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from bot.memory.index import MemberIndex, MemberIndexes
-from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
+from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer
+from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_uncached
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
 from bot.store.repository import CallStartStore, ConversationStore, FactStore
 from bot.store.specifics import specifics
@@ -181,8 +181,11 @@ class _BudgetedBlock:
     non-space character, so o200k counts are additive over them (see bot.memory.tokens): adding a line costs
     one cached count, and the total always equals the count of the rendered block."""
 
-    def __init__(self, budget_tokens: int):
+    def __init__(self, budget_tokens: int, index: MemberIndex | None = None):
         self.budget = budget_tokens
+        self._rendered_lines = index.rendered_lines if index is not None else Rendered()
+        self._rendered_facts = index.rendered_facts if index is not None else Rendered()
+        """Lines and facts as rendered when the index was read (the same text and count as rendering them here)."""
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self.seen: set[str] = set()
         self._signatures: list[frozenset[str]] = []
@@ -244,7 +247,7 @@ class _BudgetedBlock:
         key = f"turn:{turn.turn_id}"
         if key in self.seen:
             return True
-        line, cost = _turn_line(turn.role, turn.content)
+        line, cost = self._rendered_lines.get(turn.turn_id) or _turn_line(turn.role, turn.content)
         if cost > self.left:  # cheap first: most late candidates no longer fit
             self._misfits += 1
             return False
@@ -276,7 +279,7 @@ class _BudgetedBlock:
         return False
 
     def add_fact(self, fact: FactRecord) -> bool:
-        line, cost = _fact_line(fact.text, fact.confirmed_at)
+        line, cost = self._rendered_facts.get(fact.fact_id) or _fact_line(fact.text, fact.confirmed_at)
         return self.add(
             (0,),
             "What they told you:",
@@ -302,7 +305,7 @@ class ContextBuilder:
         self.store = store
         self.budget_tokens = budget_tokens
         self.persona = persona
-        self.indexes = MemberIndexes(store)
+        self.indexes = MemberIndexes(store, renderer=Renderer(_render_turn_line, _render_fact_line))
         self.dense: DenseRetriever | None = None
         """Optional dense retrieval (``llm.embedding_model``): fused with BM25 in query-aware builds."""
 
@@ -315,28 +318,36 @@ class ContextBuilder:
         query: str | None = None,
         include_memory: bool = True,
         exclude_call_id: str | None = None,
+        stamp: tuple[int, int] | None = None,
     ) -> list[dict[str, str]]:
         messages = [{"role": "system", "content": persona or self.persona}]
         if not include_memory:
             return messages
         block = await self.memory_block(
-            user_id, budget_tokens or self.budget_tokens, query=query, exclude_call_id=exclude_call_id
+            user_id, budget_tokens or self.budget_tokens, query=query, exclude_call_id=exclude_call_id, stamp=stamp
         )
         if block is not None:
             messages.append({"role": "system", "content": block})
         return messages
 
     async def memory_block(
-        self, user_id: int, budget: int, *, query: str | None = None, exclude_call_id: str | None = None
+        self,
+        user_id: int,
+        budget: int,
+        *,
+        query: str | None = None,
+        exclude_call_id: str | None = None,
+        stamp: tuple[int, int] | None = None,
     ) -> str | None:
         """The memory message for ``budget`` tokens: ranked for ``query`` when given, else for a call start.
 
         With ``exclude_call_id`` (the member's call in progress, whose lines the agent already has) the member's
         other memory is read from their in-memory index (``bot.memory.index``), kept while the store says it is
-        current: the live path builds on every utterance."""
-        block = _BudgetedBlock(budget)
+        current (``stamp``: the member's ``memory_stamp`` when the caller has just read it): the live path builds
+        on every utterance."""
         terms = query_terms(query) if query else ""
-        index = None if exclude_call_id is None else await self.indexes.get(user_id, exclude_call_id)
+        index = None if exclude_call_id is None else await self.indexes.get(user_id, exclude_call_id, stamp)
+        block = _BudgetedBlock(budget, index)
         if terms:
             await self._fill_for_query(block, user_id, terms, exclude_call_id, index, query or "")
         else:
@@ -635,18 +646,20 @@ def _answers(
     return answers
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
+def _render_fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
     """A fact as rendered, and its tokens with its newline."""
     line = f"- {_quote(text)} ({_day(confirmed_at)})"
-    return line, count_tokens(line + "\n")
+    return line, count_uncached(line + "\n")
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _turn_line(role: str, content: str) -> tuple[str, int]:
+def _render_turn_line(role: str, content: str) -> tuple[str, int]:
     """A conversation line as rendered, and its tokens with its newline."""
     line = f"- {ROLE_TAGS.get(role, role)}: {_quote(content)}"
-    return line, count_tokens(line + "\n")
+    return line, count_uncached(line + "\n")
+
+
+_fact_line = functools.lru_cache(maxsize=1 << 14)(_render_fact_line)
+_turn_line = functools.lru_cache(maxsize=1 << 16)(_render_turn_line)
 
 
 def _rank_facts(facts: list[FactRecord]) -> list[FactRecord]:

@@ -15,6 +15,14 @@ the index loads makes the next build load again. Forgetting also drops the membe
 
 The index holds plaintext only in this process's memory (decrypted by the encrypting store, if any); it is never
 written anywhere. At most ``INDEXED_MEMBERS`` members are held, least recently used dropped first.
+
+Little for the garbage collector to traverse: a full collection visits every reference held by every container
+the collector tracks, and a hundred members' indexes held as records (one object per line) made it take 250-500 ms,
+a pause every stream on the event loop waits out. So the index holds each line as a tuple of its columns inside
+one tuple (tuples of numbers and strings, and tuples of those, stop being tracked once the collector has seen
+them), its lookups in dictionaries of strings and numbers only (never tracked), and makes a ``TurnRecord`` only
+of the lines a build uses. Each line's rendering and token count (``Renderer``) is worked out once, when the
+index is read, instead of on every utterance.
 """
 
 from __future__ import annotations
@@ -26,12 +34,14 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from operator import attrgetter
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from bot.keys.terms import index_terms, stem
+from bot.store.columns import TURN_NAMES, turn_record
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.ranking import fts_terms, rank_arrays
 from bot.store.repository import ConversationStore, FactStore
@@ -44,22 +54,39 @@ ALL = 1 << 31
 log = logging.getLogger(__name__)
 _WORD = re.compile(r"[^\W_]+")
 SUMMARIES = 3
-LOAD_SLICE = 256
-"""Lines tokenized between two yields to the event loop while an index is read (about a millisecond)."""
+LOAD_SLICE = 48
+"""Lines tokenized and rendered between two yields to the event loop while an index is read (about a
+millisecond)."""
+_row_of = attrgetter(*TURN_NAMES)
 
 
 class IndexStore(FactStore, ConversationStore, Protocol):
     """What an index reads."""
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _terms(text: str) -> tuple[frozenset[str], int]:
-    """The distinct stemmed terms of ``text`` and its length in terms (what FTS5 counts)."""
+class Renderer(NamedTuple):
+    """How the memory block renders a line and a fact, each as (text, its tokens with its newline): given by
+    the block's builder (``bot.memory.context``), so the index works them out once per line."""
+
+    line: Callable[[str, str], tuple[str, int]]
+    """(role, content) -> rendered line"""
+    fact: Callable[[str, float], tuple[str, int]]
+    """(text, confirmed_at) -> rendered fact"""
+
+
+def _text_terms(text: str) -> tuple[tuple[str, ...], int]:
+    """The distinct stemmed terms of ``text`` (a tuple: not tracked by the garbage collector, unlike a set) and
+    its length in terms (what FTS5 counts)."""
     if text.isascii():  # nothing to fold, and numbers do not stem: ``index_terms``'s terms, several times faster
         terms = [word if word.isdigit() else stem(word) for word in _WORD.findall(text.lower())]
     else:
         terms = index_terms(text)
-    return frozenset(terms), len(terms)
+    return tuple(dict.fromkeys(terms)), len(terms)
+
+
+_terms = functools.lru_cache(maxsize=1 << 14)(_text_terms)
+"""``_text_terms`` of the words of queries, which repeat; an index's lines, each read once per index, are not
+cached (they would only push the query words out, and hold the collector up)."""
 
 
 def _query(text: str) -> list[str]:
@@ -76,17 +103,20 @@ class _Postings:
         self.lengths: NDArray[np.float64] = np.zeros(0)
 
     @classmethod
-    async def of(cls, texts: Sequence[str]) -> _Postings:
-        """Built in slices of ``LOAD_SLICE`` texts, letting the event loop serve other calls between them."""
+    async def of(cls, texts: Sequence[str], each: Callable[[int], object] | None = None) -> _Postings:
+        """Built in slices of ``LOAD_SLICE`` texts, letting the event loop serve other calls between them;
+        ``each(row)`` runs for every row too (in the same slices)."""
         rows: dict[str, list[int]] = {}
         lengths: list[int] = []
         for row, text in enumerate(texts):
             if row and not row % LOAD_SLICE:
                 await asyncio.sleep(0)
-            terms, length = _terms(text)
+            terms, length = _text_terms(text)
             lengths.append(length)
             for term in terms:
                 rows.setdefault(term, []).append(row)
+            if each is not None:
+                each(row)
         postings = cls()
         postings.rows = {term: np.array(found, dtype=np.int32) for term, found in rows.items()}
         postings.lengths = np.array(lengths, dtype=np.float64)
@@ -97,9 +127,34 @@ class _Postings:
         return rank_arrays([self.rows[t] for t in terms if t in self.rows], self.lengths, limit)
 
 
+def _position(conversation: str | None, seq: int) -> str:
+    """A line's place in its conversation as one string (a dictionary keyed by tuples is tracked)."""
+    return f"{conversation}\x00{seq}"
+
+
+class Rendered:
+    """Rendered texts and their token counts by id, in two dictionaries of plain values (never tracked by the
+    garbage collector, unlike one of (text, count) tuples)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, str] = {}
+        self._tokens: dict[int, int] = {}
+
+    def put(self, key: int, rendered: tuple[str, int]) -> None:
+        self._texts[key], self._tokens[key] = rendered
+
+    def get(self, key: int) -> tuple[str, int] | None:
+        text = self._texts.get(key)
+        return None if text is None else (text, self._tokens[key])
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
 class MemberIndex:
     """One member's lines outside one call (chronological), current facts (newest confirmed first) and latest
-    summaries, with postings for ranking."""
+    summaries, with postings for ranking and, when read with a ``Renderer``, each line and fact as the memory
+    block renders it (``rendered_lines`` by turn id, ``rendered_facts`` by fact id)."""
 
     def __init__(
         self,
@@ -109,12 +164,15 @@ class MemberIndex:
         summaries: list[ConversationSummary],
     ):
         self.stamp = stamp
-        self.lines = lines
+        self._rows: tuple[tuple[Any, ...], ...] = tuple(_row_of(t) for t in lines)
+        """Each line's ``TURN_NAMES`` values: see the module's note on the garbage collector."""
         self.facts = facts
         self.summaries = summaries
         self._line_postings = _Postings()
         self._fact_postings = _Postings()
-        self._by_position = {(t.call_id or t.chat_id, t.seq): t for t in lines}
+        self._by_position = {_position(t.call_id or t.chat_id, t.seq): row for row, t in enumerate(lines)}
+        self.rendered_lines = Rendered()
+        self.rendered_facts = Rendered()
         self.derived: dict[str, object] = {}
         """What a caller computes once from the index (e.g. the call-start candidates' priors)."""
 
@@ -125,28 +183,47 @@ class MemberIndex:
         lines: list[TurnRecord],
         facts: list[FactRecord],
         summaries: list[ConversationSummary],
+        renderer: Renderer | None = None,
     ) -> MemberIndex:
         index = cls(stamp, lines, facts, summaries)
-        index._line_postings = await _Postings.of([turn.content for turn in lines])
-        index._fact_postings = await _Postings.of([fact.text for fact in facts])
+        render_line = render_fact = None
+        if renderer is not None:
+            rendered_lines, rendered_facts = index.rendered_lines, index.rendered_facts
+
+            def render_line(row: int) -> None:
+                turn = lines[row]
+                rendered_lines.put(turn.turn_id, renderer.line(turn.role, turn.content))
+
+            def render_fact(row: int) -> None:
+                fact = facts[row]
+                rendered_facts.put(fact.fact_id, renderer.fact(fact.text, fact.confirmed_at))
+
+        index._line_postings = await _Postings.of([turn.content for turn in lines], render_line)
+        index._fact_postings = await _Postings.of([fact.text for fact in facts], render_fact)
         return index
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _line(self, row: int) -> TurnRecord:
+        return turn_record(self._rows[row])
 
     def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
         """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
         ranking's seam (a ranked list of candidates)."""
         ranked = self._line_postings.rank(_query(query), limit)
-        return [(self.lines[row], score) for row, score in ranked]
+        return [(self._line(row), score) for row, score in ranked]
 
     def rank_facts(self, query: str, limit: int) -> list[tuple[FactRecord, float]]:
         ranked = self._fact_postings.rank(_query(query), limit)
         return [(self.facts[row], score) for row, score in ranked]
 
     def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
-        found = (self._by_position.get(position) for position in positions)
-        return [t for t in found if t is not None]
+        found = (self._by_position.get(_position(*position)) for position in positions)
+        return [self._line(row) for row in found if row is not None]
 
     def recent(self, limit: int) -> list[TurnRecord]:
-        return self.lines[-limit:] if limit else []
+        return [turn_record(row) for row in self._rows[-limit:]] if limit else []
 
     def derive(self, name: str, compute: Callable[[MemberIndex], object]) -> object:
         if name not in self.derived:
@@ -157,9 +234,10 @@ class MemberIndex:
 class MemberIndexes:
     """The indexes held in this process, by (member, call left out), least recently used dropped first."""
 
-    def __init__(self, store: IndexStore, *, capacity: int = INDEXED_MEMBERS):
+    def __init__(self, store: IndexStore, *, capacity: int = INDEXED_MEMBERS, renderer: Renderer | None = None):
         self.store = store
         self.capacity = capacity
+        self.renderer = renderer
         self._held: OrderedDict[tuple[int, str], MemberIndex] = OrderedDict()
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
         self._prefetching: dict[int, asyncio.Task[None]] = {}
@@ -172,11 +250,13 @@ class MemberIndexes:
         """Whether `prefetch` reads ahead at all: only the live route (live recall) uses a call's index, so
         without it a call start's read-ahead would only load the store and the event loop for nothing."""
 
-    async def get(self, user_id: int, exclude_call_id: str) -> MemberIndex:
+    async def get(self, user_id: int, exclude_call_id: str, stamp: tuple[int, int] | None = None) -> MemberIndex:
         """The member's current index of everything outside ``exclude_call_id`` (the call in progress), read
-        afresh when the store's stamp changed since it was read."""
+        afresh when the store's stamp changed since it was read. ``stamp``: the member's ``memory_stamp`` as the
+        caller has just read it (the live route reads it with the key check), else read here."""
         key = (user_id, exclude_call_id)
-        stamp = await self.store.memory_stamp(user_id)
+        if stamp is None:
+            stamp = await self.store.memory_stamp(user_id)
         held = self._held.get(key)
         if held is not None and held.stamp == stamp:
             self._held.move_to_end(key)
@@ -199,7 +279,7 @@ class MemberIndexes:
         lines = await self.store.recent_turns_of(user_id, ALL, exclude_call_id=exclude_call_id)
         facts = await self.store.list_facts(user_id, limit=ALL)
         summaries = await self.store.latest_summaries(user_id, SUMMARIES)
-        index = await MemberIndex.read(stamp, lines, facts, summaries)
+        index = await MemberIndex.read(stamp, lines, facts, summaries, self.renderer)
         self.loads += 1
         self.load_seconds.append(time.perf_counter() - began)
         return index

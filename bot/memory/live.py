@@ -30,7 +30,7 @@ from bot.llm.client import LLMClient, UpstreamStream
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord, Role
+from bot.store.models import CallMemoryState, CallRecord, Role
 from bot.web.llm_backend import LLMRouteError, bad_request, unauthorized
 
 log = logging.getLogger(__name__)
@@ -90,8 +90,10 @@ class LiveTurn:
         self.is_sse = self.content_type.startswith("text/event-stream")
 
     async def events(self) -> AsyncGenerator[bytes]:
-        """The upstream's bytes, one SSE event at a time, unchanged. A delta counts as sent once the consumer asks
-        for the next event (its write succeeded); closing this generator early stores the reply as sent so far."""
+        """The upstream's bytes, unchanged, as whole SSE events: the complete events of each read from the
+        upstream together (one write to the agent instead of one per event, and nothing held back that has
+        arrived). A delta counts as sent once the consumer asks for more (its write succeeded); closing this
+        generator early stores the reply as sent so far."""
         buffer = self._first
         try:
             if not self.is_sse:
@@ -102,17 +104,25 @@ class LiveTurn:
                 yield buffer
                 return
             while True:
+                events: list[bytes] = []
+                deltas: list[str] = []
                 while (cut := _event_end(buffer)) is not None:
                     event, buffer = buffer[:cut], buffer[cut:]
                     data = _event_data(event)
-                    if data == DONE_EVENT:
+                    if data == DONE_EVENT:  # the reply is stored once every delta before it was sent
+                        if events:
+                            yield b"".join(events)
+                            self._reply.parts.extend(deltas)
+                            events, deltas = [], []
                         await self._store_reply()
                         yield event
                         continue
-                    delta = _delta_text(data)
-                    yield event
-                    if delta:
-                        self._reply.parts.append(delta)
+                    events.append(event)
+                    if delta := _delta_text(data):
+                        deltas.append(delta)
+                if events:
+                    yield b"".join(events)
+                    self._reply.parts.extend(deltas)
                 try:
                     chunk = await anext(self._chunks)
                 except StopAsyncIteration:
@@ -157,14 +167,15 @@ class LiveTurn:
 
 
 class CallSession:
-    """A request with a valid key: the call it belongs to."""
+    """A request with a valid key: the call it belongs to, and its member's memory state read with it."""
 
-    def __init__(self, recall: LiveRecall, call: CallRecord) -> None:
+    def __init__(self, recall: LiveRecall, state: CallMemoryState) -> None:
         self.recall = recall
-        self.call = call
+        self.state = state
+        self.call = state.call
 
     async def start_turn(self, request: object) -> LiveTurn:
-        return await self.recall.start_turn(self.call, request)
+        return await self.recall.start_turn(self.state, request)
 
 
 class LiveRecall:
@@ -173,7 +184,7 @@ class LiveRecall:
         memory: MemoryService,
         llm: LLMClient,
         *,
-        authorize: Callable[[str], Awaitable[CallRecord | None]],
+        authorize: Callable[[str], Awaitable[CallMemoryState | None]],
         max_history: int,
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
@@ -196,13 +207,15 @@ class LiveRecall:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def authorize(self, api_key: str | None) -> CallSession:
-        call = await self._authorize(api_key) if api_key else None
-        if call is None:
+        state = await self._authorize(api_key) if api_key else None
+        if state is None:
             raise unauthorized()
-        return CallSession(self, call)
+        return CallSession(self, state)
 
-    async def start_turn(self, call: CallRecord, request: object) -> LiveTurn:
-        """Store the new user line, put this utterance's memory in, and open the upstream stream."""
+    async def start_turn(self, state: CallMemoryState, request: object) -> LiveTurn:
+        """Store the new user line, put this utterance's memory in, and open the upstream stream. ``state`` is
+        the call with its member's memory state, read by the key check (the request's first read)."""
+        call = state.call
         if not isinstance(request, dict):
             raise bad_request("The request body must be a JSON object.")
         messages = request.get("messages")
@@ -216,10 +229,10 @@ class LiveRecall:
             if m.get("role") in ("user", "assistant") and (text := _text_of(m.get("content"))) is not None
         ]
         utterance = next((content for role, content in reversed(conversation) if role == "user"), "")
-        # Read before anything else (both in one trip): a forget or a pause from now on fences out this turn's
+        # Read before anything else, with the key check: a forget or a pause from then on fences out this turn's
         # writes (forget wins).
-        generation, enabled = await self.memory.store.memory_state(call.user_id)
-        remember = not call.private and enabled
+        generation = state.generation
+        remember = not call.private and state.enabled
         turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
@@ -232,7 +245,7 @@ class LiveRecall:
             self.track(write)
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
-            outgoing["messages"] = await self._with_memory(call, messages, utterance, remember)
+            outgoing["messages"] = await self._with_memory(state, messages, utterance, remember)
             if write is not None:
                 # Stored before the request leaves (the build overlapped it): a line the upstream is answering is
                 # never lost to a crash, however fast the memory was built.
@@ -269,15 +282,19 @@ class LiveRecall:
             log.exception("call %s: storing a %s line failed; the next checkpoint will carry it", call.call_id, role)
 
     async def _with_memory(
-        self, call: CallRecord, messages: list[dict[str, Any]], utterance: str, remember: bool
+        self, state: CallMemoryState, messages: list[dict[str, Any]], utterance: str, remember: bool
     ) -> list[dict[str, Any]]:
         """The agent's messages with the memory system message replaced by this utterance's (or removed when
         memory is off); the persona and the agent's history stay as sent."""
         kept = [m for m in messages if not _is_memory_message(m)]
         if not remember:
             return kept
-        # Memory is on (checked just now, with the generation): the builder only reads what it quotes.
-        context = await self.memory.context.build(call.user_id, query=utterance or None, exclude_call_id=call.call_id)
+        # Memory is on (checked just now, with the generation): the builder only reads what it quotes, from the
+        # member's index when it is as current as the stamp read with the key check.
+        call = state.call
+        context = await self.memory.context.build(
+            call.user_id, query=utterance or None, exclude_call_id=call.call_id, stamp=state.stamp
+        )
         memory = [m for m in context if _is_memory_message(m)]
         if not memory:
             return kept

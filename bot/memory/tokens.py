@@ -43,10 +43,14 @@ def encoding() -> _Encoder:
     return _encoding
 
 
-@functools.lru_cache(maxsize=_CACHE_LINES)
-def count_tokens(text: str) -> int:
+def count_uncached(text: str) -> int:
     """Exact o200k_base token count of ``text`` (special-token look-alikes count as ordinary text)."""
     return len(encoding().encode_ordinary(text))
+
+
+count_tokens = functools.lru_cache(maxsize=_CACHE_LINES)(count_uncached)
+"""``count_uncached`` through a cache: for texts counted again and again (``count_uncached`` for those the caller
+keeps the count of itself, which would only push those out of the cache)."""
 
 
 def message_tokens(content: str) -> int:

@@ -19,9 +19,9 @@ FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at"
 )
-_TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
+TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
 _FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
-assert tuple(f.name for f in fields(TurnRecord)) == _TURN_NAMES
+assert tuple(f.name for f in fields(TurnRecord)) == TURN_NAMES
 assert tuple(f.name for f in fields(FactRecord)) == _FACT_NAMES
 
 
@@ -35,7 +35,7 @@ def _filled(cls: type[R], names: tuple[str, ...], row: Iterable[Any]) -> R:
 
 def turn_record(row: Iterable[Any]) -> TurnRecord:
     """The record of a row whose first columns are ``TURN_COLUMNS`` (either backend's row type)."""
-    record = _filled(TurnRecord, _TURN_NAMES, row)
+    record = _filled(TurnRecord, TURN_NAMES, row)
     record.__dict__["partial"] = bool(record.partial)
     return record
 

@@ -79,6 +79,25 @@ class CallRecord:
 
 
 @dataclass(frozen=True)
+class CallMemoryState:
+    """A call's row with its member's memory state, read in one trip: what a live-recall turn reads first (the
+    key check, whether and under which generation it may remember, and whether the member's index is current)."""
+
+    call: CallRecord
+    generation: int
+    """``memory_generation`` of the member"""
+    enabled: bool
+    """memory not paused (no user row: enabled), as in ``memory_state``"""
+    version: int
+    """the memory version of ``memory_stamp``"""
+
+    @property
+    def stamp(self) -> tuple[int, int]:
+        """``memory_stamp`` of the member."""
+        return self.version, self.generation
+
+
+@dataclass(frozen=True)
 class CallStartCheck:
     """What starting a call checks, read in one trip: the server's settings, the member, their open call, how
     many calls they started here today and how many calls are open in all."""

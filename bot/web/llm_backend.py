@@ -38,8 +38,8 @@ def bad_request(message: str) -> LLMRouteError:
 
 
 class RelayStream(Protocol):
-    """One answer being relayed: its content type, its bytes (one SSE event at a time), and a close that releases
-    the upstream and finishes the turn even when ``events()`` never ran."""
+    """One answer being relayed: its content type, its bytes (whole SSE events, those that arrived together in one
+    piece), and a close that releases the upstream and finishes the turn even when ``events()`` never ran."""
 
     content_type: str
 

@@ -14,13 +14,14 @@ from hypothesis import strategies as st
 
 from bot.keys.encrypted import EncryptedStore
 from bot.keys.terms import index_terms
+from bot.memory.context import _fact_line, _turn_line
 from bot.memory.index import _terms
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, ChatRecord, Conversation
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
+from tests.factories import make_call, seed_fact
 from tests.harness import eventually
 
 DAY = 86400.0
@@ -175,7 +176,32 @@ async def test_without_live_recall_a_call_start_reads_nothing_ahead(store: Store
     assert quiet.context.indexes.loads == 1
 
 
+async def test_the_lines_and_facts_an_index_renders_once_are_those_the_block_renders_and_the_block_the_same(
+    store: Store, memory: MemoryService
+) -> None:
+    """Each line and fact is rendered and counted when the index is read; a build from the index is the block the
+    database path builds (the call in progress holds no line yet, so both see the same lines)."""
+    current, ask, _ = await in_a_call(
+        store,
+        memory,
+        [("user", "Which dentist do I see? <memory>\u2028</memory>"), ("assistant", "Dr. Okafor, on Elm Street.")],
+        [("user", "The gate code changed to 7789, café door too."), ("assistant", "Got it: 7789 for the gate.")],
+    )
+    for n, fact in enumerate(["Gate code is 7789", "Dentist is Dr. Okafor", "Drinks oat milk \u2014 no sugar"]):
+        await seed_fact(store, USER, fact, T0 + n)
+    for query in ("what is the gate code again", "who is my dentist", "milk"):
+        via_index = await memory_text(memory, {**ask, "query": query})
+        assert via_index == await memory_text(memory, {"query": query}), query
+    index = await memory.context.indexes.get(USER, current.call_id)
+    lines = index.recent(len(index))
+    assert len(index.rendered_lines) == len(lines) > 0 and len(index.rendered_facts) == len(index.facts) == 3
+    for turn in lines:
+        assert index.rendered_lines.get(turn.turn_id) == _turn_line(turn.role, turn.content)
+    for fact in index.facts:
+        assert index.rendered_facts.get(fact.fact_id) == _fact_line(fact.text, fact.confirmed_at)
+
+
 @given(st.text(alphabet=st.characters(codec="ascii"), max_size=80))
 def test_index_terms_of_plain_ascii_take_the_fast_path_to_the_same_terms(text: str) -> None:
     terms = index_terms(text)
-    assert _terms(text) == (frozenset(terms), len(terms))
+    assert _terms(text) == (tuple(dict.fromkeys(terms)), len(terms))

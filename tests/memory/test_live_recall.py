@@ -8,14 +8,18 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
 
 from bot.calls.llm_keys import call_id_of
+from bot.llm.client import UpstreamStream
 from bot.memory.context import MEMORY_HEADER
+from bot.memory.live import LiveTurn
+from bot.store.models import Role
 from bot.web.llm_route import LLM_ROUTE
 from tests.factories import seed_fact, seed_facts
 from tests.fakes.llm_server import FakeLLM
@@ -251,6 +255,44 @@ async def test_chunks_pass_through_untouched_tool_calls_and_unknown_fields_inclu
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
     assert response.content == expected
     assert (await lines(world, call_id))[-1] == ("assistant", "Let me check.")
+
+
+class _ArrivedUpstream:
+    """An upstream response whose body arrives in the pieces given (``LiveTurn`` reads only these two members)."""
+
+    content_type = "text/event-stream"
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_events_of_one_read_are_relayed_in_one_piece_and_done_only_after_the_reply_is_stored(
+    world: CallWorld,
+) -> None:
+    call_id, _ = await start(world)
+    call = await world.store.get_call(call_id)
+    assert call is not None and world.live is not None
+    generation = await world.store.memory_generation(ALICE)
+
+    def event(text: str) -> bytes:
+        return f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': text}}]})}\n\n".encode()
+
+    one, two, three, done = event("The vet "), event("is Dr. "), event("Okafor."), b"data: [DONE]\n\n"
+
+    async def arriving() -> AsyncGenerator[bytes]:
+        yield two[7:] + three + done
+
+    chunks = arriving()
+    window: list[tuple[Role, str]] = [("user", "Who is my vet?")]
+    turn = LiveTurn(
+        world.live, call, window, 9, True, generation, cast(UpstreamStream, _ArrivedUpstream()), chunks, one + two[:7]
+    )
+    relayed = []
+    async for piece in turn.events():
+        if piece == done:
+            assert (await lines(world, call_id))[-1] == ("assistant", "The vet is Dr. Okafor.")
+        relayed.append(piece)
+    assert relayed == [one, two + three, done], "what arrived together goes out together; nothing is held back"
 
 
 async def test_bodies_over_one_mib_and_malformed_json_are_refused(world: CallWorld, llm: FakeLLM) -> None:

@@ -312,3 +312,43 @@ async def test_a_live_turn_key_is_stored_with_its_line_or_not_at_all_on_every_st
     )
     assert not await store.live_turn_seen(call.call_id, "2:user")
     assert [t.content for t in await store.call_turns(call.call_id)] == ["the vet is Dr. Okafor"]
+
+
+async def test_a_call_with_its_members_memory_state_is_what_the_separate_reads_say_on_every_store(
+    store: SqliteStore,
+) -> None:
+    """``call_memory_state`` (the live route's one read per turn) agrees with ``get_call``, ``memory_state`` and
+    ``memory_stamp`` read one by one, through a pause, a new line and a forget, summary opened when encrypted."""
+    assert await store.call_memory_state("no-such-call") is None
+
+    async def separately(call_id: str, user_id: int) -> tuple[object, ...]:
+        return (await store.get_call(call_id), *await store.memory_state(user_id), *await store.memory_stamp(user_id))
+
+    async def together(call_id: str) -> tuple[object, ...]:
+        state = await store.call_memory_state(call_id)
+        assert state is not None
+        assert state.stamp == (state.version, state.generation)
+        return (state.call, state.generation, state.enabled, *state.stamp)
+
+    ended = make_call(44, state="active")
+    await store.create_call(ended)
+    assert await together(ended.call_id) == await separately(ended.call_id, 44)  # no user row yet: memory on
+    await store.set_consent(44, True, 1.0)
+    await store.apply_call_turns(
+        ended.call_id, 44, [NewTurn("user", "the vet is Dr. Okafor", 10.0, 0)], [], anchored=True, checkpoint_at=10.0
+    )
+    await store.transition_call(ended.call_id, ["active"], "ended", ended_at=20.0)
+    call = make_call(44, state="active", summary="they asked about the vet")
+    await store.create_call(call)
+    before = await together(call.call_id)
+    assert before == await separately(call.call_id, 44)
+    await store.set_memory_enabled(44, False, 30.0)
+    paused = await together(call.call_id)
+    assert paused == await separately(call.call_id, 44)
+    assert paused[2] is False and paused[1] != before[1]
+    await store.set_memory_enabled(44, True, 31.0)
+    await store.forget_call(44, ended.call_id)
+    after = await together(call.call_id)
+    assert after == await separately(call.call_id, 44) and after[3:] != before[3:]
+    state = await store.call_memory_state(call.call_id)
+    assert state is not None and state.call.summary == "they asked about the vet"

@@ -12,6 +12,7 @@ from bot.store.columns import check_call_fields as _check_call_fields
 from bot.store.columns import fact_record, turn_record
 from bot.store.models import (
     CallEnd,
+    CallMemoryState,
     CallRecord,
     CallStartCheck,
     CallState,
@@ -370,6 +371,24 @@ class SqliteConversations(SqliteFullText):
             (user_id, user_id),
         )
         return (int(row[0] or 0), row[1] is None or bool(row[1])) if row is not None else (0, True)
+
+    async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
+        row = await self._one(
+            "SELECT *, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS memory_generation, "
+            "(SELECT memory_enabled FROM users u WHERE u.user_id = calls.user_id) AS memory_enabled, "
+            "(SELECT version FROM memory_versions v WHERE v.user_id = calls.user_id) AS memory_version "
+            "FROM calls WHERE call_id = ?",
+            (call_id,),
+        )
+        if row is None:
+            return None
+        enabled = row["memory_enabled"]
+        return CallMemoryState(
+            _call(row),
+            int(row["memory_generation"] or 0),
+            enabled is None or bool(enabled),
+            int(row["memory_version"] or 0),
+        )
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:
         row = await self._one(
