@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer
+from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer, forget_cached_terms
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_uncached
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
 from bot.store.repository import CallStartStore, ConversationStore, FactStore
@@ -439,10 +439,17 @@ class ContextBuilder:
         await self._fill_rest(block, user_id, newest_first, index, facts)
 
     def forget_cached(self, user_id: int | None = None) -> None:
-        """Drop what is held in memory: of one member, or of everyone."""
+        """Drop what is held in memory: of one member, or of everyone.
+
+        The process-wide caches keyed by text (rendered lines and their token counts, word sets, query words)
+        are emptied whole: finding one member's entries would cost more than refilling them, and forgetting
+        is rare. Nothing a member forgot stays readable in this process either."""
         self.indexes.drop(user_id)
         if self.dense is not None:
             self.dense.forget_cached(user_id)
+        for cached in (_fact_line, _turn_line, _signature, count_tokens):
+            cached.cache_clear()
+        forget_cached_terms()
 
     async def _fill_rest(
         self,

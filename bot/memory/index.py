@@ -89,6 +89,11 @@ _terms = functools.lru_cache(maxsize=1 << 14)(_text_terms)
 cached (they would only push the query words out, and hold the collector up)."""
 
 
+def forget_cached_terms() -> None:
+    """Empty the cache of query words (what members said), as when something is forgotten."""
+    _terms.cache_clear()
+
+
 def _query(text: str) -> list[str]:
     """The query's terms as the backends search them (``fts_terms``: one word per stem, as the encrypted path
     hashes them; each then stemmed by the index)."""

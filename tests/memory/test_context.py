@@ -10,19 +10,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.memory import index
 from bot.memory.context import (
     LATEST_EXCHANGE,
     MEMORY_HEADER,
     NEAR_DUPLICATE,
     _BudgetedBlock,
     _by_informativeness,
+    _fact_line,
     _opening,
     _priors,
     _RankedLines,
     _signature,
+    _turn_line,
 )
 from bot.memory.service import MemoryService
-from bot.memory.tokens import estimate_message_tokens
+from bot.memory.tokens import count_tokens, estimate_message_tokens
 from bot.store.models import RecentLines, TurnRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call, seed_fact
@@ -334,3 +337,18 @@ def test_the_opening_is_the_latest_conversations_last_lines(conversations: list[
     lines = list(enumerate(conversations))
     latest = [line for line in lines if line[1] == lines[-1][1]] if lines else []
     assert _opening(lines, lambda line: line[1]) == latest[len(latest) - LATEST_EXCHANGE :]
+
+
+async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory) -> None:
+    call = await remember(store, memory, 12, [("user", "My locker code is 4417.")], T0)
+    await seed_fact(store, 12, "Locker code is 4417", 5.0, call_id=call)
+    assert "4417" in (await memory.build_context(12))[1]["content"]
+    assert "4417" in (await memory.build_context(12, query="what is my locker code"))[1]["content"]
+    index._query("what is my locker code")  # as the live route's index reads an utterance
+    caches = (_fact_line, _turn_line, _signature, count_tokens, index._terms)
+    assert [cached.cache_info().currsize > 0 for cached in caches] == [True] * len(caches)
+
+    await memory.forget_everything(12)
+
+    assert [cached.cache_info().currsize for cached in caches] == [0] * len(caches)
+    assert len(await memory.build_context(12)) == 1
