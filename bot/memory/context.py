@@ -439,14 +439,17 @@ class ContextBuilder:
         await self._fill_rest(block, user_id, newest_first, index, facts)
 
     def forget_cached(self, user_id: int | None = None) -> None:
-        """Drop what is held in memory: of one member, or of everyone.
-
-        The process-wide caches keyed by text (rendered lines and their token counts, word sets, query words)
-        are emptied whole: finding one member's entries would cost more than refilling them, and forgetting
-        is rare. Nothing a member forgot stays readable in this process either."""
+        """Drop what is held of one member (their index, their vectors), or of everyone."""
         self.indexes.drop(user_id)
         if self.dense is not None:
             self.dense.forget_cached(user_id)
+
+    def forget(self, user_id: int | None = None) -> None:
+        """After something was forgotten: drop what is held of the member, and empty the process-wide caches
+        keyed by text (rendered lines and their token counts, word sets, query words) whole. Finding one
+        member's entries would cost more than refilling them, and forgetting is rare; so nothing a member forgot
+        stays readable in this process either."""
+        self.forget_cached(user_id)
         for cached in (_fact_line, _turn_line, _signature, count_tokens):
             cached.cache_clear()
         forget_cached_terms()

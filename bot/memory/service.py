@@ -361,7 +361,7 @@ class MemoryService:
         if traces is None:
             return None
         fact = await self.store.forget_fact(user_id, fact_id, turn_ids=traces.turn_ids, summaries=traces.summaries)
-        self.context.forget_cached(user_id)
+        self.context.forget(user_id)
         if fact is None:
             return None
         self._schedule_scrub()
@@ -372,7 +372,7 @@ class MemoryService:
             result = await self.store.forget_call(user_id, ref_id)
         else:
             result = await self.store.forget_chat(user_id, ref_id)
-        self.context.forget_cached(user_id)
+        self.context.forget(user_id)
         if result is not None:
             self._schedule_scrub()
         return result
@@ -383,14 +383,14 @@ class MemoryService:
         if self.keys is not None:
             await self.keys.delete(user_id)
         result = await self.store.forget_user(user_id)
-        self.context.forget_cached(user_id)
+        self.context.forget(user_id)
         self._schedule_scrub()
         return result
 
     async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
         now = time.time() if now is None else now
         removed = await self.store.purge_transcripts(guild_id=guild_id, older_than=now - retention_days * 86400)
-        self.context.forget_cached()
+        self.context.forget()
         if removed:
             self._schedule_scrub()
         return removed
