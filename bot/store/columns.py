@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from bot.store.models import CallRecord, ChatRecord, FactRecord, GuildSettings, TurnRecord
+from bot.store.models import CallMemoryState, CallRecord, ChatRecord, FactRecord, GuildSettings, TurnRecord
 
 R = TypeVar("R")
 
@@ -53,3 +53,16 @@ def check_call_fields(values: dict[str, Any]) -> None:
     unknown = set(values) - UPDATABLE_CALL_FIELDS
     if unknown:
         raise ValueError(f"unknown call fields: {sorted(unknown)}")
+
+
+def call_memory_state(call: CallRecord, row: Any) -> CallMemoryState:
+    """The call with its member's memory state, from the columns both backends' ``call_memory_state`` read
+    beside the call's own (``memory_generation``, ``memory_enabled``, ``memory_version``; NULL when the member
+    has none yet)."""
+    enabled = row["memory_enabled"]
+    return CallMemoryState(
+        call,
+        int(row["memory_generation"] or 0),
+        enabled is None or bool(enabled),
+        int(row["memory_version"] or 0),
+    )

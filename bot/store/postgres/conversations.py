@@ -11,8 +11,8 @@ from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
+from bot.store.columns import call_memory_state, fact_record, turn_record
 from bot.store.columns import check_call_fields as _check_call_fields
-from bot.store.columns import fact_record, turn_record
 from bot.store.models import (
     CallEnd,
     CallMemoryState,
@@ -527,13 +527,7 @@ class PostgresConversations(PostgresFullText):
         )
         if row is None:
             return None
-        enabled = row["memory_enabled"]
-        return CallMemoryState(
-            _call(row),
-            int(row["memory_generation"] or 0),
-            enabled is None or bool(enabled),
-            int(row["memory_version"] or 0),
-        )
+        return call_memory_state(_call(row), row)
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:
         row = await self.pool.fetchrow(

@@ -8,8 +8,8 @@ from typing import Any
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
+from bot.store.columns import call_memory_state, fact_record, turn_record
 from bot.store.columns import check_call_fields as _check_call_fields
-from bot.store.columns import fact_record, turn_record
 from bot.store.models import (
     CallEnd,
     CallMemoryState,
@@ -382,13 +382,7 @@ class SqliteConversations(SqliteFullText):
         )
         if row is None:
             return None
-        enabled = row["memory_enabled"]
-        return CallMemoryState(
-            _call(row),
-            int(row["memory_generation"] or 0),
-            enabled is None or bool(enabled),
-            int(row["memory_version"] or 0),
-        )
+        return call_memory_state(_call(row), row)
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:
         row = await self._one(
