@@ -531,9 +531,8 @@ _Item = TypeVar("_Item")
 
 
 def _opening(lines: Sequence[_Item], conversation: Callable[[_Item], str | None]) -> list[_Item]:
-    """Of ``lines`` (oldest first) in the newest line's conversation, the slice from ``len - LATEST_EXCHANGE`` as
-    the builder has always taken it: the last LATEST_EXCHANGE, or, for a conversation with fewer lines, what the
-    negative start leaves (3 lines give the last 1). Found from the newest line back."""
+    """Of ``lines`` (oldest first), the last LATEST_EXCHANGE in the newest line's conversation (all of them when it
+    has fewer), oldest first. Found from the newest line back."""
     if not lines or not LATEST_EXCHANGE:
         return []
     latest = conversation(lines[-1])
@@ -544,7 +543,7 @@ def _opening(lines: Sequence[_Item], conversation: Callable[[_Item], str | None]
             if len(found) == LATEST_EXCHANGE:
                 break
     found.reverse()
-    return found[len(found) - LATEST_EXCHANGE :]
+    return found
 
 
 class _RankedLines:

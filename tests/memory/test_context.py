@@ -237,6 +237,23 @@ async def test_call_start_prefers_lines_with_specifics_over_recent_chatter(store
     assert 0.95 * 300 <= memory_tokens(messages) <= 300
 
 
+async def test_a_short_latest_call_opens_the_block_whole(store, memory) -> None:
+    """The latest exchange is the last four lines of the latest conversation, or all of a shorter one: a call of
+    three lines must not lose its first two to older lines that carry more."""
+    for day in range(12):
+        await remember(
+            store, memory, 13, [("user", f"Invoice 88-{day:02d}41 is due on 2024-0{day % 9 + 1}-15 at 9 am.")], T0 + day
+        )
+    latest = [
+        ("user", "so anyway i was just thinking about the garden and how green it looks this week"),
+        ("assistant", "that sounds lovely, gardens are always nice to think about when the weather is mild"),
+        ("user", "okay then, that was all i wanted to say for now, talk to you again soon"),
+    ]
+    await remember(store, memory, 13, latest, T0 + 20 * DAY)
+    block = (await memory.build_context(13, budget_tokens=200))[1]["content"]
+    assert all(f'"{text}"' in block for _, text in latest), block
+
+
 async def test_one_date_header_per_conversation_and_short_role_tags(store, memory) -> None:
     await remember(store, memory, 10, [("user", "I booked the Lisbon trip"), ("assistant", "Lovely")], T0)
     await remember(store, memory, 10, [("user", "I moved the Lisbon trip to May"), ("assistant", "Done")], T0 + DAY)
@@ -333,10 +350,13 @@ def test_a_call_start_ranks_the_rows_it_read_as_it_ranks_records(
 
 @given(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12))
 def test_the_opening_is_the_latest_conversations_last_lines(conversations: list[str]) -> None:
-    """Found from the newest line back, the same lines as slicing every line of that conversation."""
+    """Found from the newest line back, the same lines as the tail of every line of that conversation: its last
+    LATEST_EXCHANGE, or all of a shorter one (three lines gave only the last before)."""
     lines = list(enumerate(conversations))
     latest = [line for line in lines if line[1] == lines[-1][1]] if lines else []
-    assert _opening(lines, lambda line: line[1]) == latest[len(latest) - LATEST_EXCHANGE :]
+    assert _opening(lines, lambda line: line[1]) == latest[-LATEST_EXCHANGE:]
+    if len(latest) == 3:
+        assert _opening(lines, lambda line: line[1]) == latest
 
 
 async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory) -> None:
