@@ -81,7 +81,6 @@ PASS_THROUGH = frozenset(
         "bind_call_browser",
         "memory_generation",
         "memory_stamp",  # counters only, no text
-        "memory_state",  # a counter and a flag, no text
         "pending_scrub",
         "job_queue",
         "live_turn_seen",  # ids only (Agora's turn id and the role), no text

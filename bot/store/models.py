@@ -87,7 +87,7 @@ class CallMemoryState:
     generation: int
     """``memory_generation`` of the member"""
     enabled: bool
-    """memory not paused (no user row: enabled), as in ``memory_state``"""
+    """memory not paused (no user row: enabled)"""
     version: int
     """the memory version of ``memory_stamp``"""
 

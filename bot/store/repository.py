@@ -167,14 +167,9 @@ class ConversationStore(Protocol):
         its call or chat is gone or private."""
         ...
 
-    async def memory_state(self, user_id: int) -> tuple[int, bool]:
-        """(memory generation, memory enabled) of the member, read together in one round trip: what a writer
-        reads first (see `memory_generation`) and whether it may remember at all (no user row: enabled)."""
-        ...
-
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
-        """The call (``get_call``) with its member's ``memory_state`` and ``memory_stamp``, in one round trip; None
-        when there is no such call."""
+        """The call (``get_call``) with its member's memory generation, pause flag and ``memory_stamp``, in one
+        round trip; None when there is no such call."""
         ...
 
     async def memory_stamp(self, user_id: int) -> tuple[int, int]:

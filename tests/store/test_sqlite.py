@@ -283,15 +283,21 @@ async def test_a_stale_turns_version_is_refused_and_leases_work_on_every_store(s
     assert await store.take_call_lease(call.call_id, "process-b", 110.0, 140.0)
 
 
+async def generation_and_enabled(store: SqliteStore, user_id: int) -> tuple[int, bool]:
+    """The member's memory generation, and whether their memory is on (no user row yet: on)."""
+    user = await store.get_user(user_id)
+    return await store.memory_generation(user_id), user is None or user.memory_enabled
+
+
 async def test_a_live_turn_key_is_stored_with_its_line_or_not_at_all_on_every_store(store: SqliteStore) -> None:
     """Live recall writes a line and its turn key in one transaction: both land, or (fence, stale version)
-    neither does. ``memory_state`` reads the fence's generation and the pause together."""
-    assert await store.memory_state(43) == (0, True)  # no user row yet: memory on
+    neither does."""
+    assert await generation_and_enabled(store, 43) == (0, True)  # no user row yet: memory on
     call = make_call(43, state="active")
     await store.create_call(call)
     await store.set_consent(43, True, 1.0)
-    generation, enabled = await store.memory_state(43)
-    assert (generation, enabled) == (await store.memory_generation(43), True)
+    generation, enabled = await generation_and_enabled(store, 43)
+    assert enabled
     line = [NewTurn("user", "the vet is Dr. Okafor", 10.0, 0)]
     assert await store.apply_call_turns(
         call.call_id, 43, line, [], anchored=True, checkpoint_at=10.0, generation=generation, live_key="1:user"
@@ -306,7 +312,7 @@ async def test_a_live_turn_key_is_stored_with_its_line_or_not_at_all_on_every_st
     assert not await store.live_turn_seen(call.call_id, "1:assistant")
 
     await store.set_memory_enabled(43, False, 12.0)
-    assert await store.memory_state(43) == (generation + 1, False)
+    assert await generation_and_enabled(store, 43) == (generation + 1, False)
     assert not await store.apply_call_turns(
         call.call_id, 43, stale, [], anchored=True, checkpoint_at=12.0, generation=generation, live_key="2:user"
     )
@@ -317,12 +323,14 @@ async def test_a_live_turn_key_is_stored_with_its_line_or_not_at_all_on_every_st
 async def test_a_call_with_its_members_memory_state_is_what_the_separate_reads_say_on_every_store(
     store: SqliteStore,
 ) -> None:
-    """``call_memory_state`` (the live route's one read per turn) agrees with ``get_call``, ``memory_state`` and
-    ``memory_stamp`` read one by one, through a pause, a new line and a forget, summary opened when encrypted."""
+    """``call_memory_state`` (the live route's one read per turn) agrees with ``get_call``, ``memory_generation``,
+    ``get_user`` and ``memory_stamp`` read one by one, through a pause, a new line and a forget, summary opened
+    when encrypted."""
     assert await store.call_memory_state("no-such-call") is None
 
     async def separately(call_id: str, user_id: int) -> tuple[object, ...]:
-        return (await store.get_call(call_id), *await store.memory_state(user_id), *await store.memory_stamp(user_id))
+        call = await store.get_call(call_id)
+        return (call, *await generation_and_enabled(store, user_id), *await store.memory_stamp(user_id))
 
     async def together(call_id: str) -> tuple[object, ...]:
         state = await store.call_memory_state(call_id)

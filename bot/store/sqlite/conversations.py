@@ -364,14 +364,6 @@ class SqliteConversations(SqliteFullText):
         value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
         return int(value or 0)
 
-    async def memory_state(self, user_id: int) -> tuple[int, bool]:
-        row = await self._one(
-            "SELECT (SELECT generation FROM memory_fences WHERE user_id = ?), "
-            "(SELECT memory_enabled FROM users WHERE user_id = ?)",
-            (user_id, user_id),
-        )
-        return (int(row[0] or 0), row[1] is None or bool(row[1])) if row is not None else (0, True)
-
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
         row = await self._one(
             "SELECT *, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS memory_generation, "
