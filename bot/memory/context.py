@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer, forget_cached_terms
+from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer, Rows, forget_cached_terms
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_uncached
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
 from bot.store.repository import CallStartStore, ConversationStore, FactStore
@@ -379,6 +379,7 @@ class ContextBuilder:
             ranked_facts, ranked = await self.dense.fuse(
                 user_id, query, ranked_facts, ranked, limit=candidates, exclude_call_id=exclude
             )
+        lines: Sequence[TurnRecord]
         if index is not None:
             lines, priors, _, base = _indexed_lines(index)
             answers = _answers([t for t, _ in ranked], index.turns_at)
@@ -392,7 +393,7 @@ class ContextBuilder:
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
-        for turn, hit in _by_score(ranked, priors, base):
+        for turn, hit in _by_score(ranked, priors, base, lines):
             if block.full:
                 break
             if block.add_turn(turn) and hit and (answer := answers.get(turn.turn_id)) is not None:
@@ -406,13 +407,14 @@ class ContextBuilder:
         Without the member's index, everything comes from one read (``call_start_memory``): the first page of
         facts and the latest lines, ranked by their columns; records are made only of the lines tried."""
         limit = max(block.budget // 8, 16)
-        facts: list[FactRecord] | _FactPages
+        facts: Sequence[FactRecord] | _FactPages
         newest_first: Iterable[TurnRecord]
         base: Iterable[TurnRecord]
         if index is not None:
             facts = index.facts[:limit]
-            lines, _, base, _ = _indexed_lines(index)
+            lines, _, informative, _ = _indexed_lines(index)
             opening = _opening(lines, lambda turn: turn.call_id or turn.chat_id)
+            base = (lines[at] for at in informative)
             newest_first = reversed(lines)
         else:
             page, recent = await self.store.call_start_memory(
@@ -460,7 +462,7 @@ class ContextBuilder:
         user_id: int,
         newest_first: Iterable[TurnRecord],
         index: MemberIndex | None,
-        facts: list[FactRecord] | _FactPages | None = None,
+        facts: Sequence[FactRecord] | _FactPages | None = None,
     ) -> None:
         """Whatever still fits: the other current facts, the latest summaries, then the newest lines."""
         if block.full:
@@ -486,7 +488,7 @@ FACT_PAGE = 64
 
 
 class _FactPages:
-    """The member's current facts in ``_rank_facts`` order (the store's ``list_facts`` order), read a page at a
+    """The member's current facts in the store's ``list_facts`` order (see ``_ranked``), read a page at a
     time up to ``limit`` as they are consumed, from ``first`` (the first page, read with the lines): a call start
     reads (and, encrypted, opens) only about the facts that fit, not all ``limit`` of them. Pages read are kept,
     so a second pass reads nothing again."""
@@ -516,15 +518,17 @@ class _FactPages:
             at += 1
 
 
-async def _ranked(facts: list[FactRecord] | _FactPages) -> AsyncIterator[FactRecord]:
-    """Current facts, most recently confirmed and most often mentioned first (see ``_rank_facts``)."""
+async def _ranked(facts: Sequence[FactRecord] | _FactPages) -> AsyncIterator[FactRecord]:
+    """Current facts, most recently confirmed and most often mentioned first: the order the store lists them in
+    (``list_facts``), which ``_FactPages`` reads and the member's index keeps."""
     if isinstance(facts, _FactPages):
         async for fact in facts:
             if fact.current:
                 yield fact
     else:
-        for fact in _rank_facts(facts):
-            yield fact
+        for fact in facts:
+            if fact.current:
+                yield fact
 
 
 _Item = TypeVar("_Item")
@@ -575,24 +579,30 @@ class _RankedLines:
             yield recent.line(at)
 
 
-def _indexed_lines(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
-    """The index's latest CALL_START_LINES lines, their priors, those that carry something in the order of their
-    prior (``_by_informativeness``) and in a query's order (``_QueryBase``): computed once per index."""
+_IndexedLines = tuple[Rows[TurnRecord], dict[int, float], tuple[int, ...], "_QueryBase"]
 
-    def compute(index: MemberIndex) -> tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase]:
+
+def _indexed_lines(index: MemberIndex) -> _IndexedLines:
+    """The index's latest CALL_START_LINES lines, their priors, the positions of those that carry something in the
+    order of their prior (``_informative_order``) and the lines in a query's order (``_QueryBase``): computed once
+    per index, and held as numbers and rows only (records are made as a build reads them), which the garbage
+    collector does not walk (see ``bot.memory.index``)."""
+
+    def compute(index: MemberIndex) -> _IndexedLines:
         lines = index.recent(CALL_START_LINES)
-        priors = _priors(lines)
-        return lines, priors, _by_informativeness(lines, priors), _QueryBase.of(lines, priors)
+        records = list(lines)
+        priors = _priors(records)
+        return lines, priors, _informative_order(records, priors), _QueryBase.of(records, priors)
 
-    return cast(tuple[list[TurnRecord], dict[int, float], list[TurnRecord], _QueryBase], index.derive("lines", compute))
+    return cast(_IndexedLines, index.derive("lines", compute))
 
 
 def _by_score(
-    ranked: list[tuple[TurnRecord, float]], priors: dict[int, float], base: _QueryBase
+    ranked: list[tuple[TurnRecord, float]], priors: dict[int, float], base: _QueryBase, recent: Sequence[TurnRecord]
 ) -> Iterator[tuple[TurnRecord, bool]]:
     """Candidate lines for a query, best first, each with whether it matched: relevance (BM25 scaled so the best
     match scores 1) plus QUERY_PRIOR_WEIGHT times the prior; newer first among equals, then the recent lines in
-    order, then the other matches in rank order. ``base`` holds the recent lines with a prior in that order
+    order, then the other matches in rank order. ``base`` holds the recent lines (``recent``) with a prior in that order
     already, so only the matches need sorting: the two orders are merged."""
     top = max((score for _, score in ranked), default=0.0) or 1.0
     lines = len(base.positions)
@@ -607,15 +617,15 @@ def _by_score(
         )
         for rank, (turn, score) in enumerate(ranked)
     )
-    matched = {turn.turn_id for turn, _ in ranked}
+    matched = {position for turn, _ in ranked if (position := base.positions.get(turn.turn_id)) is not None}
     at = 0
-    for key, turn in base.order:
-        if turn.turn_id in matched:
+    for key in base.order:
+        if key[2] in matched:
             continue
         while at < len(hits) and hits[at][0] < key:
             yield hits[at][1], True
             at += 1
-        yield turn, False
+        yield recent[key[2]], False
     for _, turn in hits[at:]:
         yield turn, True
 
@@ -625,18 +635,19 @@ class _QueryBase:
     """The recent lines that carry something, in the order a query ranks them before relevance is added, with
     their sort keys; and every recent line's position."""
 
-    order: list[tuple[tuple[float, float, int], TurnRecord]]
+    order: tuple[tuple[float, float, int], ...]
+    """Sort keys, the line's position in the recent lines last."""
     positions: dict[int, int]
+    """Position by turn id."""
 
     @classmethod
-    def of(cls, lines: list[TurnRecord], priors: dict[int, float]) -> _QueryBase:
-        keyed = [
-            ((-QUERY_PRIOR_WEIGHT * priors[t.turn_id], -t.spoken_at, position), t)
+    def of(cls, lines: Sequence[TurnRecord], priors: dict[int, float]) -> _QueryBase:
+        keys = sorted(
+            (-QUERY_PRIOR_WEIGHT * priors[t.turn_id], -t.spoken_at, position)
             for position, t in enumerate(lines)
             if priors[t.turn_id] > 0
-        ]
-        keyed.sort(key=lambda item: item[0])
-        return cls(keyed, {t.turn_id: position for position, t in enumerate(lines)})
+        )
+        return cls(tuple(keys), {t.turn_id: position for position, t in enumerate(lines)})
 
 
 def _answers(
@@ -671,11 +682,6 @@ _fact_line = functools.lru_cache(maxsize=1 << 14)(_render_fact_line)
 _turn_line = functools.lru_cache(maxsize=1 << 16)(_render_turn_line)
 
 
-def _rank_facts(facts: list[FactRecord]) -> list[FactRecord]:
-    """Current facts, most recently confirmed and most often mentioned first."""
-    return sorted((f for f in facts if f.current), key=lambda f: (f.confirmed_at, f.mentions), reverse=True)
-
-
 def _prior_weight(count: int, role: str, spoken_at: float, newest: float) -> float:
     """A line's informativeness (its specifics, ``bot.store.specifics``; an assistant's line weighing less) weighted
     by recency (half-life in days, counted from ``newest``, the newest line's time)."""
@@ -702,8 +708,14 @@ def _priors(lines: Sequence[TurnRecord]) -> dict[int, float]:
 
 def _by_informativeness(lines: Sequence[TurnRecord], priors: dict[int, float]) -> list[TurnRecord]:
     """Lines that carry something, best prior first, newer first among equals."""
-    kept = [t for t in lines if priors[t.turn_id] > 0]
-    return sorted(kept, key=lambda t: (priors[t.turn_id], t.spoken_at, t.seq), reverse=True)
+    return [lines[at] for at in _informative_order(lines, priors)]
+
+
+def _informative_order(lines: Sequence[TurnRecord], priors: dict[int, float]) -> tuple[int, ...]:
+    """The positions of ``_by_informativeness``'s lines in ``lines``, in its order."""
+    kept = [at for at, t in enumerate(lines) if priors[t.turn_id] > 0]
+    kept.sort(key=lambda at: (priors[lines[at].turn_id], lines[at].spoken_at, lines[at].seq), reverse=True)
+    return tuple(kept)
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -20,9 +20,12 @@ Little for the garbage collector to traverse: a full collection visits every ref
 the collector tracks, and a hundred members' indexes held as records (one object per line) made it take 250-500 ms,
 a pause every stream on the event loop waits out. So the index holds each line as a tuple of its columns inside
 one tuple (tuples of numbers and strings, and tuples of those, stop being tracked once the collector has seen
-them), its lookups in dictionaries of strings and numbers only (never tracked), and makes a ``TurnRecord`` only
-of the lines a build uses. Each line's rendering and token count (``Renderer``) is worked out once, when the
-index is read, instead of on every utterance.
+them), and its facts likewise (``Rows``: a ``TurnRecord`` or ``FactRecord`` is made only of what a build reads);
+its lookups in dictionaries of strings and numbers only (never tracked); and what builds derive from it once
+(``derive``) must be numbers and rows too: with the facts and the call-start lines held as records, a full
+collection over a hundred members' indexes still took about 80 ms, and takes about 3 ms without them. Each line's
+rendering and token count (``Renderer``) is worked out once, when the index is read, instead of on every
+utterance.
 """
 
 from __future__ import annotations
@@ -33,15 +36,15 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
 from bot.keys.terms import index_terms, stem
-from bot.store.columns import TURN_NAMES, turn_record
+from bot.store.columns import FACT_NAMES, TURN_NAMES, fact_record, turn_record
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.ranking import fts_terms, rank_arrays
 from bot.store.repository import ConversationStore, FactStore
@@ -58,6 +61,8 @@ LOAD_SLICE = 48
 """Lines tokenized and rendered between two yields to the event loop while an index is read (about a
 millisecond)."""
 _row_of = attrgetter(*TURN_NAMES)
+_fact_row_of = attrgetter(*FACT_NAMES)
+_Record = TypeVar("_Record", TurnRecord, FactRecord)
 
 
 class IndexStore(FactStore, ConversationStore, Protocol):
@@ -98,6 +103,47 @@ def _query(text: str) -> list[str]:
     """The query's terms as the backends search them (``fts_terms``: one word per stem, as the encrypted path
     hashes them; each then stemmed by the index)."""
     return [term for word in fts_terms(text) for term in _terms(word)[0]]
+
+
+class Rows(Sequence[_Record], Generic[_Record]):
+    """Records held as rows of their column values (see the module's note on the garbage collector), each record
+    made when it is read: a sequence of ``TurnRecord`` (``lines``) or of ``FactRecord`` (``facts``)."""
+
+    __slots__ = ("_make", "_rows")
+    _rows: tuple[tuple[Any, ...], ...]
+    _make: Callable[[tuple[Any, ...]], _Record]
+
+    def __init__(self, rows: tuple[tuple[Any, ...], ...], make: Callable[[tuple[Any, ...]], _Record]) -> None:
+        self._rows = rows
+        self._make = make
+
+    @classmethod
+    def lines(cls, rows: tuple[tuple[Any, ...], ...]) -> Rows[TurnRecord]:
+        return Rows(rows, turn_record)
+
+    @classmethod
+    def facts(cls, rows: tuple[tuple[Any, ...], ...]) -> Rows[FactRecord]:
+        return Rows(rows, fact_record)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, at: int) -> _Record: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> Rows[_Record]: ...
+
+    def __getitem__(self, at: int | slice) -> _Record | Rows[_Record]:
+        if isinstance(at, slice):
+            return Rows(self._rows[at], self._make)
+        return self._make(self._rows[at])
+
+    def __iter__(self) -> Iterator[_Record]:
+        return map(self._make, self._rows)
+
+    def __reversed__(self) -> Iterator[_Record]:
+        return map(self._make, reversed(self._rows))
 
 
 class _Postings:
@@ -171,7 +217,8 @@ class MemberIndex:
         self.stamp = stamp
         self._rows: tuple[tuple[Any, ...], ...] = tuple(_row_of(t) for t in lines)
         """Each line's ``TURN_NAMES`` values: see the module's note on the garbage collector."""
-        self.facts = facts
+        self.facts: Rows[FactRecord] = Rows.facts(tuple(_fact_row_of(f) for f in facts))
+        """Current facts, newest confirmed first (as ``list_facts`` lists them)."""
         self.summaries = summaries
         self._line_postings = _Postings()
         self._fact_postings = _Postings()
@@ -221,16 +268,19 @@ class MemberIndex:
 
     def rank_facts(self, query: str, limit: int) -> list[tuple[FactRecord, float]]:
         ranked = self._fact_postings.rank(_query(query), limit)
-        return [(self.facts[row], score) for row, score in ranked]
+        facts = self.facts
+        return [(facts[row], score) for row, score in ranked]
 
     def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         found = (self._by_position.get(_position(*position)) for position in positions)
         return [self._line(row) for row in found if row is not None]
 
-    def recent(self, limit: int) -> list[TurnRecord]:
-        return [turn_record(row) for row in self._rows[-limit:]] if limit else []
+    def recent(self, limit: int) -> Rows[TurnRecord]:
+        """The latest ``limit`` lines, oldest first."""
+        return Rows.lines(self._rows[-limit:] if limit else ())
 
     def derive(self, name: str, compute: Callable[[MemberIndex], object]) -> object:
+        """``compute(self)``, once: numbers, strings, rows and tuples of those only (see the module's note)."""
         if name not in self.derived:
             self.derived[name] = compute(self)
         return self.derived[name]

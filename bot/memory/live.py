@@ -213,8 +213,9 @@ class LiveRecall:
         return CallSession(self, state)
 
     async def start_turn(self, state: CallMemoryState, request: object) -> LiveTurn:
-        """Store the new user line, put this utterance's memory in, and open the upstream stream. ``state`` is
-        the call with its member's memory state, read by the key check (the request's first read)."""
+        """Store the new user line, put this utterance's memory in, and open the upstream stream; the line is
+        stored when this returns. ``state`` is the call with its member's memory state, read by the key check (the
+        request's first read)."""
         call = state.call
         if not isinstance(request, dict):
             raise bad_request("The request body must be a JSON object.")
@@ -236,8 +237,9 @@ class LiveRecall:
         turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
         if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
-            # Started at once; it overlaps the memory build and is finished before the request goes upstream (so
-            # a crash mid-reply keeps the line, and the reply is always stored after the line it answers).
+            # Started at once: it overlaps the memory build and the upstream's first byte, and is finished before
+            # any of the reply is relayed (so a crash mid-reply keeps the line, and the reply is always stored
+            # after the line it answers) without the agent waiting for the database before the upstream starts.
             # The call's row was read just now by the key check: the merge starts from it (it is versioned).
             write = asyncio.ensure_future(
                 self.store_line(call, conversation, turn_id, "user", generation, current=call)
@@ -246,13 +248,9 @@ class LiveRecall:
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
             outgoing["messages"] = await self._with_memory(state, messages, utterance, remember)
-            if write is not None:
-                # Stored before the request leaves (the build overlapped it): a line the upstream is answering is
-                # never lost to a crash, however fast the memory was built.
-                await asyncio.shield(write)
             response, chunks, first = await self._open(call, outgoing)
         finally:
-            if write is not None:
+            if write is not None:  # stored before the first byte of the reply (or the error) reaches the agent
                 await asyncio.shield(write)
         return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first)
 

@@ -20,9 +20,9 @@ FACT_COLUMNS = (
     "superseded_by, invalidated_at"
 )
 TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
-_FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
+FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
 assert tuple(f.name for f in fields(TurnRecord)) == TURN_NAMES
-assert tuple(f.name for f in fields(FactRecord)) == _FACT_NAMES
+assert tuple(f.name for f in fields(FactRecord)) == FACT_NAMES
 
 
 def _filled(cls: type[R], names: tuple[str, ...], row: Iterable[Any]) -> R:
@@ -42,7 +42,7 @@ def turn_record(row: Iterable[Any]) -> TurnRecord:
 
 def fact_record(row: Iterable[Any]) -> FactRecord:
     """The record of a row whose first columns are ``FACT_COLUMNS``."""
-    return _filled(FactRecord, _FACT_NAMES, row)
+    return _filled(FactRecord, FACT_NAMES, row)
 
 
 GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}

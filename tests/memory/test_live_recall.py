@@ -295,6 +295,36 @@ async def test_the_events_of_one_read_are_relayed_in_one_piece_and_done_only_aft
     assert relayed == [one, two + three, done], "what arrived together goes out together; nothing is held back"
 
 
+async def test_the_line_is_written_while_the_upstream_starts_and_stored_before_any_reply_is_relayed(
+    world: CallWorld, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent does not wait for the database before the upstream is asked, and gets no byte of the reply
+    before the line it answers is stored: with a database slower than the upstream, the upstream has started
+    when the line is written, and the line is in when the turn is handed to the agent."""
+    call_id, _ = await start(world)
+    assert world.live is not None
+    record = world.memory.record_live_turn
+    upstream_started_before_stored: list[int] = []
+
+    async def slow_record(*args: object, **kwargs: object) -> bool:
+        await asyncio.sleep(0.3)
+        stored = await record(*args, **kwargs)  # type: ignore[arg-type]
+        upstream_started_before_stored.append(llm.streams_started)
+        return stored
+
+    monkeypatch.setattr(world.memory, "record_live_turn", slow_record)
+    llm.queue_reply("Your vet is Dr. Okafor.")
+    state = await world.store.call_memory_state(call_id)
+    assert state is not None
+    body = {"messages": [{"role": "user", "content": "Who is my vet?"}], "stream": True, "turn_id": 7, "timestamp": 1}
+    turn = await world.live.start_turn(state, body)
+    assert upstream_started_before_stored == [1]
+    assert (await lines(world, call_id))[-1] == ("user", "Who is my vet?")
+    relayed = b"".join([piece async for piece in turn.events()])
+    assert b"Okafor" in relayed and relayed.endswith(b"data: [DONE]\n\n")
+    assert (await lines(world, call_id))[-1] == ("assistant", "Your vet is Dr. Okafor.")
+
+
 async def test_bodies_over_one_mib_and_malformed_json_are_refused(world: CallWorld, llm: FakeLLM) -> None:
     call_id, agent_id = await start(world)
     key = world.emu.agent(agent_id).request["properties"]["llm"]["api_key"]
@@ -512,8 +542,12 @@ async def test_pausing_memory_mid_reply_keeps_the_reply_in_flight_out(world: Cal
     llm.queue_reply("I will remember that your flight leaves on Friday morning from gate twelve.")
     turn = asyncio.create_task(world.emu.user_says(agent_id, "My flight leaves on Friday."))
     await eventually(lambda: llm.streams_started >= 1, within=5)
+
+    async def line_stored() -> bool:
+        return (await lines(world, call_id))[-1:] == [("user", "My flight leaves on Friday.")]
+
+    await eventually(line_stored, within=5)  # stored as it arrived, before the first bytes of the reply reach the agent
     stored = await lines(world, call_id)
-    assert stored[-1] == ("user", "My flight leaves on Friday."), "the line was stored when it arrived"
     await world.store.set_memory_enabled(ALICE, False, time.time())
     assert (await turn).outcome == "ok", "the agent still gets its answer"
     await world.live.wait_idle()  # type: ignore[union-attr]
