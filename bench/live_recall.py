@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import random
 import sqlite3
@@ -64,6 +65,9 @@ TURNS_PER_MEMBER = 5000
 FACTS_PER_MEMBER = 500
 MAX_HISTORY = 32
 LEVELS = (1, 20, 100)
+SAMPLES = 400
+"""Turns per path at each level of several streams (a p99 of fewer is about their maximum); 80 at one stream,
+where each takes a whole reply."""
 PERSONA = "You are a warm, concise voice assistant."
 
 
@@ -197,7 +201,7 @@ async def agent_level(
     reply: str,
 ) -> Results:
     """One level of concurrent streams; the samples of both paths."""
-    rounds = options["rounds"] or max(3, 80 // level)
+    rounds = options["rounds"] or (80 if level == 1 else max(4, SAMPLES // level))
     results: Results = {"proxy": [], "direct": []}
 
     async def member_turns(member: Member, rounds: int = rounds) -> None:
@@ -220,11 +224,35 @@ async def agent_level(
     return results
 
 
+class CollectorPauses:
+    """The garbage collector's full collections in this process while in use, and how long each stopped it."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._began = 0.0
+
+    def __enter__(self) -> CollectorPauses:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._began)
+
+
 async def measure_level(agent: Connection, level: int) -> float:
     """Run one level in the agent's process, print its rows, return what the proxy adds to p99 TTFB (ms)."""
     cpu = time.process_time()
-    agent.send(level)
-    results = await asyncio.to_thread(agent.recv)
+    with CollectorPauses() as collections:
+        agent.send(level)
+        results = await asyncio.to_thread(agent.recv)
     cpu = time.process_time() - cpu
     if isinstance(results, Exception):
         raise RuntimeError(f"the agent's process failed at {level} streams") from results
@@ -238,6 +266,9 @@ async def measure_level(agent: Connection, level: int) -> float:
         )
     turns = len(results["proxy"])
     print(f"{level:>7} bot process CPU per proxied turn: {cpu / max(1, turns) * 1000:.2f} ms (all its threads)")
+    pauses = collections.pauses
+    longest = f", the longest {max(pauses) * 1000:.1f} ms" if pauses else ""
+    print(f"{level:>7} full garbage collections in the bot process meanwhile: {len(pauses)}{longest}")
     return (pct([s[0] for s in results["proxy"]], 99) - pct([s[0] for s in results["direct"]], 99)) * 1000
 
 
@@ -374,7 +405,12 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=100, help="members (one per concurrent stream)")
-    parser.add_argument("--rounds", type=int, default=0, help="rounds per level (default: about 80 streams per path)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help=f"rounds per level (default: about {SAMPLES} turns per path, 80 at one stream)",
+    )
     parser.add_argument("--reply-chars", type=int, default=240)
     parser.add_argument(
         "--stream-seconds", type=float, default=0.4, help="how long the upstream takes to stream one reply"
