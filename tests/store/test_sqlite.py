@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from pathlib import Path
@@ -360,3 +361,24 @@ async def test_a_call_with_its_members_memory_state_is_what_the_separate_reads_s
     assert after == await separately(call.call_id, 44) and after[3:] != before[3:]
     state = await store.call_memory_state(call.call_id)
     assert state is not None and state.call.summary == "they asked about the vet"
+
+
+async def test_a_voice_turns_key_check_does_not_wait_behind_this_process_writes(sqlite_store: SqliteStore) -> None:
+    """Another process holds the write lock: this process's next write waits for it (busy timeout), and so does
+    everything queued behind it on the main connection; the key check of a voice turn (``call_memory_state``)
+    reads on its own connection, answers at once, and sees what was committed."""
+    store = sqlite_store
+    call = make_call(user_id=7, state="active")
+    await store.create_call(call)
+    other = sqlite3.connect(store.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    write = asyncio.ensure_future(store.set_memory_enabled(7, False, time.time()))
+    await asyncio.sleep(0.2)
+    assert not write.done(), "the write waits for the other process"
+    state = await asyncio.wait_for(store.call_memory_state(call.call_id), timeout=1)
+    assert state is not None and state.call.call_id == call.call_id and state.enabled
+    other.execute("COMMIT")
+    other.close()
+    await asyncio.wait_for(write, timeout=5)
+    state = await store.call_memory_state(call.call_id)
+    assert state is not None and not state.enabled, "the reader sees the write once committed"

@@ -39,15 +39,17 @@ from bot.store.sqlite.trips import T, in_transaction
 
 
 class SqliteBase:
-    """The one connection and what every aggregate builds on (implements `StoreLifecycle`): open with the
-    pragmas, migrate, the lock that makes each operation run alone, transactions and one-trip reads and
-    writes."""
+    """The connection and what every aggregate builds on (implements `StoreLifecycle`): open with the pragmas,
+    migrate, the lock that makes each operation run alone, transactions and one-trip reads and writes; and a
+    read-only second connection for the few reads that must not queue behind writes (``_read_one``)."""
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000):
         self.path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._reader: aiosqlite.Connection | None = None
+        self._reader_lock = asyncio.Lock()
 
     async def open(self) -> None:
         if self.path.parent and str(self.path) != ":memory:":
@@ -67,12 +69,31 @@ class SqliteBase:
             self._db = db
             await self._migrate()
             await self.count_specifics(_plain_specifics)
+            if str(self.path) != ":memory:":  # a second connection to ":memory:" would be another database
+                self._reader = await self._open_reader()
         except BaseException:
             self._db = None
             await db.close()
             raise
 
+    async def _open_reader(self) -> aiosqlite.Connection:
+        """The connection of ``_read_one``: read-only, its own database thread."""
+        reader = await aiosqlite.connect(self.path, isolation_level=None)
+        reader.row_factory = aiosqlite.Row
+        try:
+            for pragma in (f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}", "PRAGMA query_only = ON"):
+                async with reader.execute(pragma):
+                    pass
+        except BaseException:
+            await reader.close()
+            raise
+        return reader
+
     async def close(self) -> None:
+        if self._reader is not None:
+            async with self._reader_lock:
+                await self._reader.close()
+                self._reader = None
         if self._db is not None:
             async with self._lock:
                 await self._db.close()
@@ -188,6 +209,18 @@ class SqliteBase:
         with _storage_errors():
             async with self._lock:
                 return await trips.on_thread(self.db, trips.changes, sql, tuple(params))
+
+    async def _read_one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+        """A one-statement read on the reader connection, for the reads a member waits on while writes queue on
+        the main one (a voice turn's key check, while other calls' lines are being stored): it waits for no
+        write of this process, and sees every committed one (WAL: each read starts from the latest commit)."""
+        reader = self._reader
+        if reader is None:
+            return await self._one(sql, params)
+        with _storage_errors():
+            async with self._reader_lock:
+                rows = await reader.execute_fetchall(sql, tuple(params))
+        return next(iter(rows), None)
 
     async def _one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self._all(sql, params)

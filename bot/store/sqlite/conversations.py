@@ -365,7 +365,7 @@ class SqliteConversations(SqliteFullText):
         return int(value or 0)
 
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
-        row = await self._one(
+        row = await self._read_one(
             "SELECT *, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS memory_generation, "
             "(SELECT memory_enabled FROM users u WHERE u.user_id = calls.user_id) AS memory_enabled, "
             "(SELECT version FROM memory_versions v WHERE v.user_id = calls.user_id) AS memory_version "
