@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 
 import snowballstemmer
+
+from bot.store.memo import memo
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _STEMMER = snowballstemmer.stemmer("porter")
@@ -32,7 +33,7 @@ PORTER_MAX = 64
 """FTS5's porter tokenizer leaves words shorter than 3 or longer than 64 characters as they are."""
 
 
-@lru_cache(maxsize=65536)
+@memo(maxsize=65536)
 def stem(word: str) -> str:
     if not PORTER_MIN <= len(word) <= PORTER_MAX:
         return word
