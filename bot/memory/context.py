@@ -305,7 +305,9 @@ class ContextBuilder:
         self.store = store
         self.budget_tokens = budget_tokens
         self.persona = persona
-        self.indexes = MemberIndexes(store, renderer=Renderer(_render_turn_line, _render_fact_line))
+        self.indexes = MemberIndexes(
+            store, renderer=Renderer(_render_turn_line, _render_fact_line), prepare=_indexed_lines
+        )
         self.dense: DenseRetriever | None = None
         """Optional dense retrieval (``llm.embedding_model``): fused with BM25 in query-aware builds."""
 

@@ -289,10 +289,20 @@ class MemberIndex:
 class MemberIndexes:
     """The indexes held in this process, by (member, call left out), least recently used dropped first."""
 
-    def __init__(self, store: IndexStore, *, capacity: int = INDEXED_MEMBERS, renderer: Renderer | None = None):
+    def __init__(
+        self,
+        store: IndexStore,
+        *,
+        capacity: int = INDEXED_MEMBERS,
+        renderer: Renderer | None = None,
+        prepare: Callable[[MemberIndex], object] | None = None,
+    ):
         self.store = store
         self.capacity = capacity
         self.renderer = renderer
+        self.prepare = prepare
+        """Run on each index once read (``derive`` what every build needs): when the index is read ahead at a call
+        start, the call's first utterance then finds that done too."""
         self._held: OrderedDict[tuple[int, str], MemberIndex] = OrderedDict()
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
         self._prefetching: dict[int, asyncio.Task[None]] = {}
@@ -335,6 +345,8 @@ class MemberIndexes:
         facts = await self.store.list_facts(user_id, limit=ALL)
         summaries = await self.store.latest_summaries(user_id, SUMMARIES)
         index = await MemberIndex.read(stamp, lines, facts, summaries, self.renderer)
+        if self.prepare is not None:
+            self.prepare(index)
         self.loads += 1
         self.load_seconds.append(time.perf_counter() - began)
         return index

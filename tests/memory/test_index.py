@@ -251,3 +251,15 @@ async def test_a_held_index_leaves_the_garbage_collector_nothing_that_grows_with
     small = await held_after_builds(lines=10, facts=3)
     large = await held_after_builds(lines=400, facts=120)
     assert large == small <= 20, (small, large)
+
+
+async def test_reading_ahead_at_a_call_start_also_derives_what_every_build_needs(
+    store: Store, memory: MemoryService
+) -> None:
+    """The call's first utterance finds the index read and its call-start lines ranked, not only read."""
+    current, ask, _ = await in_a_call(store, memory, [("user", "My dentist is Dr. Okafor."), ("assistant", "Noted.")])
+    await memory.build_context(USER, memory_enabled=True)  # the call start reads the index ahead
+    await memory.context.indexes.idle()
+    index = await memory.context.indexes.get(USER, current.call_id)
+    assert memory.context.indexes.loads == 1 and list(index.derived) == ["lines"]
+    assert "Okafor" in await memory_text(memory, {**ask, "query": "who is my dentist"})
