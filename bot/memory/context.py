@@ -146,19 +146,39 @@ _STOPWORDS = frozenset(
 )
 
 
+_json_string = json.encoder.encode_basestring
+"""What ``json.dumps(text, ensure_ascii=False)`` returns for a string, without making an encoder per call."""
+
+
 def _quote(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text)
-    quoted = json.dumps(
-        _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text), ensure_ascii=False
-    )
-    for raw, escaped in _UNSAFE_LINE_BREAKS.items():  # JSON leaves these raw, but they break lines
-        quoted = quoted.replace(raw, escaped)
+    if not text.isascii():  # NFKC leaves ASCII as it is
+        text = unicodedata.normalize("NFKC", text)
+    quoted = _json_string(_DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text))
+    if not quoted.isascii():
+        for raw, escaped in _UNSAFE_LINE_BREAKS.items():  # JSON leaves these raw, but they break lines
+            quoted = quoted.replace(raw, escaped)
     return quoted
 
 
-@functools.lru_cache(maxsize=4096)
+_SECONDS_PER_DAY = 86400.0
+
+
 def _day(ts: float) -> str:
+    """The UTC date of ``ts`` (YYYY-MM-DD), formatted once per day: the lines of a conversation share it. Within a
+    microsecond of midnight, ``datetime`` rounds to the next day, so such a time is formatted as it is."""
+    days, into = divmod(ts, _SECONDS_PER_DAY)
+    if into >= _SECONDS_PER_DAY - 1e-6:
+        return _date_at(ts)
+    return _midnight_date(int(days))
+
+
+def _date_at(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+@functools.lru_cache(maxsize=4096)
+def _midnight_date(days: int) -> str:
+    return _date_at(days * _SECONDS_PER_DAY)
 
 
 def query_terms(query: str) -> str:
@@ -706,6 +726,9 @@ def _by_informativeness(lines: Sequence[TurnRecord], priors: dict[int, float]) -
     return sorted(kept, key=lambda t: (priors[t.turn_id], t.spoken_at, t.seq), reverse=True)
 
 
+_WORD = re.compile(r"\w+")
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
     """The content words of a line, and their prefix for the near-duplicate check (prefix filtering).
@@ -714,6 +737,6 @@ def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
     either; so, with the words of every set in one global order (here alphabetical), the first
     n - ceil(t * n) + 1 words of each share at least one word. Lines whose prefixes share no word cannot be
     near-duplicates, and only the prefixes need indexing."""
-    words = frozenset(w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS)
+    words = frozenset(_WORD.findall(text.lower())) - _STOPWORDS
     overlap = math.ceil(NEAR_DUPLICATE * len(words) - 1e-9)  # rounded down on a float tie: a longer prefix
     return words, tuple(sorted(words)[: len(words) - overlap + 1]) if words else ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,14 +13,18 @@ from hypothesis import strategies as st
 
 from bot.memory import index
 from bot.memory.context import (
+    _DELIMITER,
+    _UNSAFE_LINE_BREAKS,
     LATEST_EXCHANGE,
     MEMORY_HEADER,
     NEAR_DUPLICATE,
     _BudgetedBlock,
     _by_informativeness,
+    _day,
     _fact_line,
     _opening,
     _priors,
+    _quote,
     _RankedLines,
     _signature,
     _turn_line,
@@ -372,3 +377,44 @@ async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory
 
     assert [cached.cache_info().currsize for cached in caches] == [0] * len(caches)
     assert len(await memory.build_context(12)) == 1
+
+
+def _quoted_as_specified(text: str) -> str:
+    """``_quote`` written plainly: NFKC, the delimiter defused, a JSON string literal, the line breaks JSON leaves
+    raw escaped."""
+    text = unicodedata.normalize("NFKC", text)
+    defused = _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
+    quoted = json.dumps(defused, ensure_ascii=False)
+    for raw, escaped in _UNSAFE_LINE_BREAKS.items():
+        quoted = quoted.replace(raw, escaped)
+    return quoted
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=120),
+        st.text(
+            alphabet=st.sampled_from('<>/ memoryMEMORY"\\\n\u2028\u2029\u0085\u200b\uff1c\uff1e\ufb01e\u0301'),
+            max_size=60,
+        ),
+    )
+)
+def test_quoting_is_its_plain_specification(text: str) -> None:
+    assert _quote(text) == _quoted_as_specified(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.floats(min_value=0, max_value=4e9, allow_nan=False),
+        st.builds(
+            lambda day, offset: day * 86400 + offset,
+            st.integers(min_value=0, max_value=40_000),
+            st.sampled_from([0.0, 1e-7, 4e-7, 5e-7, 6e-7, -1e-7, -4e-7, -5e-7, -6e-7, -1e-6, -2e-6, 86399.5]),
+        ),
+    )
+)
+def test_days_are_the_dates_datetime_gives(ts: float) -> None:
+    """One date string per day, also for times that round to the next day's first microsecond."""
+    assert _day(ts) == datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
