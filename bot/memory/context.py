@@ -267,7 +267,13 @@ class _BudgetedBlock:
         key = f"turn:{turn.turn_id}"
         if key in self.seen:
             return True
-        line, cost = self._rendered_lines.get(turn.turn_id) or _turn_line(turn.role, turn.content)
+        rendered = self._rendered_lines.get(turn.turn_id)
+        if rendered is None:
+            if self._misfits and _fewest_tokens(turn.content) > self.left:  # late candidates: skip the count
+                self._misfits += 1
+                return False
+            rendered = _turn_line(turn.role, turn.content)
+        line, cost = rendered
         if cost > self.left:  # cheap first: most late candidates no longer fit
             self._misfits += 1
             return False
@@ -685,6 +691,14 @@ def _render_turn_line(role: str, content: str) -> tuple[str, int]:
     """A conversation line as rendered, and its tokens with its newline."""
     line = f"- {ROLE_TAGS.get(role, role)}: {_quote(content)}"
     return line, count_uncached(line + "\n")
+
+
+def _fewest_tokens(content: str) -> int:
+    """At least the tokens of the line ``_render_turn_line`` makes of ``content`` (its newline included), found
+    without counting them: the quoted text has no raw line breaks or control characters, and o200k's
+    pre-tokenizer then never puts two runs of non-space characters in one piece, so each whitespace-separated run is
+    at least a token of its own, and so is the leading dash."""
+    return 1 + len(_quote(content).split())
 
 
 _fact_line = functools.lru_cache(maxsize=1 << 14)(_render_fact_line)

@@ -22,10 +22,12 @@ from bot.memory.context import (
     _by_informativeness,
     _day,
     _fact_line,
+    _fewest_tokens,
     _opening,
     _priors,
     _quote,
     _RankedLines,
+    _render_turn_line,
     _signature,
     _turn_line,
 )
@@ -418,3 +420,20 @@ def test_quoting_is_its_plain_specification(text: str) -> None:
 def test_days_are_the_dates_datetime_gives(ts: float) -> None:
     """One date string per day, also for times that round to the next day's first microsecond."""
     assert _day(ts) == datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+_SPACED = st.lists(
+    st.sampled_from(
+        ["a", "b", "7", "12", "/", "!", "'s", "É", "\u0301", "🎉", "日本", " ", "  ", "\t", "\n", "\r", "\x1c", "\x1f"]
+        + ["\x85", "\xa0", "\u1680", "\u2003", "\u2028", "\u2029", "\u202f", "\u3000", "\u200b", "\ufeff", "\\", '"']
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=120), _SPACED), st.sampled_from(["user", "assistant"]))
+def test_the_fewest_tokens_of_a_line_are_never_more_than_its_count(content: str, role: str) -> None:
+    """A late line is dropped as too long on this bound alone, without counting it: it must never exceed the count."""
+    _, cost = _render_turn_line(role, content)
+    assert _fewest_tokens(content) <= cost
