@@ -90,3 +90,12 @@ def test_counts_equal_the_pure_python_encoding_on_any_text(text: str) -> None:
 def test_counts_equal_the_pure_python_encoding_on_mixed_text(text: str) -> None:
     assert encoding().encode_ordinary(text) == _REFERENCE.encode_ordinary(text)
     assert count_uncached(text) == len(_REFERENCE.encode_ordinary(text))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(CORPUS).map(lambda t: f"- them: {json.dumps(t, ensure_ascii=False)}"), min_size=1))
+def test_rendered_corpus_lines_add_up_exactly_in_both_encodings(body: list[str]) -> None:
+    pieces = ["Call on 2024-05-01:\n", *(line + "\n" for line in body), "</memory>"]
+    whole = "".join(pieces)
+    assert count_uncached(whole) == sum(count_uncached(p) for p in pieces)
+    assert count_uncached(whole) == len(_REFERENCE.encode_ordinary(whole))
