@@ -200,7 +200,7 @@ def forget_text_caches() -> None:
     restart, or once a busy process has evicted them), where the call-start row above reuses what earlier builds
     counted."""
     for cached in (
-        context._day,
+        context._midnight_date,
         context._fact_line,
         context._turn_line,
         context._signature,

@@ -386,15 +386,20 @@ class EncryptedStore(EncryptedVectors):
         return [_SealedTurn.of(turn, cipher) if turn.specifics is not None else _opened(turn, cipher) for turn in turns]
 
     async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
-        """The facts opened; the lines' text opened only for the lines made into records (``_SealedTurn``): a call
-        start ranks a few hundred lines by their stored specifics and uses a few dozen."""
+        """Texts opened only when read: the facts' (``_SealedFact``), and the lines' for the lines made into records
+        (``_SealedTurn``). A call start ranks a few hundred lines by their stored specifics and uses a few dozen,
+        and renders only the facts that fit its share of the block (about half of the page)."""
         page, recent = await self.backend.call_start_memory(user_id, facts=facts, lines=lines)
-        if not recent.rows:
-            return await self._facts(page), recent
+        if not page and not recent.rows:
+            return [], recent
         cipher = await self._reader(user_id)
         if cipher is None:
-            raise_forgotten(user_id, TURN)
-        return await self._facts(page), RecentLines(recent.rows, lambda row: _SealedTurn.of(turn_record(row), cipher))
+            raise_forgotten(user_id, TURN if recent.rows else FACT)
+        if any(fact.user_id != user_id for fact in page):
+            opened = await self._facts(page)
+        else:
+            opened = [_SealedFact.of(fact, cipher) for fact in page]
+        return opened, RecentLines(recent.rows, lambda row: _SealedTurn.of(turn_record(row), cipher))
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         return await self._turns(await self.backend.turns_at(positions))
@@ -547,6 +552,7 @@ def _opened(turn: TurnRecord, cipher: MemberCipher) -> TurnRecord:
 
 
 _COMPARED = [f for f in dataclasses.fields(TurnRecord) if f.compare]
+_FACT_COMPARED = [f for f in dataclasses.fields(FactRecord) if f.compare]
 
 
 class _SealedTurn(TurnRecord):
@@ -575,6 +581,33 @@ class _SealedTurn(TurnRecord):
         if name != "content" or "_sealed" not in values:
             raise AttributeError(name)
         text = values["content"] = unseal(values["_cipher"], TURN, values["_sealed"])
+        return text
+
+
+class _SealedFact(FactRecord):
+    """A fact whose text is decrypted the first time it is read (then kept), as ``_SealedTurn`` does for a line."""
+
+    @classmethod
+    def of(cls, fact: FactRecord, cipher: MemberCipher) -> _SealedFact:
+        new: _SealedFact = object.__new__(cls)
+        values = new.__dict__
+        values.update(fact.__dict__)
+        values["_sealed"] = values.pop("text")
+        values["_cipher"] = cipher
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FactRecord):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in _FACT_COMPARED)
+
+    __hash__ = FactRecord.__hash__
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__
+        if name != "text" or "_sealed" not in values:
+            raise AttributeError(name)
+        text = values["text"] = unseal(values["_cipher"], FACT, values["_sealed"])
         return text
 
 

@@ -146,19 +146,39 @@ _STOPWORDS = frozenset(
 )
 
 
+_json_string = json.encoder.encode_basestring
+"""What ``json.dumps(text, ensure_ascii=False)`` returns for a string, without making an encoder per call."""
+
+
 def _quote(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text)
-    quoted = json.dumps(
-        _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text), ensure_ascii=False
-    )
-    for raw, escaped in _UNSAFE_LINE_BREAKS.items():  # JSON leaves these raw, but they break lines
-        quoted = quoted.replace(raw, escaped)
+    if not text.isascii():  # NFKC leaves ASCII as it is
+        text = unicodedata.normalize("NFKC", text)
+    quoted = _json_string(_DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text))
+    if not quoted.isascii():
+        for raw, escaped in _UNSAFE_LINE_BREAKS.items():  # JSON leaves these raw, but they break lines
+            quoted = quoted.replace(raw, escaped)
     return quoted
 
 
-@functools.lru_cache(maxsize=4096)
+_SECONDS_PER_DAY = 86400.0
+
+
 def _day(ts: float) -> str:
+    """The UTC date of ``ts`` (YYYY-MM-DD), formatted once per day: the lines of a conversation share it. Within a
+    microsecond of midnight, ``datetime`` rounds to the next day, so such a time is formatted as it is."""
+    days, into = divmod(ts, _SECONDS_PER_DAY)
+    if into >= _SECONDS_PER_DAY - 1e-6:
+        return _date_at(ts)
+    return _midnight_date(int(days))
+
+
+def _date_at(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+@functools.lru_cache(maxsize=4096)
+def _midnight_date(days: int) -> str:
+    return _date_at(days * _SECONDS_PER_DAY)
 
 
 def query_terms(query: str) -> str:
@@ -247,7 +267,13 @@ class _BudgetedBlock:
         key = f"turn:{turn.turn_id}"
         if key in self.seen:
             return True
-        line, cost = self._rendered_lines.get(turn.turn_id) or _turn_line(turn.role, turn.content)
+        rendered = self._rendered_lines.get(turn.turn_id)
+        if rendered is None:
+            if self._misfits and _fewest_tokens(turn.content) > self.left:  # late candidates: skip the count
+                self._misfits += 1
+                return False
+            rendered = _turn_line(turn.role, turn.content)
+        line, cost = rendered
         if cost > self.left:  # cheap first: most late candidates no longer fit
             self._misfits += 1
             return False
@@ -680,6 +706,14 @@ def _render_turn_line(role: str, content: str) -> tuple[str, int]:
     return line, count_uncached(line + "\n")
 
 
+def _fewest_tokens(content: str) -> int:
+    """At least the tokens of the line ``_render_turn_line`` makes of ``content`` (its newline included), found
+    without counting them: the quoted text has no raw line breaks or control characters, and o200k's
+    pre-tokenizer then never puts two runs of non-space characters in one piece, so each whitespace-separated run is
+    at least a token of its own, and so is the leading dash."""
+    return 1 + len(_quote(content).split())
+
+
 _fact_line = functools.lru_cache(maxsize=1 << 14)(_render_fact_line)
 _turn_line = functools.lru_cache(maxsize=1 << 16)(_render_turn_line)
 
@@ -720,6 +754,9 @@ def _informative_order(lines: Sequence[TurnRecord], priors: dict[int, float]) ->
     return tuple(kept)
 
 
+_WORD = re.compile(r"\w+")
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
     """The content words of a line, and their prefix for the near-duplicate check (prefix filtering).
@@ -728,6 +765,6 @@ def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
     either; so, with the words of every set in one global order (here alphabetical), the first
     n - ceil(t * n) + 1 words of each share at least one word. Lines whose prefixes share no word cannot be
     near-duplicates, and only the prefixes need indexing."""
-    words = frozenset(w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS)
+    words = frozenset(_WORD.findall(text.lower())) - _STOPWORDS
     overlap = math.ceil(NEAR_DUPLICATE * len(words) - 1e-9)  # rounded down on a float tie: a longer prefix
     return words, tuple(sorted(words)[: len(words) - overlap + 1]) if words else ()

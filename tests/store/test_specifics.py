@@ -4,16 +4,20 @@ lines by their stored columns."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
-from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
+from bot.keys import DecryptionFailed, SqliteKeyStore, generate_master_key_text, parse_master_key
+from bot.keys.crypto import MemberCipher
 from bot.keys.encrypted import EncryptedStore
+from bot.keys.sealed import unseal
 from bot.memory.service import MemoryService
-from bot.store.models import NewTurn, RecentLines, TurnUpdate
+from bot.store.columns import turn_record
+from bot.store.models import FactRecord, NewTurn, RecentLines, TurnUpdate
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.specifics import specifics
@@ -87,6 +91,45 @@ async def test_a_call_start_reads_the_first_page_of_current_facts_in_list_order(
         page, _ = await store.call_start_memory(42, facts=size, lines=10)
         assert page == current[:size]
         assert [f.text for f in page] == [f.text for f in current[:size]]
+
+
+@pytest.mark.parametrize("store", ["sqlite-encrypted", "postgresql-encrypted"], indirect=True)
+async def test_an_encrypted_call_start_opens_only_the_facts_it_reads(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The facts' text is decrypted when read (a call start renders only those that fit), once each; a value that
+    does not open (here another member's) fails at that read."""
+    assert isinstance(store, EncryptedStore)
+    now = time.time()
+    await seed_facts(store, 42, [f"fact number {n}" for n in range(6)], now - 100)
+    await seed_facts(store, 7, ["another member's fact"], now - 100)
+    current = await store.list_facts(42)
+    opened: list[str] = []
+
+    def counting(cipher: MemberCipher, column: str, value: str) -> str:
+        opened.append(column)
+        return unseal(cipher, column, value)
+
+    monkeypatch.setattr("bot.keys.encrypted.unseal", counting)
+    page, _ = await store.call_start_memory(42, facts=6, lines=10)
+    assert opened == []
+    for _ in range(2):
+        assert [f.text for f in page[:2]] == [f.text for f in current[:2]]
+    assert opened == ["facts.text", "facts.text"]
+    assert page == current and [dataclasses.replace(f) for f in page] == current
+
+    sealed = (await store.backend.call_start_memory(42, facts=6, lines=0))[0]
+    foreign = (await store.backend.list_facts(7))[0].text
+    moved = [dataclasses.replace(sealed[0], text=foreign), *sealed[1:]]
+
+    async def backend_page(user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
+        return moved, RecentLines([], turn_record)
+
+    monkeypatch.setattr(store.backend, "call_start_memory", backend_page)
+    page, _ = await store.call_start_memory(42, facts=6, lines=10)
+    assert page[1].text == current[1].text
+    with pytest.raises(DecryptionFailed):
+        _ = page[0].text
 
 
 async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
