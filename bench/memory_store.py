@@ -45,11 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
-from bot.memory import context, index, tokens
+from bot.memory import context, index
 from bot.memory.service import MemoryService
 from bot.memory.tokens import message_tokens
-from bot.store import specifics as store_specifics
-from bot.store import terms as store_terms
 from bot.store.copy import copy_database
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
@@ -199,17 +197,9 @@ def forget_text_caches() -> None:
     sets, stems, specifics): a call start as in a process that has not read this member's lines before (after a
     restart, or once a busy process has evicted them), where the call-start row above reuses what earlier builds
     counted."""
-    for cached in (
-        context._midnight_date,
-        context._fact_line,
-        context._turn_line,
-        context._signature,
-        index._terms,
-        tokens.count_tokens,
-        store_specifics.specifics,
-        store_terms.stem,
-    ):
+    for cached in (*context.TEXT_CACHES, context._midnight_date):
         cached.cache_clear()
+    index._terms.cache_clear()
 
 
 def pct(samples: list[float], p: float) -> float:

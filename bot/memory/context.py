@@ -8,7 +8,6 @@ as a system instruction. The block never exceeds the token budget.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -20,9 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer, Rows, forget_cached_terms
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_uncached
+from bot.store.memo import memo
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
 from bot.store.repository import CallStartStore, ConversationStore, FactStore
 from bot.store.specifics import specifics
+from bot.store.terms import stem
 
 if TYPE_CHECKING:
     from bot.memory.dense import DenseRetriever
@@ -176,7 +177,7 @@ def _date_at(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _midnight_date(days: int) -> str:
     return _date_at(days * _SECONDS_PER_DAY)
 
@@ -480,7 +481,7 @@ class ContextBuilder:
         member's entries would cost more than refilling them, and forgetting is rare; so nothing a member forgot
         stays readable in this process either."""
         self.forget_cached(user_id)
-        for cached in (_fact_line, _turn_line, _signature, count_tokens):
+        for cached in TEXT_CACHES:
             cached.cache_clear()
         forget_cached_terms()
 
@@ -711,11 +712,24 @@ def _fewest_tokens(content: str) -> int:
     without counting them: the quoted text has no raw line breaks or control characters, and o200k's
     pre-tokenizer then never puts two runs of non-space characters in one piece, so each whitespace-separated run is
     at least a token of its own, and so is the leading dash."""
-    return 1 + len(_quote(content).split())
+    return 1 + len(_quoted(content).split())
 
 
-_fact_line = functools.lru_cache(maxsize=1 << 14)(_render_fact_line)
-_turn_line = functools.lru_cache(maxsize=1 << 16)(_render_turn_line)
+_quoted = memo(maxsize=1 << 16)(_quote)
+"""Quoted texts by text: the rendered lines and facts are made of them (see ``bot.store.memo`` for why a text is
+kept rather than the (line, count) pair)."""
+
+
+def _fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
+    """``_render_fact_line`` from what is cached: the quoted text and the line's count."""
+    line = f"- {_quoted(text)} ({_day(confirmed_at)})"
+    return line, count_tokens(line + "\n")
+
+
+def _turn_line(role: str, content: str) -> tuple[str, int]:
+    """``_render_turn_line`` from what is cached: the quoted text and the line's count."""
+    line = f"- {ROLE_TAGS.get(role, role)}: {_quoted(content)}"
+    return line, count_tokens(line + "\n")
 
 
 def _prior_weight(count: int, role: str, spoken_at: float, newest: float) -> float:
@@ -757,7 +771,13 @@ def _informative_order(lines: Sequence[TurnRecord], priors: dict[int, float]) ->
 _WORD = re.compile(r"\w+")
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@memo(maxsize=1 << 16)
+def _content_words(text: str) -> str:
+    """The distinct content words of ``text``, sorted, in one string (kept by ``_signature``'s cache: a string,
+    which the garbage collector does not track, unlike a set)."""
+    return " ".join(sorted(frozenset(_WORD.findall(text.lower())) - _STOPWORDS))
+
+
 def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
     """The content words of a line, and their prefix for the near-duplicate check (prefix filtering).
 
@@ -765,6 +785,11 @@ def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
     either; so, with the words of every set in one global order (here alphabetical), the first
     n - ceil(t * n) + 1 words of each share at least one word. Lines whose prefixes share no word cannot be
     near-duplicates, and only the prefixes need indexing."""
-    words = frozenset(_WORD.findall(text.lower())) - _STOPWORDS
-    overlap = math.ceil(NEAR_DUPLICATE * len(words) - 1e-9)  # rounded down on a float tie: a longer prefix
-    return words, tuple(sorted(words)[: len(words) - overlap + 1]) if words else ()
+    ordered = _content_words(text).split()
+    overlap = math.ceil(NEAR_DUPLICATE * len(ordered) - 1e-9)  # rounded down on a float tie: a longer prefix
+    return frozenset(ordered), tuple(ordered[: len(ordered) - overlap + 1]) if ordered else ()
+
+
+TEXT_CACHES = (_quoted, _content_words, count_tokens, specifics, stem)
+"""The process-wide caches keyed by what members said (quoted lines, their words, token counts, specifics, stems):
+emptied whole when anything is forgotten (``ContextBuilder.forget``)."""

@@ -18,10 +18,10 @@ from bot.memory.context import (
     LATEST_EXCHANGE,
     MEMORY_HEADER,
     NEAR_DUPLICATE,
+    TEXT_CACHES,
     _BudgetedBlock,
     _by_informativeness,
     _day,
-    _fact_line,
     _fewest_tokens,
     _opening,
     _priors,
@@ -29,10 +29,9 @@ from bot.memory.context import (
     _RankedLines,
     _render_turn_line,
     _signature,
-    _turn_line,
 )
 from bot.memory.service import MemoryService
-from bot.memory.tokens import count_tokens, estimate_message_tokens
+from bot.memory.tokens import estimate_message_tokens
 from bot.store.models import RecentLines, TurnRecord
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call, seed_fact
@@ -372,7 +371,7 @@ async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory
     assert "4417" in (await memory.build_context(12))[1]["content"]
     assert "4417" in (await memory.build_context(12, query="what is my locker code"))[1]["content"]
     index._query("what is my locker code")  # as the live route's index reads an utterance
-    caches = (_fact_line, _turn_line, _signature, count_tokens, index._terms)
+    caches = (*TEXT_CACHES, index._terms)
     assert [cached.cache_info().currsize > 0 for cached in caches] == [True] * len(caches)
 
     await memory.forget_everything(12)
