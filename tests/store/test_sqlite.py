@@ -15,6 +15,7 @@ from bot.store.models import ChatRecord, NewTurn
 from bot.store.repository import SchemaTooNew, TurnsChanged
 from bot.store.sqlite import SqliteStore, _split_sql
 from tests.factories import extract, make_call, seed_fact, seed_summary
+from tests.harness import eventually
 
 
 async def test_fresh_database_is_migrated_with_safe_pragmas(sqlite_store: SqliteStore) -> None:
@@ -382,3 +383,36 @@ async def test_a_voice_turns_key_check_does_not_wait_behind_this_process_writes(
     await asyncio.wait_for(write, timeout=5)
     state = await store.call_memory_state(call.call_id)
     assert state is not None and not state.enabled, "the reader sees the write once committed"
+
+
+async def test_the_wal_is_copied_into_the_database_beside_the_writes_and_starts_over(tmp_path: Path) -> None:
+    """No commit copies the WAL into the database file (a pause of an fsync in one write in a few hundred): the
+    store does it on its own connection every ``checkpoint_seconds``, and the WAL is then written from its start
+    again instead of growing."""
+    path = tmp_path / "m.db"
+    store = SqliteStore(path, checkpoint_seconds=0.05)
+    await store.open()
+    memory = MemoryService(store, budget_tokens=1500, persona="p")
+    wal = path.with_name("m.db-wal")
+    try:
+        async with store.db.execute("PRAGMA wal_autocheckpoint") as cursor:
+            assert (await cursor.fetchone())[0] == 0
+
+        async def talk(n: int) -> None:
+            call = make_call(user_id=n, state="active")
+            await store.create_call(call)
+            lines = [
+                ("user" if i % 2 else "assistant", f"Line {i} of member {n}. " + "words " * 800) for i in range(80)
+            ]
+            await memory.record_snapshot(call, lines, max_history=None)
+
+        before = path.stat().st_size
+        await talk(1)
+        first = wal.stat().st_size
+        assert first > 900_000
+        await eventually(lambda: path.stat().st_size > before + first // 2, within=5)
+        await talk(2)
+        await eventually(lambda: path.stat().st_size > before + first, within=5)
+        assert wal.stat().st_size < 1.5 * first, "the second call's pages went to the start of the WAL"
+    finally:
+        await store.close()

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +38,27 @@ from bot.store.specifics import SPECIFICS_PAGE, stored_specifics
 from bot.store.sqlite import trips
 from bot.store.sqlite.trips import T, in_transaction
 
+log = logging.getLogger(__name__)
+CHECKPOINT_SECONDS = 1.0
+"""How often the WAL is copied into the database file (see ``SqliteBase._checkpoint_loop``)."""
+
 
 class SqliteBase:
     """The connection and what every aggregate builds on (implements `StoreLifecycle`): open with the pragmas,
     migrate, the lock that makes each operation run alone, transactions and one-trip reads and writes; and a
     read-only second connection for the few reads that must not queue behind writes (``_read_one``)."""
 
-    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000):
+    def __init__(
+        self, path: Path | str, *, busy_timeout_ms: int = 5000, checkpoint_seconds: float = CHECKPOINT_SECONDS
+    ):
         self.path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
         self._reader: aiosqlite.Connection | None = None
         self._reader_lock = asyncio.Lock()
+        self.checkpoint_seconds = checkpoint_seconds
+        self._checkpoints: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         if self.path.parent and str(self.path) != ":memory:":
@@ -63,6 +72,7 @@ class SqliteBase:
                 "PRAGMA foreign_keys = ON",
                 "PRAGMA secure_delete = ON",
                 "PRAGMA synchronous = NORMAL",
+                "PRAGMA wal_autocheckpoint = 0",  # checkpoints run beside the writes (_checkpoint_loop)
             ):
                 async with db.execute(pragma):
                     pass  # some pragmas return a row; closing the cursor ends the statement
@@ -71,13 +81,15 @@ class SqliteBase:
             await self.count_specifics(_plain_specifics)
             if str(self.path) != ":memory:":  # a second connection to ":memory:" would be another database
                 self._reader = await self._open_reader()
+                checkpointer = await self._open_reader()
+                self._checkpoints = asyncio.get_running_loop().create_task(self._checkpoint_loop(checkpointer))
         except BaseException:
             self._db = None
             await db.close()
             raise
 
     async def _open_reader(self) -> aiosqlite.Connection:
-        """The connection of ``_read_one``: read-only, its own database thread."""
+        """A read-only connection with its own database thread (``_read_one``'s, and the checkpoints')."""
         reader = await aiosqlite.connect(self.path, isolation_level=None)
         reader.row_factory = aiosqlite.Row
         try:
@@ -89,7 +101,31 @@ class SqliteBase:
             raise
         return reader
 
+    async def _checkpoint_loop(self, checkpointer: aiosqlite.Connection) -> None:
+        """Every ``checkpoint_seconds``, copy what the WAL holds into the database file, on a connection and thread
+        of its own. SQLite would otherwise do it inside the commit that fills the WAL past 1,000 pages: a pause of
+        several milliseconds (an fsync) in one write in a few hundred, which whoever waits on that write, or on
+        the writes queued behind it, waits out. A PASSIVE checkpoint never waits for a writer or a reader, and once
+        it has caught up, the next write starts the WAL from its beginning again, so the file does not grow."""
+        try:
+            while True:
+                await asyncio.sleep(self.checkpoint_seconds)
+                try:
+                    async with checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)") as cursor:
+                        await cursor.fetchall()
+                except sqlite3.Error as exc:  # e.g. a full disk: the WAL keeps the data; try again next time
+                    log.warning(
+                        "checkpointing %s failed (%s); trying again in %g s", self.path, exc, self.checkpoint_seconds
+                    )
+        finally:
+            await checkpointer.close()
+
     async def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._checkpoints
+            self._checkpoints = None
         if self._reader is not None:
             async with self._reader_lock:
                 await self._reader.close()
