@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, Self, TypeVar
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.encrypted_vectors import EncryptedVectors
@@ -551,64 +551,55 @@ def _opened(turn: TurnRecord, cipher: MemberCipher) -> TurnRecord:
     return _with(turn, "content", unseal(cipher, TURN, turn.content))
 
 
-_COMPARED = [f for f in dataclasses.fields(TurnRecord) if f.compare]
-_FACT_COMPARED = [f for f in dataclasses.fields(FactRecord) if f.compare]
+class _OpenedOnRead:
+    """A record whose one text field (``_text``, of ``_column``) is decrypted the first time it is read (then
+    kept): the field is left out of the instance until then, so attribute lookup falls through to
+    ``__getattr__``. A value that does not open raises ``DecryptionFailed`` at that read. Equal to the opened
+    record (the fields ``_record`` compares)."""
 
-
-class _SealedTurn(TurnRecord):
-    """A line whose text is decrypted the first time it is read (then kept): ``content`` is left out of the
-    instance until then, so attribute lookup falls through to ``__getattr__``. A value that does not open raises
-    ``DecryptionFailed`` at that read. Equal to the opened ``TurnRecord`` (the dataclass compares fields)."""
+    _record: type
+    _text: str
+    _column: str
+    _compared: list[str]
 
     @classmethod
-    def of(cls, turn: TurnRecord, cipher: MemberCipher) -> _SealedTurn:
-        new: _SealedTurn = object.__new__(cls)
+    def of(cls, record: object, cipher: MemberCipher) -> Self:
+        new = object.__new__(cls)
         values = new.__dict__
-        values.update(turn.__dict__)
-        values["_sealed"] = values.pop("content")
+        values.update(record.__dict__)
+        values["_sealed"] = values.pop(cls._text)
         values["_cipher"] = cipher
         return new
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, TurnRecord):
+        if not isinstance(other, self._record):
             return NotImplemented
-        return all(getattr(self, f.name) == getattr(other, f.name) for f in _COMPARED)
+        return all(getattr(self, name) == getattr(other, name) for name in self._compared)
 
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__
+        if name != self._text or "_sealed" not in values:
+            raise AttributeError(name)
+        text = values[name] = unseal(values["_cipher"], self._column, values["_sealed"])
+        return text
+
+
+def _compared_fields(record: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(record) if f.compare]
+
+
+class _SealedTurn(_OpenedOnRead, TurnRecord):
+    """A line whose text is opened when first read."""
+
+    _record, _text, _column, _compared = TurnRecord, "content", TURN, _compared_fields(TurnRecord)
     __hash__ = TurnRecord.__hash__
 
-    def __getattr__(self, name: str) -> Any:
-        values = self.__dict__
-        if name != "content" or "_sealed" not in values:
-            raise AttributeError(name)
-        text = values["content"] = unseal(values["_cipher"], TURN, values["_sealed"])
-        return text
 
+class _SealedFact(_OpenedOnRead, FactRecord):
+    """A fact whose text is opened when first read."""
 
-class _SealedFact(FactRecord):
-    """A fact whose text is decrypted the first time it is read (then kept), as ``_SealedTurn`` does for a line."""
-
-    @classmethod
-    def of(cls, fact: FactRecord, cipher: MemberCipher) -> _SealedFact:
-        new: _SealedFact = object.__new__(cls)
-        values = new.__dict__
-        values.update(fact.__dict__)
-        values["_sealed"] = values.pop("text")
-        values["_cipher"] = cipher
-        return new
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FactRecord):
-            return NotImplemented
-        return all(getattr(self, f.name) == getattr(other, f.name) for f in _FACT_COMPARED)
-
+    _record, _text, _column, _compared = FactRecord, "text", FACT, _compared_fields(FactRecord)
     __hash__ = FactRecord.__hash__
-
-    def __getattr__(self, name: str) -> Any:
-        values = self.__dict__
-        if name != "text" or "_sealed" not in values:
-            raise AttributeError(name)
-        text = values["text"] = unseal(values["_cipher"], FACT, values["_sealed"])
-        return text
 
 
 def raise_forgotten(user_id: int, column: str) -> NoReturn:

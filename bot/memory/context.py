@@ -695,16 +695,20 @@ def _answers(
     return answers
 
 
-def _render_fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
+def _render_fact_line(
+    text: str, confirmed_at: float, quote: Callable[[str], str] = _quote, count: Callable[[str], int] = count_uncached
+) -> tuple[str, int]:
     """A fact as rendered, and its tokens with its newline."""
-    line = f"- {_quote(text)} ({_day(confirmed_at)})"
-    return line, count_uncached(line + "\n")
+    line = f"- {quote(text)} ({_day(confirmed_at)})"
+    return line, count(line + "\n")
 
 
-def _render_turn_line(role: str, content: str) -> tuple[str, int]:
+def _render_turn_line(
+    role: str, content: str, quote: Callable[[str], str] = _quote, count: Callable[[str], int] = count_uncached
+) -> tuple[str, int]:
     """A conversation line as rendered, and its tokens with its newline."""
-    line = f"- {ROLE_TAGS.get(role, role)}: {_quote(content)}"
-    return line, count_uncached(line + "\n")
+    line = f"- {ROLE_TAGS.get(role, role)}: {quote(content)}"
+    return line, count(line + "\n")
 
 
 def _fewest_tokens(content: str) -> int:
@@ -722,14 +726,12 @@ kept rather than the (line, count) pair)."""
 
 def _fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
     """``_render_fact_line`` from what is cached: the quoted text and the line's count."""
-    line = f"- {_quoted(text)} ({_day(confirmed_at)})"
-    return line, count_tokens(line + "\n")
+    return _render_fact_line(text, confirmed_at, _quoted, count_tokens)
 
 
 def _turn_line(role: str, content: str) -> tuple[str, int]:
     """``_render_turn_line`` from what is cached: the quoted text and the line's count."""
-    line = f"- {ROLE_TAGS.get(role, role)}: {_quoted(content)}"
-    return line, count_tokens(line + "\n")
+    return _render_turn_line(role, content, _quoted, count_tokens)
 
 
 def _prior_weight(count: int, role: str, spoken_at: float, newest: float) -> float:
