@@ -13,9 +13,10 @@ import asyncio
 import json
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,39 @@ from bot.store.sqlite.trips import T, in_transaction
 
 log = logging.getLogger(__name__)
 CHECKPOINT_SECONDS = 1.0
-"""How often the WAL is copied into the database file (see ``SqliteBase._checkpoint_loop``)."""
+"""How often the WAL is copied into the database file (see ``WalCheckpoints``)."""
+
+
+class WalCheckpoints(threading.Thread):
+    """Every ``seconds``, copy what the WAL holds into the database file, on a connection and thread of their own.
+
+    SQLite would otherwise do it inside the commit that fills the WAL past 1,000 pages: a pause of several
+    milliseconds (an fsync) in one write in a few hundred, which whoever waits on that write, or on the writes
+    queued behind it, waits out. A PASSIVE checkpoint never waits for a writer or a reader, and once it has caught
+    up, the next write starts the WAL from its beginning again, so the file does not grow. A plain thread with the
+    stdlib driver: nothing of it depends on the event loop the store was opened in."""
+
+    def __init__(self, path: Path, seconds: float, busy_timeout_ms: int) -> None:
+        super().__init__(name=f"wal-checkpoints:{path.name}", daemon=True)
+        self.path = path
+        self.seconds = seconds
+        self._busy_timeout_ms = busy_timeout_ms
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            while not self._stopping.wait(self.seconds):
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:  # e.g. a full disk: the WAL keeps the data; try again next time
+                    log.warning("checkpointing %s failed (%s); trying again in %g s", self.path, exc, self.seconds)
+        finally:
+            db.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
 
 
 class SqliteBase:
@@ -58,7 +91,7 @@ class SqliteBase:
         self._reader: aiosqlite.Connection | None = None
         self._reader_lock = asyncio.Lock()
         self.checkpoint_seconds = checkpoint_seconds
-        self._checkpoints: asyncio.Task[None] | None = None
+        self._checkpoints: WalCheckpoints | None = None
 
     async def open(self) -> None:
         if self.path.parent and str(self.path) != ":memory:":
@@ -72,7 +105,7 @@ class SqliteBase:
                 "PRAGMA foreign_keys = ON",
                 "PRAGMA secure_delete = ON",
                 "PRAGMA synchronous = NORMAL",
-                "PRAGMA wal_autocheckpoint = 0",  # checkpoints run beside the writes (_checkpoint_loop)
+                "PRAGMA wal_autocheckpoint = 0",  # checkpoints run beside the writes (WalCheckpoints)
             ):
                 async with db.execute(pragma):
                     pass  # some pragmas return a row; closing the cursor ends the statement
@@ -81,15 +114,15 @@ class SqliteBase:
             await self.count_specifics(_plain_specifics)
             if str(self.path) != ":memory:":  # a second connection to ":memory:" would be another database
                 self._reader = await self._open_reader()
-                checkpointer = await self._open_reader()
-                self._checkpoints = asyncio.get_running_loop().create_task(self._checkpoint_loop(checkpointer))
+                self._checkpoints = WalCheckpoints(self.path, self.checkpoint_seconds, self._busy_timeout_ms)
+                self._checkpoints.start()
         except BaseException:
             self._db = None
             await db.close()
             raise
 
     async def _open_reader(self) -> aiosqlite.Connection:
-        """A read-only connection with its own database thread (``_read_one``'s, and the checkpoints')."""
+        """``_read_one``'s connection: read-only, with its own database thread."""
         reader = await aiosqlite.connect(self.path, isolation_level=None)
         reader.row_factory = aiosqlite.Row
         try:
@@ -101,30 +134,10 @@ class SqliteBase:
             raise
         return reader
 
-    async def _checkpoint_loop(self, checkpointer: aiosqlite.Connection) -> None:
-        """Every ``checkpoint_seconds``, copy what the WAL holds into the database file, on a connection and thread
-        of its own. SQLite would otherwise do it inside the commit that fills the WAL past 1,000 pages: a pause of
-        several milliseconds (an fsync) in one write in a few hundred, which whoever waits on that write, or on
-        the writes queued behind it, waits out. A PASSIVE checkpoint never waits for a writer or a reader, and once
-        it has caught up, the next write starts the WAL from its beginning again, so the file does not grow."""
-        try:
-            while True:
-                await asyncio.sleep(self.checkpoint_seconds)
-                try:
-                    async with checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)") as cursor:
-                        await cursor.fetchall()
-                except sqlite3.Error as exc:  # e.g. a full disk: the WAL keeps the data; try again next time
-                    log.warning(
-                        "checkpointing %s failed (%s); trying again in %g s", self.path, exc, self.checkpoint_seconds
-                    )
-        finally:
-            await checkpointer.close()
-
     async def close(self) -> None:
         if self._checkpoints is not None:
-            self._checkpoints.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._checkpoints
+            self._checkpoints.stop()
+            await asyncio.to_thread(self._checkpoints.join)
             self._checkpoints = None
         if self._reader is not None:
             async with self._reader_lock:
