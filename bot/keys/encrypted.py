@@ -28,9 +28,13 @@ from bot.store.models import (
     Conversation,
     ConversationSummary,
     FactRecord,
+    LivePlan,
+    LivePlanNeeds,
+    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,
+    TurnsWrite,
     TurnUpdate,
 )
 from bot.store.repository import Store
@@ -83,8 +87,6 @@ PASS_THROUGH = frozenset(
         "memory_stamp",  # counters only, no text
         "pending_scrub",
         "job_queue",
-        "live_turn_seen",  # ids only (Agora's turn id and the role), no text
-        "remember_live_turn",
         "take_call_lease",  # a call's lease: ids and times only, no text
         "release_call_leases",
         "call_start_check",  # settings, consent, a call id and counts: no member text
@@ -298,27 +300,47 @@ class EncryptedStore(EncryptedVectors):
         expected_version: int | None = None,
         live_key: str | None = None,
     ) -> bool:
-        cipher = await self._writer(user_id)
+        sealed = _sealed_write(await self._writer(user_id), TurnsWrite(inserts, updates, anchored))
         return await self.backend.apply_call_turns(
             call_id,
             user_id,
-            [
-                dataclasses.replace(
-                    t, content=seal(cipher, TURN, t.content, indexed=True), specifics=count_specifics(t.content)
-                )
-                for t in inserts
-            ],
-            [
-                dataclasses.replace(
-                    u, content=seal(cipher, TURN, u.content, indexed=True), specifics=count_specifics(u.content)
-                )
-                for u in updates
-            ],
+            sealed.inserts,
+            sealed.updates,
             anchored=anchored,
             checkpoint_at=checkpoint_at,
             generation=generation,
             expected_version=expected_version,
             live_key=live_key,
+        )
+
+    async def write_live_turn(
+        self,
+        call_id: str,
+        user_id: int,
+        turn_key: str | None,
+        *,
+        tail: int,
+        plan: LivePlan,
+        checkpoint_at: float,
+        generation: int,
+    ) -> LiveWrite:
+        """The plan sees the lines opened and its write is sealed, wherever the backend runs it (SQLite: on its
+        database thread)."""
+        cipher = await self._writer(user_id)
+
+        def sealed_plan(stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
+            opened = [_with(t, "content", unseal(cipher, TURN, t.content)) for t in stored]
+            write = plan(opened, whole, anchored)
+            return _sealed_write(cipher, write) if isinstance(write, TurnsWrite) else write
+
+        return await self.backend.write_live_turn(
+            call_id,
+            user_id,
+            turn_key,
+            tail=tail,
+            plan=sealed_plan,
+            checkpoint_at=checkpoint_at,
+            generation=generation,
         )
 
     async def append_chat_turn(
@@ -600,6 +622,25 @@ class _SealedFact(_OpenedOnRead, FactRecord):
 
     _record, _text, _column, _compared = FactRecord, "text", FACT, _compared_fields(FactRecord)
     __hash__ = FactRecord.__hash__
+
+
+def _sealed_write(cipher: MemberCipher, write: TurnsWrite) -> TurnsWrite:
+    """``write`` with every line sealed, its specifics counted from the plain text first."""
+    return TurnsWrite(
+        [
+            dataclasses.replace(
+                t, content=seal(cipher, TURN, t.content, indexed=True), specifics=count_specifics(t.content)
+            )
+            for t in write.inserts
+        ],
+        [
+            dataclasses.replace(
+                u, content=seal(cipher, TURN, u.content, indexed=True), specifics=count_specifics(u.content)
+            )
+            for u in write.updates
+        ],
+        write.anchored,
+    )
 
 
 def raise_forgotten(user_id: int, column: str) -> NoReturn:

@@ -27,6 +27,8 @@ from typing import Any, Self
 
 import aiohttp
 import httpx
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from bot.llm.errors import (
     API_KEY_SETTING,
@@ -254,10 +256,17 @@ class LLMClient:
 
     def _stream_session(self) -> aiohttp.ClientSession:
         """Made on first use, inside the running event loop (aiohttp's requirement); idle connections are kept
-        for reuse, so a voice turn rarely waits for a TCP handshake."""
+        for reuse, so a voice turn rarely waits for a TCP handshake.
+
+        The environment's proxy for the LLM's URL (``HTTPS_PROXY``/``HTTP_PROXY``, ``NO_PROXY``), which the httpx
+        path honours too, is read here, once. aiohttp's ``trust_env`` would read it, and ``~/.netrc``, again
+        for every request, each in a worker thread: two thread hops before each voice turn's request is sent."""
         if self._streams is None or self._streams.closed:
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=self._timeout)
-            self._streams = aiohttp.ClientSession(headers=self._headers, timeout=timeout, trust_env=True)
+            proxy, proxy_auth = _env_proxy(self._base_url)
+            self._streams = aiohttp.ClientSession(
+                headers=self._headers, timeout=timeout, proxy=proxy, proxy_auth=proxy_auth
+            )
         return self._streams
 
     async def models(self) -> list[str]:
@@ -419,6 +428,14 @@ class LLMClient:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
+
+
+def _env_proxy(base_url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment sets for ``base_url`` (and its credentials), or none (unset, or NO_PROXY)."""
+    try:
+        return get_env_proxy_for_url(URL(base_url))
+    except LookupError:
+        return None, None
 
 
 def _retryable(status: int) -> bool:

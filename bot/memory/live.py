@@ -240,11 +240,9 @@ class LiveRecall:
             # Started at once: it overlaps the memory build and the upstream's first byte, and is finished before
             # any of the reply is relayed (so a crash mid-reply keeps the line, and the reply is always stored
             # after the line it answers) without the agent waiting for the database before the upstream starts.
-            # The call's row was read just now by the key check: the merge starts from it (it is versioned).
-            write = asyncio.ensure_future(
-                self.store_line(call, conversation, turn_id, "user", generation, current=call)
-            )
+            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
             self.track(write)
+            await asyncio.sleep(0)  # let the write reach the database before building, which does not yield
         try:
             outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
             outgoing["messages"] = await self._with_memory(state, messages, utterance, remember)
@@ -261,8 +259,6 @@ class LiveRecall:
         turn_id: object,
         role: Role,
         generation: int,
-        *,
-        current: CallRecord | None = None,
     ) -> None:
         key = f"{turn_id}:{role}" if isinstance(turn_id, int | str) and not isinstance(turn_id, bool) else None
         try:
@@ -273,7 +269,6 @@ class LiveRecall:
                 turn_key=key,
                 at=self.clock(),
                 generation=generation,
-                current=current,
             )
         except Exception:
             # The checkpoints and webhook 103 still carry the line; the member's turn must not fail for it.

@@ -44,8 +44,6 @@ class MergeResult:
     grown: int
     gaps: int
     """Unclosed gaps: between segments, plus one before the first segment if the start was never seen."""
-    key_stored: bool = False
-    """Whether a live turn key given to the merge was stored with its write (``MemoryService.record_snapshot``)."""
 
 
 def count_gaps(segments: int, anchored: bool) -> int:

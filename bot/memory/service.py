@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.keys import MemberKeys
@@ -18,9 +18,12 @@ from bot.store.models import (
     ConversationSummary,
     FactRecord,
     ForgetResult,
+    LivePlanNeeds,
+    LiveWrite,
     NewTurn,
     Role,
     TurnRecord,
+    TurnsWrite,
     TurnUpdate,
 )
 from bot.store.repository import (
@@ -64,6 +67,89 @@ def _utterance(t: TurnRecord) -> Utterance:
     return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured)
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """One window of a call's conversation to merge into its stored lines: the pure part of a merge, which
+    decides what to write from what is stored (`record_snapshot` reads and writes around it in separate steps,
+    `record_live_turn` in one store operation)."""
+
+    window: Sequence[tuple[Role, str]]
+    complete: bool
+    """The window is the whole conversation so far (shorter than the agent's history, or an import)."""
+    capture: int
+    final: bool
+    at: float
+
+    @property
+    def tail(self) -> int:
+        """How many of the call's last lines to read first: enough to place a window that continues them."""
+        return 2 * len(self.window) + 2
+
+    def plan(
+        self, stored: list[TurnRecord], whole: bool, anchored: bool
+    ) -> tuple[TurnsWrite | None, MergeResult] | None:
+        """What to write given the call's last stored lines (every one when ``whole``), and the merge's account;
+        None when they are not enough (read every line and plan again)."""
+        if anchored or not self.complete:
+            appended = try_append([_utterance(t) for t in stored], self.window, captured=self.capture, final=self.final)
+            if appended is not None:
+                return _appended_write(stored, appended, self.at, anchored)
+        if not whole:
+            return None
+        result = merge_snapshot(
+            [_utterance(t) for t in stored],
+            self.window,
+            captured=self.capture,
+            complete=self.complete,
+            final=self.final,
+            anchored=anchored,
+        )
+        old = {t.turn_id: t for t in stored}
+        inserts: list[NewTurn] = []
+        updates: list[TurnUpdate] = []
+        for seq, turn in enumerate(result.turns):
+            if turn.turn_id is None:
+                new = NewTurn(turn.role, turn.content, self.at, seq, turn.segment, turn.partial, turn.captured)
+                inserts.append(new)
+                continue
+            was = old[turn.turn_id]
+            if (was.seq, was.content, was.segment, was.partial, was.captured) != (
+                seq,
+                turn.content,
+                turn.segment,
+                turn.partial,
+                turn.captured,
+            ):
+                updates.append(TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured))
+        if inserts or updates or result.anchored != anchored:
+            return TurnsWrite(inserts, updates, result.anchored), result
+        return None, result
+
+    def live_plan(self, stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
+        """`plan` as `ConversationStore.write_live_turn` asks it."""
+        planned = self.plan(stored, whole, anchored)
+        return LivePlanNeeds.WHOLE_CALL if planned is None else planned[0]
+
+
+def _appended_write(
+    tail: list[TurnRecord], appended: Append, at: float, anchored: bool
+) -> tuple[TurnsWrite | None, MergeResult]:
+    """The write of a window that continues the stored tail (`try_append`): its new lines, and the last stored
+    line when the window grew it."""
+    last = tail[-1]
+    updates = []
+    if appended.replaced_last is not None:
+        r = appended.replaced_last
+        updates.append(TurnUpdate(last.turn_id, last.seq, r.content, r.segment, r.partial, r.captured))
+    inserts = [
+        NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured)
+        for i, u in enumerate(appended.new)
+    ]
+    grown = appended.replaced_last is not None and appended.replaced_last.content != last.content
+    result = MergeResult([], anchored, len(appended.new), int(grown), count_gaps(last.segment + 1, anchored))
+    return (TurnsWrite(inserts, updates, anchored) if inserts or updates else None), result
+
+
 class MemoryService:
     def __init__(
         self,
@@ -97,7 +183,6 @@ class MemoryService:
         at: float | None = None,
         generation: int | None = None,
         current: CallRecord | None = None,
-        live_key: str | None = None,
     ) -> MergeResult:
         """Merge one history snapshot of a call into its stored turns, atomically.
 
@@ -105,29 +190,23 @@ class MemoryService:
         the member's memory generation read before the snapshot was taken (default: now): a forget or pause
         since then makes the write a no-op. `current` is the call's row as the caller has just read it: the
         first merge attempt starts from it instead of reading it again (the merge is versioned, so a row that
-        changed meanwhile only costs a retry, which reads it afresh). `live_key` is remembered with the merge's
-        write (see `apply_call_turns`); ``result.key_stored`` tells whether there was a write to carry it."""
+        changed meanwhile only costs a retry, which reads it afresh)."""
         at = time.time() if at is None else at
         window = storable(window)
         if generation is None:
             generation = await self.store.memory_generation(call.user_id)
-        complete = max_history is None or len(window) < max_history
+        snapshot = _Snapshot(
+            window,
+            complete=max_history is None or len(window) < max_history,
+            capture=FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000)),
+            final=final,
+            at=at,
+        )
         lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
-        capture = FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000))
         async with lock:
             for attempt in range(1, MERGE_ATTEMPTS + 1):
                 try:
-                    return await self._merge(
-                        call,
-                        window,
-                        complete=complete,
-                        capture=capture,
-                        final=final,
-                        at=at,
-                        generation=generation,
-                        current=current,
-                        live_key=live_key,
-                    )
+                    return await self._merge(call, snapshot, generation, current)
                 except TurnsChanged:  # another process wrote meanwhile: read and merge again
                     if attempt == MERGE_ATTEMPTS:
                         raise
@@ -135,77 +214,37 @@ class MemoryService:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _merge(
-        self,
-        call: CallRecord,
-        window: Sequence[tuple[Role, str]],
-        *,
-        complete: bool,
-        capture: int,
-        final: bool,
-        at: float,
-        generation: int,
-        current: CallRecord | None = None,
-        live_key: str | None = None,
+        self, call: CallRecord, snapshot: _Snapshot, generation: int, current: CallRecord | None
     ) -> MergeResult:
         if current is None or current.call_id != call.call_id:
             current = await self.store.get_call(call.call_id)
         anchored = bool(current and current.history_anchored)
         version = None if current is None else current.turns_version
-        whole: list[TurnRecord] | None = None
-        if anchored or not complete:
-            limit = 2 * len(window) + 2
-            tail = await self.store.call_tail(call.call_id, limit)
-            appended = try_append([_utterance(t) for t in tail], window, captured=capture, final=final)
-            if appended is not None:
-                written = await self._apply_append(call, tail, appended, at, generation, version, live_key)
-                if written is False:
-                    return MergeResult([], anchored, 0, 0, 0)
-                grown = appended.replaced_last is not None and appended.replaced_last.content != tail[-1].content
-                gaps = count_gaps(tail[-1].segment + 1, anchored)
-                return MergeResult([], anchored, len(appended.new), int(grown), gaps, key_stored=bool(written))
-            if len(tail) < limit:
-                whole = tail  # shorter than asked for: the tail is every turn (a change since fails the version)
-        stored = whole if whole is not None else await self.store.call_turns(call.call_id)
-        result = merge_snapshot(
-            [_utterance(t) for t in stored],
-            window,
-            captured=capture,
-            complete=complete,
-            final=final,
-            anchored=anchored,
+        limit = snapshot.tail
+        if anchored or not snapshot.complete:
+            stored = await self.store.call_tail(call.call_id, limit)
+            planned = snapshot.plan(stored, len(stored) < limit, anchored)
+        else:
+            planned = None
+        if planned is None:
+            planned = snapshot.plan(await self.store.call_turns(call.call_id), True, anchored)
+        assert planned is not None  # with every line there is always a plan
+        write, result = planned
+        if write is None:
+            return result
+        written = await self.store.apply_call_turns(
+            call.call_id,
+            call.user_id,
+            write.inserts,
+            write.updates,
+            anchored=write.anchored,
+            checkpoint_at=snapshot.at,
+            generation=generation,
+            expected_version=version,
         )
-        old = {t.turn_id: t for t in stored}
-        inserts: list[NewTurn] = []
-        updates: list[TurnUpdate] = []
-        for seq, turn in enumerate(result.turns):
-            if turn.turn_id is None:
-                inserts.append(NewTurn(turn.role, turn.content, at, seq, turn.segment, turn.partial, turn.captured))
-                continue
-            was = old[turn.turn_id]
-            if (was.seq, was.content, was.segment, was.partial, was.captured) != (
-                seq,
-                turn.content,
-                turn.segment,
-                turn.partial,
-                turn.captured,
-            ):
-                updates.append(TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured))
-        if inserts or updates or result.anchored != anchored:
-            written = await self.store.apply_call_turns(
-                call.call_id,
-                call.user_id,
-                inserts,
-                updates,
-                anchored=result.anchored,
-                checkpoint_at=at,
-                generation=generation,
-                expected_version=version,
-                live_key=live_key,
-            )
-            if not written:
-                log.info("call %s: memory was forgotten or paused meanwhile; the snapshot is dropped", call.call_id)
-                return MergeResult([], anchored, 0, 0, 0)
-            return replace(result, key_stored=live_key is not None)
+        if not written:
+            log.info("call %s: memory was forgotten or paused meanwhile; the snapshot is dropped", call.call_id)
+            return MergeResult([], anchored, 0, 0, 0)
         return result
 
     async def record_live_turn(
@@ -218,71 +257,41 @@ class MemoryService:
         at: float | None = None,
         captured: int | None = None,
         generation: int | None = None,
-        current: CallRecord | None = None,
     ) -> bool:
         """Store one line of a running call the moment the bot's LLM route sees it (live recall).
 
         `window` is the conversation as the agent holds it, ending with the new line: the agent's short-term
         history (at most `max_history` messages) is a tail window like a checkpoint's, so it merges with
-        checkpoints and webhook 103 in any order without duplicates. `turn_key` (Agora's turn_id and the role)
-        makes a retried request a no-op. `generation` is the member's memory generation read when the request
-        arrived: a forget or pause since then drops the line (forget wins). `current` is the call's row as the
-        caller has just read it (see `record_snapshot`). Returns False when the line was already stored.
+        checkpoints and webhook 103 in any order without duplicates, exactly as `record_snapshot` merges it.
+        `turn_key` (Agora's turn_id and the role) makes a retried request a no-op. `generation` is the member's
+        memory generation read when the request arrived: a forget or pause since then drops the line (forget
+        wins). Returns False when the line was already stored under its key.
 
-        On the voice turn's path, so in few round trips: the key check, the call's tail, and one write carrying
-        the line and its key together."""
-        window = storable(window)
-        if turn_key is not None and await self.store.live_turn_seen(call.call_id, turn_key):
-            return False
+        On the voice turn's path, so one store operation (`write_live_turn`: on SQLite one trip to the database
+        thread), which reads the call's tail and writes the line and its key in the same transaction."""
         at = time.time() if at is None else at
-        result = await self.record_snapshot(
-            call,
-            window[-max_history:],
-            max_history=max_history,
+        window = storable(window)[-max_history:]
+        if generation is None:
+            generation = await self.store.memory_generation(call.user_id)
+        snapshot = _Snapshot(
+            window,
+            complete=len(window) < max_history,
+            capture=captured if captured is not None else int(at * 1000),
+            final=False,
             at=at,
-            captured=captured,
-            generation=generation,
-            current=current,
-            live_key=turn_key,
         )
-        if turn_key is not None and not result.key_stored:  # nothing new to write: remember the key alone
-            await self.store.remember_live_turn(call.call_id, turn_key)
-        return True
-
-    async def _apply_append(
-        self,
-        call: CallRecord,
-        tail: list[TurnRecord],
-        appended: Append,
-        at: float,
-        generation: int,
-        version: int | None,
-        live_key: str | None = None,
-    ) -> bool | None:
-        """True when written (with `live_key`), False when the fence refused it, None when there was nothing to
-        write."""
-        last = tail[-1]
-        updates = []
-        if appended.replaced_last is not None:
-            r = appended.replaced_last
-            updates.append(TurnUpdate(last.turn_id, last.seq, r.content, r.segment, r.partial, r.captured))
-        inserts = [
-            NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured)
-            for i, u in enumerate(appended.new)
-        ]
-        if inserts or updates:
-            return await self.store.apply_call_turns(
-                call.call_id,
-                call.user_id,
-                inserts,
-                updates,
-                anchored=False,
-                checkpoint_at=at,
-                generation=generation,
-                expected_version=version,
-                live_key=live_key,
-            )
-        return None
+        written = await self.store.write_live_turn(
+            call.call_id,
+            call.user_id,
+            turn_key,
+            tail=snapshot.tail,
+            plan=snapshot.live_plan,
+            checkpoint_at=at,
+            generation=generation,
+        )
+        if written is LiveWrite.REFUSED:
+            log.info("call %s: memory was forgotten or paused meanwhile; the live line is dropped", call.call_id)
+        return written is not LiveWrite.SEEN
 
     def release_call(self, call_id: str) -> None:
         self._call_locks.pop(call_id, None)

@@ -20,6 +20,8 @@ from bot.store.models import (
     ForgetResult,
     GuildSettings,
     Job,
+    LivePlan,
+    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,
@@ -141,8 +143,8 @@ class ConversationStore(Protocol):
         """Apply one merge result atomically (all or nothing). False, writing nothing, when the memory fence
         refuses it (see `memory_generation`). With `expected_version` (the call's `turns_version` when its turns
         were read), raise TurnsChanged, writing nothing, when another writer (perhaps another process) came first.
-        `live_key` (live recall's turn key) is remembered as `remember_live_turn` would, in the same transaction:
-        a line and its key are stored together or not at all, in one round trip."""
+        `live_key` (live recall's turn key) is remembered in the same transaction: a line and its key are stored
+        together or not at all."""
         ...
 
     async def append_chat_turn(
@@ -194,8 +196,24 @@ class ConversationStore(Protocol):
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]: ...
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]: ...
-    async def live_turn_seen(self, call_id: str, turn_key: str) -> bool: ...
-    async def remember_live_turn(self, call_id: str, turn_key: str) -> None: ...
+    async def write_live_turn(
+        self,
+        call_id: str,
+        user_id: int,
+        turn_key: str | None,
+        *,
+        tail: int,
+        plan: LivePlan,
+        checkpoint_at: float,
+        generation: int,
+    ) -> LiveWrite:
+        """Store one line of a running call as live recall sees it, atomically and in one round trip where the
+        backend can: unless ``turn_key`` was stored before (SEEN), read the call's last ``tail`` lines, ask
+        ``plan`` what to write (again with every line when it needs them), and write that with the key (WRITTEN),
+        or only the key when there is nothing new (UNCHANGED). REFUSED, writing nothing, when the memory fence
+        refuses it (see `memory_generation`). Nothing else writes the call's turns meanwhile."""
+        ...
+
     async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int: ...
 
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]: ...

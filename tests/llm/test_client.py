@@ -11,8 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
 
 from bot.llm import LLMBadResponse, LLMClient, LLMError, LLMUnavailable
+from bot.llm import client as llm_client
 from tests.fakes.llm_server import FakeLLM, running_fake_llm
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello?"}]
@@ -410,3 +412,61 @@ async def test_open_stream_retries_only_as_asked_and_maps_errors_like_every_requ
             await client.open_stream(body, max_retries=1)
     assert base_url in str(down.value) and "after 2 attempts" in str(down.value)
     assert len(sleep.delays) == 1
+
+
+@contextlib.asynccontextmanager
+async def forward_proxy() -> AsyncIterator[list[str]]:
+    """An HTTP forward proxy on 127.0.0.1 that answers every request itself with a short SSE reply; yields the
+    request targets it was sent (absolute URLs, as a client sends them to a proxy), its URL set in HTTP_PROXY."""
+    targets: list[str] = []
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        targets.append(str(request.url))
+        await request.read()
+        body = b'data: {"choices":[{"index":0,"delta":{"content":"via proxy"}}]}\n\ndata: [DONE]\n\n'
+        return web.Response(body=body, content_type="text/event-stream")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+            env.delenv("NO_PROXY", raising=False)
+            env.delenv("no_proxy", raising=False)
+            yield targets
+    finally:
+        await runner.cleanup()
+
+
+async def test_open_stream_goes_through_the_environments_proxy_read_once_per_client(
+    fake_llm: FakeLLM, sleep: RecordingSleep, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's HTTP(S)_PROXY applies to the voice relay's requests as to every other request of the client,
+    and NO_PROXY exempts a host; the environment is read once per client, not before every voice turn."""
+    lookups: list[str] = []
+    real_lookup = llm_client.get_env_proxy_for_url
+
+    def counted(url: Any) -> Any:
+        lookups.append(str(url))
+        return real_lookup(url)
+
+    monkeypatch.setattr(llm_client, "get_env_proxy_for_url", counted)
+    body = {"messages": MESSAGES, "stream": True}
+    async with forward_proxy() as targets:
+        async with LLMClient(base_url="http://llm.example.invalid/v1", model="m", sleep=sleep) as client:
+            for _ in range(3):
+                _, raw = await _relayed(client, body)
+                assert b"via proxy" in raw
+        assert targets == ["http://llm.example.invalid/v1/chat/completions"] * 3
+        assert len(lookups) == 1
+
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        fake_llm.queue_reply("straight")
+        async with LLMClient(base_url=fake_llm.base_url, model="m", sleep=sleep) as client:
+            _, raw = await _relayed(client, body)
+        assert b"straight" in raw and len(targets) == 3

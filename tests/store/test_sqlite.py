@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from bot.memory.service import MemoryService
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
-from bot.store.models import ChatRecord, NewTurn
-from bot.store.repository import SchemaTooNew, TurnsChanged
+from bot.store.models import ChatRecord, LivePlanNeeds, LiveWrite, NewTurn, TurnRecord, TurnsWrite
+from bot.store.repository import SchemaTooNew, Store, TurnsChanged
 from bot.store.sqlite import SqliteStore, _split_sql
 from tests.factories import extract, make_call, seed_fact, seed_summary
 from tests.harness import eventually
@@ -304,22 +305,98 @@ async def test_a_live_turn_key_is_stored_with_its_line_or_not_at_all_on_every_st
     assert await store.apply_call_turns(
         call.call_id, 43, line, [], anchored=True, checkpoint_at=10.0, generation=generation, live_key="1:user"
     )
-    assert await store.live_turn_seen(call.call_id, "1:user")
+    assert await live_key_stored(store, call.call_id, "1:user")
 
     stale = [NewTurn("assistant", "noted", 11.0, 1)]
     with pytest.raises(TurnsChanged):
         await store.apply_call_turns(
             call.call_id, 43, stale, [], anchored=True, checkpoint_at=11.0, expected_version=0, live_key="1:assistant"
         )
-    assert not await store.live_turn_seen(call.call_id, "1:assistant")
+    assert not await live_key_stored(store, call.call_id, "1:assistant")
 
     await store.set_memory_enabled(43, False, 12.0)
     assert await generation_and_enabled(store, 43) == (generation + 1, False)
     assert not await store.apply_call_turns(
         call.call_id, 43, stale, [], anchored=True, checkpoint_at=12.0, generation=generation, live_key="2:user"
     )
-    assert not await store.live_turn_seen(call.call_id, "2:user")
+    assert not await live_key_stored(store, call.call_id, "2:user")
     assert [t.content for t in await store.call_turns(call.call_id)] == ["the vet is Dr. Okafor"]
+
+
+async def live_key_stored(store: Store, call_id: str, turn_key: str) -> bool:
+    """Whether live recall's turn key is in the database (read there: no store operation answers only that)."""
+    backend = getattr(store, "backend", store)
+    if isinstance(backend, SqliteStore):
+        async with backend.db.execute(
+            "SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?", (call_id, turn_key)
+        ) as cur:
+            return await cur.fetchone() is not None
+    sql = "SELECT 1 FROM live_turns WHERE call_id = $1 AND turn_key = $2"
+    return await backend.pool.fetchval(sql, call_id, turn_key) is not None
+
+
+async def test_a_live_write_reads_the_tail_asks_its_plan_and_writes_line_and_key_together_on_every_store(
+    store: SqliteStore,
+) -> None:
+    """`write_live_turn`: the plan sees the call's last lines (every one when it asks), its write lands with the
+    turn key in the same transaction, a retry is SEEN without asking the plan, and a fenced write is REFUSED."""
+    call = make_call(44, state="active")
+    await store.create_call(call)
+    await store.set_consent(44, True, 1.0)
+    lines = [NewTurn("user" if i % 2 == 0 else "assistant", f"line {i}", 10.0 + i, i) for i in range(6)]
+    assert await store.apply_call_turns(call.call_id, 44, lines, [], anchored=False, checkpoint_at=16.0)
+    generation = await store.memory_generation(44)
+    seen: list[tuple[list[str], bool, bool]] = []
+
+    def plan(stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
+        seen.append(([t.content for t in stored], whole, anchored))
+        if not whole:
+            return LivePlanNeeds.WHOLE_CALL
+        return TurnsWrite([NewTurn("user", "the vet is Dr. Okafor", 20.0, len(stored))], [], True)
+
+    assert (
+        await store.write_live_turn(
+            call.call_id, 44, "7:user", tail=3, plan=plan, checkpoint_at=20.0, generation=generation
+        )
+        is LiveWrite.WRITTEN
+    )
+    assert seen == [(["line 3", "line 4", "line 5"], False, False), ([f"line {i}" for i in range(6)], True, False)]
+    stored = await store.call_turns(call.call_id)
+    assert [t.content for t in stored][-2:] == ["line 5", "the vet is Dr. Okafor"]
+    assert (await store.get_call(call.call_id)).history_anchored  # type: ignore[union-attr]
+    assert await live_key_stored(store, call.call_id, "7:user")
+
+    def not_asked(stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
+        raise AssertionError("a retried turn's plan was asked")
+
+    assert (
+        await store.write_live_turn(
+            call.call_id, 44, "7:user", tail=3, plan=not_asked, checkpoint_at=20.5, generation=generation
+        )
+        is LiveWrite.SEEN
+    )
+
+    def nothing_new(stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
+        assert anchored and not whole and stored[-1].content == "the vet is Dr. Okafor"
+        return None
+
+    assert (
+        await store.write_live_turn(
+            call.call_id, 44, "8:user", tail=3, plan=nothing_new, checkpoint_at=21.0, generation=generation
+        )
+        is LiveWrite.UNCHANGED
+    )
+    assert await live_key_stored(store, call.call_id, "8:user")
+    assert len(await store.call_turns(call.call_id)) == 7
+
+    await store.set_memory_enabled(44, False, 22.0)
+    assert (
+        await store.write_live_turn(
+            call.call_id, 44, "9:user", tail=3, plan=plan, checkpoint_at=22.0, generation=generation
+        )
+        is LiveWrite.REFUSED
+    )
+    assert len(await store.call_turns(call.call_id)) == 7
 
 
 async def test_a_call_with_its_members_memory_state_is_what_the_separate_reads_say_on_every_store(
@@ -411,8 +488,22 @@ async def test_the_wal_is_copied_into_the_database_beside_the_writes_and_starts_
         first = wal.stat().st_size
         assert first > 900_000
         await eventually(lambda: path.stat().st_size > before + first // 2, within=5)
+        await settled(lambda: path.stat().st_size, quiet=10 * store.checkpoint_seconds)  # caught up with the WAL
         await talk(2)
         await eventually(lambda: path.stat().st_size > before + first, within=5)
         assert wal.stat().st_size < 1.5 * first, "the second call's pages went to the start of the WAL"
     finally:
         await store.close()
+
+
+async def settled(value: Callable[[], object], *, quiet: float, within: float = 10.0) -> None:
+    """Wait until ``value()`` has stayed the same for ``quiet`` seconds (work on another thread has finished)."""
+    deadline = time.monotonic() + within
+    last, since = value(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still changing after {within} s")
+        await asyncio.sleep(quiet / 10)
+        current = value()
+        if current != last:
+            last, since = current, time.monotonic()

@@ -24,9 +24,13 @@ from bot.store.models import (
     ConversationSummary,
     FactRecord,
     GuildSettings,
+    LivePlan,
+    LivePlanNeeds,
+    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,
+    TurnsWrite,
     TurnUpdate,
 )
 from bot.store.postgres.base import _OPEN, _call, _chat, _prefixed, _storage_errors, _to_db, _turn, _user
@@ -123,6 +127,44 @@ fence row read FOR SHARE first, so a forget or pause that bumps it waits for thi
 of the same call waits for this one's row lock and then finds the version moved), then the turns' updates and
 inserts (and a live turn's key, ``live_key``), which happen only when the fence allows and, with an expected
 version, only when the bump applied."""
+
+
+def _apply_params(
+    call_id: str,
+    user_id: int,
+    inserts: Sequence[NewTurn],
+    updates: Sequence[TurnUpdate],
+    anchored: bool,
+    checkpoint_at: float,
+    generation: int | None,
+    expected_version: int | None,
+    live_key: str | None,
+) -> list[Any]:
+    """The parameters of `_APPLY_CALL_TURNS`, in order."""
+    return [
+        call_id,
+        user_id,
+        generation,
+        anchored,
+        checkpoint_at,
+        expected_version,
+        [u.turn_id for u in updates],
+        [u.seq for u in updates],
+        [u.content for u in updates],
+        [u.segment for u in updates],
+        [u.partial for u in updates],
+        [u.captured for u in updates],
+        [t.seq for t in inserts],
+        [t.segment for t in inserts],
+        [t.partial for t in inserts],
+        [t.captured for t in inserts],
+        [t.role for t in inserts],
+        [t.content for t in inserts],
+        [t.spoken_at for t in inserts],
+        [stored_specifics(u.specifics, u.content) for u in updates],
+        [stored_specifics(t.specifics, t.content) for t in inserts],
+        live_key,
+    ]
 
 
 class PostgresConversations(PostgresFullText):
@@ -347,28 +389,9 @@ class PostgresConversations(PostgresFullText):
         with _storage_errors():
             row = await self._one(
                 _APPLY_CALL_TURNS,
-                call_id,
-                user_id,
-                generation,
-                anchored,
-                checkpoint_at,
-                expected_version,
-                [u.turn_id for u in updates],
-                [u.seq for u in updates],
-                [u.content for u in updates],
-                [u.segment for u in updates],
-                [u.partial for u in updates],
-                [u.captured for u in updates],
-                [t.seq for t in inserts],
-                [t.segment for t in inserts],
-                [t.partial for t in inserts],
-                [t.captured for t in inserts],
-                [t.role for t in inserts],
-                [t.content for t in inserts],
-                [t.spoken_at for t in inserts],
-                [stored_specifics(u.specifics, u.content) for u in updates],
-                [stored_specifics(t.specifics, t.content) for t in inserts],
-                live_key,
+                *_apply_params(
+                    call_id, user_id, inserts, updates, anchored, checkpoint_at, generation, expected_version, live_key
+                ),
             )
         assert row is not None
         if not row["allowed"]:
@@ -376,6 +399,54 @@ class PostgresConversations(PostgresFullText):
         if not row["bumped"] and expected_version is not None:
             raise TurnsChanged(call_id)
         return True
+
+    async def write_live_turn(
+        self,
+        call_id: str,
+        user_id: int,
+        turn_key: str | None,
+        *,
+        tail: int,
+        plan: LivePlan,
+        checkpoint_at: float,
+        generation: int,
+    ) -> LiveWrite:
+        """One transaction: the member's fence row read FOR SHARE, then the call's row locked FOR UPDATE (the
+        order every write of a call's turns takes them in), so no other writer of the call comes between the read
+        of its lines and the write, and a retried request waits for the first and then finds its key."""
+        async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
+                return LiveWrite.REFUSED
+            anchored = bool(
+                await db.fetchval("SELECT history_anchored FROM calls WHERE call_id = $1 FOR UPDATE", call_id)
+            )
+            if turn_key is not None and await db.fetchval(
+                "SELECT 1 FROM live_turns WHERE call_id = $1 AND turn_key = $2", call_id, turn_key
+            ):
+                return LiveWrite.SEEN
+            rows = await db.fetch(
+                f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = $1 ORDER BY seq DESC LIMIT $2", call_id, tail
+            )
+            whole = len(rows) < tail
+            write = plan([_turn(r) for r in reversed(rows)], whole, anchored)
+            if write is LivePlanNeeds.WHOLE_CALL and not whole:
+                rows = await db.fetch(f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = $1 ORDER BY seq", call_id)
+                write = plan([_turn(r) for r in rows], True, anchored)
+            if not isinstance(write, TurnsWrite):
+                if write is LivePlanNeeds.WHOLE_CALL:
+                    raise AssertionError("a live plan asked for the whole call when it had it")
+                if turn_key is not None:
+                    await db.execute(
+                        "INSERT INTO live_turns (call_id, turn_key) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        call_id,
+                        turn_key,
+                    )
+                return LiveWrite.UNCHANGED
+            params = _apply_params(
+                call_id, user_id, write.inserts, write.updates, write.anchored, checkpoint_at, None, None, turn_key
+            )
+            await db.fetchrow(_APPLY_CALL_TURNS, *params)
+        return LiveWrite.WRITTEN
 
     async def append_chat_turn(
         self,
@@ -446,15 +517,6 @@ class PostgresConversations(PostgresFullText):
         rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ANY($1::bigint[])", list(first))
         found = [(int(r["turn_id"]), len(WORD.findall(r["content"])), _turn(r)) for r in rows]
         return rerank(first, found, limit)
-
-    async def live_turn_seen(self, call_id: str, turn_key: str) -> bool:
-        row = await self._one("SELECT 1 FROM live_turns WHERE call_id = $1 AND turn_key = $2", call_id, turn_key)
-        return row is not None
-
-    async def remember_live_turn(self, call_id: str, turn_key: str) -> None:
-        await self._write(
-            "INSERT INTO live_turns (call_id, turn_key) VALUES ($1, $2) ON CONFLICT DO NOTHING", call_id, turn_key
-        )
 
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None

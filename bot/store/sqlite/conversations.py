@@ -20,6 +20,8 @@ from bot.store.models import (
     Conversation,
     ConversationSummary,
     FactRecord,
+    LivePlan,
+    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,
@@ -384,13 +386,22 @@ class SqliteConversations(SqliteFullText):
         )
         return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
 
-    async def live_turn_seen(self, call_id: str, turn_key: str) -> bool:
-        return (
-            await self._one("SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?", (call_id, turn_key))
-        ) is not None
-
-    async def remember_live_turn(self, call_id: str, turn_key: str) -> None:
-        await self._write("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
+    async def write_live_turn(
+        self,
+        call_id: str,
+        user_id: int,
+        turn_key: str | None,
+        *,
+        tail: int,
+        plan: LivePlan,
+        checkpoint_at: float,
+        generation: int,
+    ) -> LiveWrite:
+        """In ONE trip to the database thread: a voice turn waits for this write before its reply is relayed, and
+        under many calls each trip also waits for the writes queued before it."""
+        return await self._one_trip(
+            trips.write_live_turn, call_id, user_id, turn_key, tail, plan, checkpoint_at, generation
+        )
 
     # ---- summaries and listings ------------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS
-from bot.store.models import Conversation, NewTurn, TurnUpdate
+from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS, turn_record
+from bot.store.models import Conversation, LivePlan, LivePlanNeeds, LiveWrite, NewTurn, TurnsWrite, TurnUpdate
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
 
@@ -171,6 +171,60 @@ def apply_call_turns(
     if live_key is not None:
         conn.execute("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, live_key)).close()
     return True
+
+
+_LIVE_KEY_SEEN = "SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?"
+_CALL_TAIL = f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?"
+_CALL_TURNS = f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq"
+
+
+def write_live_turn(
+    conn: sqlite3.Connection,
+    call_id: str,
+    user_id: int,
+    turn_key: str | None,
+    tail: int,
+    plan: LivePlan,
+    checkpoint_at: float,
+    generation: int,
+) -> LiveWrite:
+    """See `SqliteStore.write_live_turn`; run inside `in_transaction` (BEGIN IMMEDIATE: nothing else writes the
+    call between reading its lines and writing the new one)."""
+    if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
+        return LiveWrite.REFUSED
+    if turn_key is not None and _exists(conn, _LIVE_KEY_SEEN, (call_id, turn_key)):
+        return LiveWrite.SEEN
+    anchored = bool(_row(conn, "SELECT history_anchored FROM calls WHERE call_id = ?", (call_id,))[0])
+    cur = conn.cursor()
+    cur.row_factory = None
+    try:
+        rows = cur.execute(_CALL_TAIL, (call_id, tail)).fetchall()
+        rows.reverse()
+        whole = len(rows) < tail
+        write = plan([turn_record(r) for r in rows], whole, anchored)
+        if write is LivePlanNeeds.WHOLE_CALL and not whole:
+            write = plan([turn_record(r) for r in cur.execute(_CALL_TURNS, (call_id,)).fetchall()], True, anchored)
+    finally:
+        cur.close()
+    if not isinstance(write, TurnsWrite):
+        if write is LivePlanNeeds.WHOLE_CALL:
+            raise AssertionError("a live plan asked for the whole call when it had it")
+        if turn_key is not None:
+            changes(conn, "INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
+        return LiveWrite.UNCHANGED
+    apply_call_turns(
+        conn,
+        call_id,
+        user_id,
+        write.inserts,
+        write.updates,
+        anchored=write.anchored,
+        checkpoint_at=checkpoint_at,
+        generation=None,  # checked above, in this transaction
+        expected_version=None,  # nothing else writes the call inside this transaction
+        live_key=turn_key,
+    )
+    return LiveWrite.WRITTEN
 
 
 _OPEN = "('starting', 'active', 'ending')"
