@@ -70,7 +70,7 @@ def rank_arrays(
 ) -> list[tuple[int, float]]:
     """`first_stage` then `rerank` over rows held in memory (``bot.memory.index``), in numpy: ``postings`` are the
     row numbers holding each query term, ``lengths`` every row's length in tokens (the row count is its size).
-    (row number, score) of the best ``limit``, best first; earlier rows first among equals."""
+    (row number, score) of the best ``limit``, best first; later rows first among equals, as in `rerank`."""
     total = len(lengths)
     found = [rows for rows in postings if len(rows)]
     if not found or not total:
@@ -81,9 +81,20 @@ def rank_arrays(
     hit = np.flatnonzero(scores)
     depth = RERANK_DEPTH * limit
     if len(hit) > depth:
-        hit = hit[np.lexsort((hit, -scores[hit]))[:depth]]
+        hit = _best(hit, scores[hit], depth)
     first, length = scores[hit], lengths[hit]
     norm = 1 - BM25_B + BM25_B * length / (float(length.mean()) or 1.0)
     final = first * (BM25_K1 + 1) / (1 + BM25_K1 * norm)
     best = np.lexsort((-hit, -final))[:limit]
     return [(int(hit[i]), float(final[i])) for i in best]
+
+
+def _best(rows: NDArray[np.intp], scores: NDArray[np.float64], depth: int) -> NDArray[np.intp]:
+    """The ``depth`` best of ``rows`` (ascending) by score, earlier rows first among equals (the first stage's
+    cut), in no particular order: a partition around the ``depth``-th best score, not a sort of every hit (a
+    query of common words hits most of a member's lines)."""
+    cut = len(scores) - depth
+    kth = np.partition(scores, cut)[cut]
+    above = rows[scores > kth]
+    tied = rows[scores == kth][: depth - len(above)]
+    return np.concatenate((above, tied))

@@ -58,14 +58,6 @@ def changes(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
         cur.close()
 
 
-def _exists(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> bool:
-    cur = conn.execute(sql, params)
-    try:
-        return cur.fetchone() is not None
-    finally:
-        cur.close()
-
-
 def memory_write_allowed(
     conn: sqlite3.Connection,
     user_id: int,
@@ -77,23 +69,23 @@ def memory_write_allowed(
     False when the member forgot something or paused memory since the writer read `generation` (from
     `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
     chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
-    generation check."""
-    if generation is not None:
-        cur = conn.execute("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
-        try:
-            row = cur.fetchone()
-        finally:
-            cur.close()
-        if (int(row[0]) if row else 0) != generation:
-            return False
-    if _exists(conn, "SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0", (user_id,)):
-        return False
+    generation check. One statement: each is a release and a re-take of the GIL on the database thread, which
+    under load waits for the event loop's thread."""
+    conversation = "1"
+    params: list[Any] = [user_id, user_id]
     if convo is not None:
         purged = " AND transcript_purged_at IS NULL" if convo.kind == "call" else ""
-        sql = f"SELECT 1 FROM {convo.table} WHERE {convo.column} = ? AND user_id = ? AND private = 0{purged}"
-        if not _exists(conn, sql, (convo.ref_id, user_id)):
-            return False
-    return True
+        conversation = (
+            f"EXISTS (SELECT 1 FROM {convo.table} WHERE {convo.column} = ? AND user_id = ? AND private = 0{purged})"
+        )
+        params += [convo.ref_id, user_id]
+    fenced, paused, present = _row(
+        conn,
+        "SELECT COALESCE((SELECT generation FROM memory_fences WHERE user_id = ?), 0), "
+        f"EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0), {conversation}",
+        params,
+    )
+    return (generation is None or int(fenced) == generation) and not paused and bool(present)
 
 
 def create_call(conn: sqlite3.Connection, values: Sequence[Any], user_id: int) -> None:
@@ -122,6 +114,22 @@ def apply_call_turns(
     """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside `in_transaction`."""
     if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
         return False
+    _write_call_turns(conn, call_id, user_id, inserts, updates, anchored, checkpoint_at, expected_version, live_key)
+    return True
+
+
+def _write_call_turns(
+    conn: sqlite3.Connection,
+    call_id: str,
+    user_id: int,
+    inserts: Sequence[NewTurn],
+    updates: Sequence[TurnUpdate],
+    anchored: bool,
+    checkpoint_at: float,
+    expected_version: int | None,
+    live_key: str | None,
+) -> None:
+    """The writes of `apply_call_turns`, once its fence has let them through."""
     bumped = changes(
         conn,
         "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
@@ -170,10 +178,12 @@ def apply_call_turns(
         ).close()
     if live_key is not None:
         conn.execute("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, live_key)).close()
-    return True
 
 
-_LIVE_KEY_SEEN = "SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?"
+_LIVE_CALL_STATE = (
+    "SELECT history_anchored, EXISTS (SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?) "
+    "FROM calls WHERE call_id = ?"
+)
 _CALL_TAIL = f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?"
 _CALL_TURNS = f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq"
 
@@ -192,9 +202,9 @@ def write_live_turn(
     call between reading its lines and writing the new one)."""
     if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
         return LiveWrite.REFUSED
-    if turn_key is not None and _exists(conn, _LIVE_KEY_SEEN, (call_id, turn_key)):
+    anchored, seen = _row(conn, _LIVE_CALL_STATE, (call_id, turn_key, call_id))
+    if seen:
         return LiveWrite.SEEN
-    anchored = bool(_row(conn, "SELECT history_anchored FROM calls WHERE call_id = ?", (call_id,))[0])
     cur = conn.cursor()
     cur.row_factory = None
     try:
@@ -212,17 +222,9 @@ def write_live_turn(
         if turn_key is not None:
             changes(conn, "INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
         return LiveWrite.UNCHANGED
-    apply_call_turns(
-        conn,
-        call_id,
-        user_id,
-        write.inserts,
-        write.updates,
-        anchored=write.anchored,
-        checkpoint_at=checkpoint_at,
-        generation=None,  # checked above, in this transaction
-        expected_version=None,  # nothing else writes the call inside this transaction
-        live_key=turn_key,
+    # Fenced above, in this transaction, which nothing else writes the call in: no version to expect.
+    _write_call_turns(
+        conn, call_id, user_id, write.inserts, write.updates, write.anchored, checkpoint_at, None, turn_key
     )
     return LiveWrite.WRITTEN
 
