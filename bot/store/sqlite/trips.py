@@ -202,9 +202,10 @@ def write_live_turn(
     call between reading its lines and writing the new one)."""
     if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
         return LiveWrite.REFUSED
-    anchored, seen = _row(conn, _LIVE_CALL_STATE, (call_id, turn_key, call_id))
+    anchoring, seen = _row(conn, _LIVE_CALL_STATE, (call_id, turn_key, call_id))
     if seen:
         return LiveWrite.SEEN
+    anchored = bool(anchoring)
     cur = conn.cursor()
     cur.row_factory = None
     try:
