@@ -19,9 +19,9 @@ stream a reply, like a real model, so that many streams are open at once; ``--bu
 level at the same instant instead), it prints side by side the time to first byte (TTFB) and to last byte (TTLB),
 p50 and p99, measured by the agent, through the proxy and straight to the same upstream with the same body, and
 the p99 TTFB the proxy adds (target: <= 10 ms at 20 streams). Last, the relay alone: the same level again with the
-members' memory paused. Then the per-turn memory
-build alone (``MemoryService.build_context`` with the utterance as query, leaving out the running call), p50/p99
-(target: <= 5 ms p99).
+members' memory paused. Then the per-turn memory build alone (``MemoryService.build_context`` with the utterance
+as query, leaving out the running call), p50/p99 (target: <= 5 ms p99). A machine-speed check is printed before
+and after the levels: figures from runs whose speed differs are not comparable.
 
     .venv/bin/python bench/live_recall.py [--members 100] [--levels 1,20,100] [--rounds N] [--builds 300]
 """

@@ -58,6 +58,19 @@ async def eventually(predicate: Callable[[], Awaitable[bool] | bool], *, within:
         await asyncio.sleep(0.02)
 
 
+async def settled(value: Callable[[], object], *, quiet: float, within: float = 10.0) -> None:
+    """Wait until ``value()`` has stayed the same for ``quiet`` seconds (work on another thread has finished)."""
+    deadline = time.monotonic() + within
+    last, since = value(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still changing after {within} s")
+        await asyncio.sleep(quiet / 10)
+        current = value()
+        if current != last:
+            last, since = current, time.monotonic()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from bot.store.models import ChatRecord, LivePlanNeeds, LiveWrite, NewTurn, Turn
 from bot.store.repository import SchemaTooNew, Store, TurnsChanged
 from bot.store.sqlite import SqliteStore, _split_sql
 from tests.factories import extract, make_call, seed_fact, seed_summary
-from tests.harness import eventually
+from tests.harness import eventually, settled
 
 
 async def test_fresh_database_is_migrated_with_safe_pragmas(sqlite_store: SqliteStore) -> None:
@@ -494,16 +493,3 @@ async def test_the_wal_is_copied_into_the_database_beside_the_writes_and_starts_
         assert wal.stat().st_size < 1.5 * first, "the second call's pages went to the start of the WAL"
     finally:
         await store.close()
-
-
-async def settled(value: Callable[[], object], *, quiet: float, within: float = 10.0) -> None:
-    """Wait until ``value()`` has stayed the same for ``quiet`` seconds (work on another thread has finished)."""
-    deadline = time.monotonic() + within
-    last, since = value(), time.monotonic()
-    while time.monotonic() - since < quiet:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still changing after {within} s")
-        await asyncio.sleep(quiet / 10)
-        current = value()
-        if current != last:
-            last, since = current, time.monotonic()
