@@ -236,16 +236,17 @@ class LiveRecall:
         remember = not call.private and state.enabled
         turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
-        if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
-            # Started at once: it overlaps the memory build and the upstream's first byte, and is finished before
-            # any of the reply is relayed (so a crash mid-reply keeps the line, and the reply is always stored
-            # after the line it answers) without the agent waiting for the database before the upstream starts.
-            write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
-            self.track(write)
-            await asyncio.sleep(0)  # let the write reach the database before building, which does not yield
+        outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
         try:
-            outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
             outgoing["messages"] = await self._with_memory(state, messages, utterance, remember)
+        finally:
+            if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
+                # Started once the memory is built, or failed to be (the two would only take turns at the GIL),
+                # so that it runs while the upstream is asked; finished before any of the reply is relayed (a
+                # crash mid-reply keeps the line, and the reply is always stored after the line it answers).
+                write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
+                self.track(write)
+        try:
             response, chunks, first = await self._open(call, outgoing)
         finally:
             if write is not None:  # stored before the first byte of the reply (or the error) reaches the agent

@@ -325,6 +325,27 @@ async def test_the_line_is_written_while_the_upstream_starts_and_stored_before_a
     assert (await lines(world, call_id))[-1] == ("assistant", "Your vet is Dr. Okafor.")
 
 
+async def test_a_failing_memory_build_still_stores_the_line(
+    world: CallWorld, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The line's write starts once the memory is built; when the build fails, it starts all the same."""
+    call_id, _ = await start(world)
+    assert world.live is not None
+
+    async def broken_build(*args: object, **kwargs: object) -> list[dict[str, str]]:
+        raise RuntimeError("the index is unreadable")
+
+    monkeypatch.setattr(world.memory.context, "build", broken_build)
+    state = await world.store.call_memory_state(call_id)
+    assert state is not None
+    body = {"messages": [{"role": "user", "content": "Who is my vet?"}], "stream": True, "turn_id": 8, "timestamp": 1}
+    with pytest.raises(RuntimeError, match="unreadable"):
+        await world.live.start_turn(state, body)
+    await world.live.wait_idle()
+    assert await lines(world, call_id) == [("user", "Who is my vet?")]
+    assert llm.requests == []
+
+
 async def test_bodies_over_one_mib_and_malformed_json_are_refused(world: CallWorld, llm: FakeLLM) -> None:
     call_id, agent_id = await start(world)
     key = world.emu.agent(agent_id).request["properties"]["llm"]["api_key"]

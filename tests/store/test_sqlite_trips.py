@@ -6,14 +6,18 @@ thread, the same one bench/calls.py counts."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import aiosqlite
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from bot.store.models import NewTurn, TurnUpdate
+from bot.store.columns import TURN_COLUMNS, turn_record
+from bot.store.models import NewTurn, TurnRecord, TurnUpdate
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
@@ -119,3 +123,50 @@ async def test_a_refused_or_stale_merge_writes_nothing_and_leaves_no_transaction
     with pytest.raises(OpenCallExists):  # the member's second open call is refused, in one trip too
         await store.create_call(make_call(7, state="starting"))
     assert await store.transition_call(call.call_id, ["active"], "ending")
+
+
+_LINES = st.lists(
+    st.builds(
+        NewTurn,
+        role=st.sampled_from(["user", "assistant"]),
+        content=st.text(st.characters(exclude_categories=["Cs"]), max_size=40),
+        spoken_at=st.floats(min_value=-1e300, max_value=1e300, allow_nan=False, allow_infinity=False),
+        seq=st.integers(0, 0),
+        segment=st.integers(0, 3),
+        partial=st.booleans(),
+        captured=st.integers(0, 2**53),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=_LINES, order=st.randoms(use_true_random=False), last=st.integers(0, 14))
+async def test_a_calls_lines_read_in_one_step_are_the_rows_as_stored(
+    lines: list[NewTurn], order: random.Random, last: int
+) -> None:
+    """`call_turns` / `call_tail` read every line of the call as ONE JSON value (one step, one take of the GIL on
+    the database thread): the same records, in the same order, as reading the rows one by one, whatever the text
+    (quotes, newlines, any Unicode) and however exact the float of ``spoken_at``; lines written out of order come
+    back by ``seq``."""
+    store = SqliteStore(":memory:")
+    await store.open()
+    try:
+        call = make_call(7, state="active")
+        await store.create_call(call)
+        numbered = [
+            NewTurn(t.role, t.content, t.spoken_at, seq, t.segment, t.partial, t.captured)
+            for seq, t in enumerate(lines)
+        ]
+        order.shuffle(numbered)
+        assert await store.apply_call_turns(call.call_id, 7, numbered, [], anchored=True, checkpoint_at=1.0)
+        rows = await store.db.execute_fetchall(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq", (call.call_id,)
+        )
+        one_by_one: list[TurnRecord] = [turn_record(row) for row in rows]
+
+        assert await store.call_turns(call.call_id) == one_by_one
+        assert await store.call_tail(call.call_id, last) == (one_by_one[-last:] if last else [])
+        assert [(t.content, t.spoken_at) for t in one_by_one] == [(t.content, t.spoken_at) for t in lines]
+    finally:
+        await store.close()

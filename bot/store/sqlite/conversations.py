@@ -220,8 +220,7 @@ class SqliteConversations(SqliteFullText):
     # ---- turns -----------------------------------------------------------------------------------------
 
     async def call_turns(self, call_id: str) -> list[TurnRecord]:
-        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq", (call_id,))
-        return [_turn(r) for r in rows]
+        return await self._trip(trips.call_lines, call_id)
 
     async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
         rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? ORDER BY seq", (chat_id,))
@@ -357,10 +356,7 @@ class SqliteConversations(SqliteFullText):
         return int(await self._scalar("SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,)))
 
     async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?", (call_id, limit)
-        )
-        return [_turn(r) for r in reversed(rows)]
+        return await self._trip(trips.call_lines, call_id, limit)
 
     async def memory_generation(self, user_id: int) -> int:
         value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))

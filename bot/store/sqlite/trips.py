@@ -12,14 +12,25 @@ They run on the database thread: they must not touch the event loop, and they se
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS, turn_record
-from bot.store.models import Conversation, LivePlan, LivePlanNeeds, LiveWrite, NewTurn, TurnsWrite, TurnUpdate
+from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS, TURN_NAMES, turn_record
+from bot.store.models import (
+    Conversation,
+    LivePlan,
+    LivePlanNeeds,
+    LiveWrite,
+    NewTurn,
+    TurnRecord,
+    TurnsWrite,
+    TurnUpdate,
+)
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
 
@@ -184,8 +195,35 @@ _LIVE_CALL_STATE = (
     "SELECT history_anchored, EXISTS (SELECT 1 FROM live_turns WHERE call_id = ? AND turn_key = ?) "
     "FROM calls WHERE call_id = ?"
 )
-_CALL_TAIL = f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?"
-_CALL_TURNS = f"SELECT {TURN_COLUMNS} FROM turns WHERE call_id = ? ORDER BY seq"
+_TURN_AS_JSON = "json_array({})".format(
+    ", ".join("printf('%!.17g', spoken_at)" if name == "spoken_at" else name for name in TURN_NAMES)
+)
+"""A turn row as one JSON array; ``spoken_at`` as text of 17 digits, since SQLite's JSON writes a REAL with 15
+and would not give back the same float."""
+_SPOKEN_AT = TURN_NAMES.index("spoken_at")
+_SEQ = TURN_NAMES.index("seq")
+
+
+def call_lines(conn: sqlite3.Connection, call_id: str, last: int | None = None) -> list[TurnRecord]:
+    """The call's lines in order (only the ``last`` ones when given), read in ONE step of one statement.
+
+    Every step of a statement (one per row fetched) releases the GIL and takes it back; on the database thread
+    each take waits while the event loop's thread runs Python (up to the interpreter's switch interval: 5 ms by
+    default, `bot.loop.GIL_SWITCH_SECONDS` in the bot), so a voice turn's write that read the 66 rows of a call's
+    tail row by row waited that many times under load. The rows come back as one JSON array, ordered here by
+    ``seq`` (SQLite does not promise an aggregate's order)."""
+    limit = -1 if last is None else last
+    (lines,) = _row(
+        conn,
+        f"SELECT json_group_array({_TURN_AS_JSON}) FROM "
+        "(SELECT * FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?)",
+        (call_id, limit),
+    )
+    rows: list[list[Any]] = json.loads(lines)
+    rows.sort(key=itemgetter(_SEQ))
+    for row in rows:
+        row[_SPOKEN_AT] = float(row[_SPOKEN_AT])
+    return [turn_record(row) for row in rows]
 
 
 def write_live_turn(
@@ -206,17 +244,11 @@ def write_live_turn(
     if seen:
         return LiveWrite.SEEN
     anchored = bool(anchoring)
-    cur = conn.cursor()
-    cur.row_factory = None
-    try:
-        rows = cur.execute(_CALL_TAIL, (call_id, tail)).fetchall()
-        rows.reverse()
-        whole = len(rows) < tail
-        write = plan([turn_record(r) for r in rows], whole, anchored)
-        if write is LivePlanNeeds.WHOLE_CALL and not whole:
-            write = plan([turn_record(r) for r in cur.execute(_CALL_TURNS, (call_id,)).fetchall()], True, anchored)
-    finally:
-        cur.close()
+    lines = call_lines(conn, call_id, tail)
+    whole = len(lines) < tail
+    write = plan(lines, whole, anchored)
+    if write is LivePlanNeeds.WHOLE_CALL and not whole:
+        write = plan(call_lines(conn, call_id), True, anchored)
     if not isinstance(write, TurnsWrite):
         if write is LivePlanNeeds.WHOLE_CALL:
             raise AssertionError("a live plan asked for the whole call when it had it")
