@@ -9,34 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-GIL_SWITCH_SECONDS = 0.0005
-"""How long a thread that wants the GIL waits before the running one is made to hand it over (Python's default
-is 5 ms). The database threads (aiosqlite's, one per connection) release the GIL for every SQLite step and must
-take it back after each; while the event loop's thread runs Python (a voice turn's memory build, 1-3 ms), each
-take used to wait up to the full 5 ms, so a key check or a line's write that needs a few steps took 10-20 ms
-under load. Measured with `bench/live_recall.py` at 20 streams: what the proxy adds to p99 time to first byte
-fell from 11-20 ms at 5 ms to 8-11 ms at 0.5 ms, at no more CPU per turn."""
-
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(main)`` on the bot's event loop, with the GIL handed between threads every
-    `GIL_SWITCH_SECONDS` while it runs."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    """``asyncio.run(main)`` on the bot's event loop."""
     try:
-        try:
-            import uvloop
-        except ImportError:  # Windows: uvloop does not exist there
-            return asyncio.run(main)
-        return uvloop.run(main)
-    finally:
-        sys.setswitchinterval(before)
+        import uvloop
+    except ImportError:  # Windows: uvloop does not exist there
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 def loop_name() -> str:

@@ -208,10 +208,10 @@ def call_lines(conn: sqlite3.Connection, call_id: str, last: int | None = None) 
     """The call's lines in order (only the ``last`` ones when given), read in ONE step of one statement.
 
     Every step of a statement (one per row fetched) releases the GIL and takes it back; on the database thread
-    each take waits while the event loop's thread runs Python (up to the interpreter's switch interval: 5 ms by
-    default, `bot.loop.GIL_SWITCH_SECONDS` in the bot), so a voice turn's write that read the 66 rows of a call's
-    tail row by row waited that many times under load. The rows come back as one JSON array, ordered here by
-    ``seq`` (SQLite does not promise an aggregate's order)."""
+    each take waits while the event loop's thread runs Python (up to the interpreter's switch interval, 5 ms), so
+    a voice turn's write that read the 66 rows of a call's tail row by row waited that many times under load.
+    The rows come back as one JSON array, ordered here by ``seq`` (SQLite does not promise an aggregate's
+    order)."""
     limit = -1 if last is None else last
     (lines,) = _row(
         conn,
