@@ -328,21 +328,20 @@ async def test_the_line_is_written_while_the_upstream_starts_and_stored_before_a
 async def test_a_failing_memory_build_still_stores_the_line(
     world: CallWorld, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The line's write starts once the memory is built; when the build fails, it starts all the same."""
-    call_id, _ = await start(world)
+    """The line's write starts once the memory is built; when the build fails, it starts all the same, and the
+    agent gets an error in OpenAI's shape (so it says its failure message)."""
+    call_id, agent_id = await start(world)
     assert world.live is not None
 
     async def broken_build(*args: object, **kwargs: object) -> list[dict[str, str]]:
         raise RuntimeError("the index is unreadable")
 
     monkeypatch.setattr(world.memory.context, "build", broken_build)
-    state = await world.store.call_memory_state(call_id)
-    assert state is not None
-    body = {"messages": [{"role": "user", "content": "Who is my vet?"}], "stream": True, "turn_id": 8, "timestamp": 1}
-    with pytest.raises(RuntimeError, match="unreadable"):
-        await world.live.start_turn(state, body)
+    turn = await world.emu.user_says(agent_id, "Who is my vet?")
     await world.live.wait_idle()
-    assert await lines(world, call_id) == [("user", "Who is my vet?")]
+    assert turn.outcome == "failed" and turn.status == 500
+    stored = await lines(world, call_id)
+    assert stored[-1] == ("user", "Who is my vet?") and stored.count(("user", "Who is my vet?")) == 1
     assert llm.requests == []
 
 
