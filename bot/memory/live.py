@@ -3,9 +3,10 @@ line is stored the moment it is spoken.
 
 For each chat-completions request the agent sends (Agora ConvoAI with ``llm.vendor = "custom"``):
 
-1. the newest user message is stored as a line of the call at once (keyed by Agora's ``turn_id``);
-2. the memory block for that utterance replaces the memory system message (persona and history stay as sent),
-   leaving out the lines of the running call, which the agent already holds;
+1. the memory block for the newest user message replaces the memory system message (persona and history stay as
+   sent), leaving out the lines of the running call, which the agent already holds;
+2. that message is stored as a line of the call (keyed by Agora's ``turn_id``), written while the next steps run:
+   the reply's first bytes do not wait for the database, and the reply is stored after the line;
 3. the request goes to the upstream LLM (``llm.base_url`` / ``llm.model``), retried once only before its first
    byte, within ``llm.timeout_seconds``;
 4. the upstream's SSE events are relayed as they arrive, byte for byte (tool calls and unknown fields included);
@@ -74,7 +75,9 @@ class LiveTurn:
         response: UpstreamStream,
         chunks: AsyncGenerator[bytes],
         first: bytes,
+        line_write: asyncio.Future[None] | None = None,
     ) -> None:
+        """``line_write``: the write of the user line this turn answers, still running while the reply starts."""
         self._recall = recall
         self._call = call
         self._conversation = conversation
@@ -84,6 +87,7 @@ class LiveTurn:
         self._response = response
         self._chunks = chunks
         self._first = first
+        self._line_write = line_write
         self._reply = _Reply()
         self._finished = False
         self.content_type = response.content_type
@@ -159,6 +163,8 @@ class LiveTurn:
         if self._reply.stored:
             return
         self._reply.stored = True
+        if self._line_write is not None:  # a reply is stored after the line it answers
+            await asyncio.shield(self._line_write)
         text = self._reply.text
         if not self._remember or not text.strip():
             return
@@ -213,9 +219,9 @@ class LiveRecall:
         return CallSession(self, state)
 
     async def start_turn(self, state: CallMemoryState, request: object) -> LiveTurn:
-        """Store the new user line, put this utterance's memory in, and open the upstream stream; the line is
-        stored when this returns. ``state`` is the call with its member's memory state, read by the key check (the
-        request's first read)."""
+        """Store the new user line, put this utterance's memory in, and open the upstream stream; the line's write
+        is under way when this returns (the turn's reply is stored after it). ``state`` is the call with its
+        member's memory state, read by the key check (the request's first read)."""
         call = state.call
         if not isinstance(request, dict):
             raise bad_request("The request body must be a JSON object.")
@@ -242,16 +248,19 @@ class LiveRecall:
         finally:
             if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
                 # Started once the memory is built, or failed to be (the two would only take turns at the GIL),
-                # so that it runs while the upstream is asked; finished before any of the reply is relayed (a
-                # crash mid-reply keeps the line, and the reply is always stored after the line it answers).
+                # so that it runs while the upstream is asked and the reply's first bytes are relayed: the agent
+                # does not wait for the database (a write queued behind other calls' held the first byte up to
+                # several ms). It commits within milliseconds, long before a reply has finished streaming, and
+                # the reply is stored only after it (`LiveTurn._store_reply`).
                 write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
                 self.track(write)
         try:
             response, chunks, first = await self._open(call, outgoing)
-        finally:
-            if write is not None:  # stored before the first byte of the reply (or the error) reaches the agent
+        except BaseException:
+            if write is not None:  # the agent's error comes after the line is stored (or failed to be)
                 await asyncio.shield(write)
-        return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first)
+            raise
+        return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first, write)
 
     async def store_line(
         self,

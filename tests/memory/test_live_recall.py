@@ -295,21 +295,22 @@ async def test_the_events_of_one_read_are_relayed_in_one_piece_and_done_only_aft
     assert relayed == [one, two + three, done], "what arrived together goes out together; nothing is held back"
 
 
-async def test_the_line_is_written_while_the_upstream_starts_and_stored_before_any_reply_is_relayed(
+async def test_the_reply_starts_without_waiting_for_the_line_and_is_stored_after_it(
     world: CallWorld, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The agent does not wait for the database before the upstream is asked, and gets no byte of the reply
-    before the line it answers is stored: with a database slower than the upstream, the upstream has started
-    when the line is written, and the line is in when the turn is handed to the agent."""
+    """The agent waits for the database neither before the upstream is asked nor before the reply's first bytes:
+    with a database slower than the upstream, the reply is already flowing while the line is being written. The
+    reply is stored after the line it answers all the same, so the call's lines stay in order."""
     call_id, _ = await start(world)
     assert world.live is not None
     record = world.memory.record_live_turn
-    upstream_started_before_stored: list[int] = []
+    written: list[str] = []
 
-    async def slow_record(*args: object, **kwargs: object) -> bool:
-        await asyncio.sleep(0.3)
-        stored = await record(*args, **kwargs)  # type: ignore[arg-type]
-        upstream_started_before_stored.append(llm.streams_started)
+    async def slow_record(call: object, window: list[tuple[str, str]], **kwargs: object) -> bool:
+        if window[-1][0] == "user":
+            await asyncio.sleep(0.3)
+        stored = await record(call, window, **kwargs)  # type: ignore[arg-type]
+        written.append(window[-1][0])
         return stored
 
     monkeypatch.setattr(world.memory, "record_live_turn", slow_record)
@@ -318,11 +319,13 @@ async def test_the_line_is_written_while_the_upstream_starts_and_stored_before_a
     assert state is not None
     body = {"messages": [{"role": "user", "content": "Who is my vet?"}], "stream": True, "turn_id": 7, "timestamp": 1}
     turn = await world.live.start_turn(state, body)
-    assert upstream_started_before_stored == [1]
-    assert (await lines(world, call_id))[-1] == ("user", "Who is my vet?")
-    relayed = b"".join([piece async for piece in turn.events()])
+    events = turn.events()
+    first = await anext(events)
+    assert b"data: " in first and written == [], "the first bytes of the reply came before the line was written"
+    relayed = first + b"".join([piece async for piece in events])
     assert b"Okafor" in relayed and relayed.endswith(b"data: [DONE]\n\n")
-    assert (await lines(world, call_id))[-1] == ("assistant", "Your vet is Dr. Okafor.")
+    assert written == ["user", "assistant"]
+    assert (await lines(world, call_id))[-2:] == [("user", "Who is my vet?"), ("assistant", "Your vet is Dr. Okafor.")]
 
 
 async def test_a_failing_memory_build_still_stores_the_line(
