@@ -85,6 +85,13 @@ class _Snapshot:
         """How many of the call's last lines to read first: enough to place a window that continues them."""
         return 2 * len(self.window) + 2
 
+    @property
+    def live_tail(self) -> int:
+        """How many of the call's last lines a live line's write reads first: enough for `try_append` to place
+        the window (an overlap of at most the whole window, and the line before it). Reading `tail` would give
+        it the same answer from twice the rows; when the tail is not enough, the plan asks for the whole call."""
+        return len(self.window) + 1
+
     def plan(
         self, stored: list[TurnRecord], whole: bool, anchored: bool
     ) -> tuple[TurnsWrite | None, MergeResult] | None:
@@ -284,7 +291,7 @@ class MemoryService:
             call.call_id,
             call.user_id,
             turn_key,
-            tail=snapshot.tail,
+            tail=snapshot.live_tail,
             plan=snapshot.live_plan,
             checkpoint_at=at,
             generation=generation,
