@@ -196,17 +196,25 @@ async def _run_agent(conn: Connection, calls: list[tuple[int, str, str, str]], o
                 conn.send(exc)
 
 
+async def both_paths(
+    http: httpx.AsyncClient, member: Member, options: dict[str, Any], rng: random.Random, reply: str
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """One turn of ``member``'s call through the proxy, then the same body straight to the upstream: the
+    (TTFB, TTLB) of each."""
+    body = member.request(rng)
+    proxy = await timed_stream(http, options["proxy_url"], body, member.key)
+    member.history.append({"role": "assistant", "content": reply})
+    direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
+    return proxy, await timed_stream(http, options["direct_url"], direct | {"model": "fake-model"})
+
+
 async def warm_up(
     http: httpx.AsyncClient, member: Member, options: dict[str, Any], rng: random.Random, reply: str
 ) -> None:
     """One untimed turn through each path before any level: the first request a process serves or sends runs
     code for the first time (the agent's and the upstream's as much as the bot's), and the proxy's turn, sent
     first, would be charged for all three processes' (some 30-50 ms, the p99 of the one-stream level)."""
-    body = member.request(rng)
-    await timed_stream(http, options["proxy_url"], body, member.key)
-    member.history.append({"role": "assistant", "content": reply})
-    direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
-    await timed_stream(http, options["direct_url"], direct | {"model": "fake-model"})
+    await both_paths(http, member, options, rng, reply)
 
 
 async def agent_level(
@@ -226,11 +234,9 @@ async def agent_level(
         pause, again; started at a random moment so arrivals spread like real calls."""
         await asyncio.sleep(rng.uniform(0, options["stream_seconds"]))
         for _ in range(rounds):
-            body = member.request(rng)
-            results["proxy"].append(await timed_stream(http, options["proxy_url"], body, member.key))
-            member.history.append({"role": "assistant", "content": reply})
-            direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
-            results["direct"].append(await timed_stream(http, options["direct_url"], direct | {"model": "fake-model"}))
+            proxy, direct = await both_paths(http, member, options, rng, reply)
+            results["proxy"].append(proxy)
+            results["direct"].append(direct)
             await asyncio.sleep(rng.uniform(0, 0.05))
 
     if options["burst"]:
