@@ -8,7 +8,9 @@ the upstream is the fake LLM of the tests (``tests/fakes/llm_server.py``) stream
 agent is an HTTP client sending each request the way ConvoAI sends it (persona, the call-start memory message, the
 agent's last messages, the new user line, ``turn_id``, ``timestamp``). So the bot's process does only the bot's
 work, and neither the agent's parsing nor the upstream's streaming competes with it for the event loop or the GIL
-(both run on uvloop too, so that they take as little as they can of the cores they share with the bot here).
+(both run on uvloop too, so that they take as little as they can of the cores they share with the bot here; the
+agent's client is aiohttp's, which takes a third of the CPU httpx's did for the same turns: with httpx the agent was
+the busiest of the three processes, and its own delays made up most of the direct path's p99).
 Every proxied turn stores the user line, builds that utterance's memory and stores the reply, as in a real call.
 The bot's start-up ends by freezing what it holds out of later garbage collections
 (``bot.loop.freeze_startup_objects``); so does this process's, before the members' calls start.
@@ -45,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx
+import aiohttp
 
 from bench.memory_store import pct, sentence
 from bot import loop as event_loop
@@ -162,15 +164,15 @@ class Member:
 
 
 async def timed_stream(
-    http: httpx.AsyncClient, url: str, body: dict[str, Any], key: str | None = None
+    http: aiohttp.ClientSession, url: str, body: dict[str, Any], key: str | None = None
 ) -> tuple[float, float]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     start = time.perf_counter()
     first = 0.0
-    async with http.stream("POST", url, json=body, headers=headers) as response:
-        if response.status_code != 200:
-            raise RuntimeError(f"{url} answered {response.status_code}: {(await response.aread())[:200]!r}")
-        async for chunk in response.aiter_raw():
+    async with http.post(url, json=body, headers=headers) as response:
+        if response.status != 200:
+            raise RuntimeError(f"{url} answered {response.status}: {(await response.read())[:200]!r}")
+        async for chunk in response.content.iter_any():
             if chunk and not first:
                 first = time.perf_counter() - start
     return first, time.perf_counter() - start
@@ -186,8 +188,8 @@ async def _run_agent(conn: Connection, calls: list[tuple[int, str, str, str]], o
     rng = random.Random(options["seed"] + 1)  # not the fill's sentences
     members = [Member(*call) for call in calls]
     reply = reply_text(options["reply_chars"])
-    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
-    async with httpx.AsyncClient(limits=limits, timeout=60) as http:
+    connector = aiohttp.TCPConnector(limit=400)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
         await warm_up(http, members[0], options, rng, reply)
         while (level := await asyncio.to_thread(conn.recv)) is not None:
             try:
@@ -197,7 +199,7 @@ async def _run_agent(conn: Connection, calls: list[tuple[int, str, str, str]], o
 
 
 async def both_paths(
-    http: httpx.AsyncClient, member: Member, options: dict[str, Any], rng: random.Random, reply: str
+    http: aiohttp.ClientSession, member: Member, options: dict[str, Any], rng: random.Random, reply: str
 ) -> tuple[tuple[float, float], tuple[float, float]]:
     """One turn of ``member``'s call through the proxy, then the same body straight to the upstream: the
     (TTFB, TTLB) of each."""
@@ -209,7 +211,7 @@ async def both_paths(
 
 
 async def warm_up(
-    http: httpx.AsyncClient, member: Member, options: dict[str, Any], rng: random.Random, reply: str
+    http: aiohttp.ClientSession, member: Member, options: dict[str, Any], rng: random.Random, reply: str
 ) -> None:
     """One untimed turn through each path before any level: the first request a process serves or sends runs
     code for the first time (the agent's and the upstream's as much as the bot's), and the proxy's turn, sent
@@ -218,7 +220,7 @@ async def warm_up(
 
 
 async def agent_level(
-    http: httpx.AsyncClient,
+    http: aiohttp.ClientSession,
     level: int,
     members: list[Member],
     options: dict[str, Any],
