@@ -16,6 +16,7 @@ from bot.memory.context import (
     _DELIMITER,
     _UNSAFE_LINE_BREAKS,
     LATEST_EXCHANGE,
+    MAX_QUERY_CHARS,
     MEMORY_HEADER,
     NEAR_DUPLICATE,
     TEXT_CACHES,
@@ -229,6 +230,25 @@ async def test_the_current_call_can_be_left_out(store, memory) -> None:
     assert "3141" in block and "again?" not in block
     start = (await memory.build_context(8, exclude_call_id=current))[1]["content"]
     assert "3141" in start and "again?" not in start
+
+
+async def test_a_very_long_query_is_ranked_by_its_first_characters(store, memory) -> None:
+    """What comes after MAX_QUERY_CHARS of a query (an endless utterance) changes nothing, and costs nothing."""
+    places = ["fence", "shed", "pond", "gate", "hedge", "path", "oak", "wall", "porch", "window", "bench", "well"]
+    garden = [("user", f"in the garden I planted tulip bulbs near the {place}") for place in places]
+    await remember(store, memory, 9, [("user", "My locker code is 3141."), *garden, *chatter(300)], T0)
+    current = await remember(store, memory, 9, [("user", "hello")], T0 + DAY)
+    filler = "uh " * MAX_QUERY_CHARS  # no word long enough to search for
+    for exclude in (None, current):  # from the store, and from the member's index
+        asked = await memory.build_context(9, query=filler[:100] + " tulip", exclude_call_id=exclude, budget_tokens=300)
+        assert "tulip" in asked[1]["content"]
+        short = await memory.build_context(
+            9, query=filler[:MAX_QUERY_CHARS], exclude_call_id=exclude, budget_tokens=300
+        )
+        long = await memory.build_context(
+            9, query=filler + "tulip " * 100_000, exclude_call_id=exclude, budget_tokens=300
+        )
+        assert long == short and "tulip" not in short[1]["content"]
 
 
 async def test_call_start_prefers_lines_with_specifics_over_recent_chatter(store, memory) -> None:
