@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -79,6 +80,8 @@ class _Snapshot:
     capture: int
     final: bool
     at: float
+    heard: frozenset[int] = frozenset()
+    """Positions in `window` of replies the member cut short (their text is what was spoken)."""
 
     @property
     def tail(self) -> int:
@@ -98,7 +101,9 @@ class _Snapshot:
         """What to write given the call's last stored lines (every one when ``whole``), and the merge's account;
         None when they are not enough (read every line and plan again)."""
         if anchored or not self.complete:
-            appended = try_append([_utterance(t) for t in stored], self.window, captured=self.capture, final=self.final)
+            appended = try_append(
+                [_utterance(t) for t in stored], self.window, captured=self.capture, final=self.final, heard=self.heard
+            )
             if appended is not None:
                 return _appended_write(stored, appended, self.at, anchored)
         if not whole:
@@ -110,6 +115,7 @@ class _Snapshot:
             complete=self.complete,
             final=self.final,
             anchored=anchored,
+            heard=self.heard,
         )
         old = {t.turn_id: t for t in stored}
         inserts: list[NewTurn] = []
@@ -173,7 +179,8 @@ class MemoryService:
         self.keys = keys
         self.context = ContextBuilder(store, budget_tokens=budget_tokens, persona=persona)
         self.context.indexes.read_ahead = read_ahead
-        self._call_locks: dict[str, asyncio.Lock] = {}
+        # Weak: a call's lock lives while a merge holds or awaits it (a late webhook after the end adds none for good).
+        self._call_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self._scrub_task: asyncio.Task[None] | None = None
         self._scrub_again = False
 
@@ -264,6 +271,7 @@ class MemoryService:
         at: float | None = None,
         captured: int | None = None,
         generation: int | None = None,
+        heard: frozenset[int] = frozenset(),
     ) -> bool:
         """Store one line of a running call the moment the bot's LLM route sees it (live recall).
 
@@ -272,12 +280,15 @@ class MemoryService:
         checkpoints and webhook 103 in any order without duplicates, exactly as `record_snapshot` merges it.
         `turn_key` (Agora's turn_id and the role) makes a retried request a no-op. `generation` is the member's
         memory generation read when the request arrived: a forget or pause since then drops the line (forget
-        wins). Returns False when the line was already stored under its key.
+        wins). `heard`: positions in `window` of replies the member interrupted, stored as what was spoken
+        (Agora's `metadata.interrupted`). Returns False when the line was already stored under its key.
 
         On the voice turn's path, so one store operation (`write_live_turn`: on SQLite one trip to the database
         thread), which reads the call's tail and writes the line and its key in the same transaction."""
         at = time.time() if at is None else at
-        window = storable(window)[-max_history:]
+        window = storable(window)
+        dropped = max(0, len(window) - max_history)
+        window = window[dropped:]
         if generation is None:
             generation = await self.store.memory_generation(call.user_id)
         snapshot = _Snapshot(
@@ -286,6 +297,7 @@ class MemoryService:
             capture=captured if captured is not None else int(at * 1000),
             final=False,
             at=at,
+            heard=frozenset(i - dropped for i in heard if i >= dropped),
         )
         written = await self.store.write_live_turn(
             call.call_id,

@@ -398,3 +398,24 @@ async def test_the_page_status_lists_what_was_learned(world: CallWorld) -> None:
     done = await world.adapter.status(token)
     assert done is not None and (done.facts_learned, done.facts) == (1, ("Has a cat called Miso",))
     assert done.to_json()["facts"] == ["Has a cat called Miso"]
+
+
+async def test_calls_ended_by_the_idle_timeout_keep_no_merge_lock_after_their_history_webhook(
+    world: CallWorld,
+) -> None:
+    """Issue 33 item 8: Agora's history webhook arrives after the call ended; its merge must not leave the call's
+    lock behind (one per ended call, for as long as the process runs)."""
+    ended: list[str] = []
+    for n in range(3):
+        started, agent = await start_call(world)
+        world.emu.script(agent.agent_id, conversation(4, f"call {n} "))
+        world.emu.user_left(agent.agent_id)
+        world.emu.advance(world.settings.agora.idle_timeout_seconds + 1)
+        await world.emu.wait_webhooks_idle()
+        await world.calls.wait_background()
+        call = await world.store.get_call(started.call_id)
+        assert call.state == "ended" and call.end_reason == "idle_timeout"
+        assert len(await stored(world, started.call_id)) == 5  # the greeting and the history webhook's 4 lines
+        ended.append(started.call_id)
+    assert [e["eventType"] for e in world.emu.delivered].count(103) == 3
+    assert not set(ended) & set(world.memory._call_locks)
