@@ -54,13 +54,19 @@ class CallPageAdapter:
         return self.calls.user_token(call)
 
     async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+        """For the browser the link is bound to, also after the link expired (its page shows what was learned
+        when the call ends). A link no browser opened expires as its page does, and its status never lists
+        what was learned: only a count."""
         call = await self.store.get_call_by_link_hash(self.calls.links.hash(link_token))
         if call is None or not self.calls.browser_allowed(call, browser):
+            return None
+        bound = call.browser_hash is not None
+        if not bound and call.link_expires_at is not None and self.calls.clock() > call.link_expires_at:
             return None
         turns = await self.store.count_call_turns(call.call_id)
         learned = None if call.private else await facts_learned(self.store, "call", call.call_id)
         convo = Conversation("call", call.call_id)
-        facts = tuple(f.text for f in await self.store.facts_from(convo)) if learned else ()
+        facts = tuple(f.text for f in await self.store.facts_from(convo)) if learned and bound else ()
         return CallStatus(
             state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
         )

@@ -385,9 +385,12 @@ async def test_without_webhooks_learning_does_not_wait_for_one(tmp_path: Path) -
 async def test_the_page_status_lists_what_was_learned(world: CallWorld) -> None:
     started, agent = await start_call(world)
     world.emu.script(agent.agent_id, [("user", "My cat is called Miso.")])
-    await world.calls.hang_up(ALICE)
     token = link_token(started)
-    pending = await world.adapter.status(token)
+    opened = await world.adapter.open_page(token)  # the member's browser; the status lists facts to it only
+    assert opened is not None and opened.browser_key is not None
+    browser = opened.browser_key
+    await world.calls.hang_up(ALICE)
+    pending = await world.adapter.status(token, browser=browser)
     assert pending is not None and (pending.facts_learned, pending.facts) == (None, ())
 
     await seed_fact(world.store, ALICE, "Has a cat called Miso", world.clock(), call_id=started.call_id)
@@ -395,7 +398,7 @@ async def test_the_page_status_lists_what_was_learned(world: CallWorld) -> None:
     assert job is not None
     await world.store.finish_job(job.job_id, world.clock())
 
-    done = await world.adapter.status(token)
+    done = await world.adapter.status(token, browser=browser)
     assert done is not None and (done.facts_learned, done.facts) == (1, ("Has a cat called Miso",))
     assert done.to_json()["facts"] == ["Has a cat called Miso"]
 

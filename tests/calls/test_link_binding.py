@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS, token_expires_at
-from tests.calls.test_lifecycle import link_token, start_call
+from tests.calls.test_lifecycle import ALICE, link_token, start_call
+from tests.factories import seed_fact
 from tests.harness import CallWorld, call_world
 
 
@@ -67,6 +68,7 @@ async def test_an_expired_link_never_opened_stays_invalid(world: CallWorld) -> N
     async with httpx.AsyncClient(base_url=world.web.url) as browser:
         assert (await browser.get(f"/call/{token}")).status_code == 404
         assert (await browser.post(f"/api/calls/{token}/hangup", json={"via": "page"})).status_code == 404
+        assert (await browser.get(f"/api/calls/{token}/status")).status_code == 404
 
 
 async def test_a_call_longer_than_a_day_gets_a_fresh_token_for_its_page_only(tmp_path: Path) -> None:
@@ -94,3 +96,58 @@ async def test_a_call_longer_than_a_day_gets_a_fresh_token_for_its_page_only(tmp
 
             assert (await page.post(f"/api/calls/{token}/hangup", json={"via": "page"})).status_code == 200
             assert (await page.post(f"/api/calls/{token}/token")).status_code == 404, "none for an ended call"
+
+
+PASSPORT = "Their passport number is X1234567"
+
+
+async def learned_from(world: CallWorld, call_id: str, text: str) -> None:
+    """Post-call processing learned ``text`` from the call (the job is done, so the status reports it)."""
+    await seed_fact(world.store, ALICE, text, world.clock(), call_id=call_id)
+    job = await world.store.claim_job(world.clock() + 3600, 60)
+    assert job is not None and job.ref_id == call_id
+    await world.store.finish_job(job.job_id, world.clock())
+
+
+async def test_a_link_never_opened_tells_nobody_what_was_learned_and_expires_like_its_page(world: CallWorld) -> None:
+    """Issue 33 item 5: the member ended the call from Discord without ever opening its link; whoever finds the
+    link later (a shared screenshot, the message history) polls the page's status route."""
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, [("user", "My passport number is X1234567.")])
+    await world.calls.hang_up(ALICE)
+    await learned_from(world, started.call_id, PASSPORT)
+    token = link_token(started)
+    async with httpx.AsyncClient(base_url=world.web.url) as finder:
+        before = await finder.get(f"/api/calls/{token}/status")
+        assert before.status_code == 200
+        assert before.json() == {
+            "state": "ended",
+            "ended_reason": "hangup",
+            "turns_stored": 2,
+            "facts_learned": 1,
+            "facts": [],
+        }
+        world.clock.advance(world.settings.web.link_ttl_minutes * 60 + 30 * 86400)
+        after = await finder.get(f"/api/calls/{token}/status")
+        hangup = await finder.post(f"/api/calls/{token}/hangup", json={"via": "page"})
+    assert (after.status_code, after.json()) == (404, {"error": "invalid link"})
+    assert hangup.status_code == 404 and "X1234567" not in after.text + hangup.text
+
+
+async def test_the_browser_that_opened_the_link_sees_what_was_learned_after_the_call_and_the_link_ended(
+    world: CallWorld,
+) -> None:
+    started, agent = await start_call(world)
+    token = link_token(started)
+    async with httpx.AsyncClient(base_url=world.web.url) as page, httpx.AsyncClient(base_url=world.web.url) as other:
+        assert (await page.get(f"/call/{token}")).status_code == 200
+        world.emu.script(agent.agent_id, [("user", "My passport number is X1234567.")])
+        world.clock.advance(world.settings.web.link_ttl_minutes * 60 + 60)
+        assert (await page.post(f"/api/calls/{token}/hangup", json={"via": "page"})).json()["state"] == "ended"
+        await learned_from(world, started.call_id, PASSPORT)
+
+        status = await page.get(f"/api/calls/{token}/status")
+        elsewhere = await other.get(f"/api/calls/{token}/status")
+    assert status.status_code == 200 and status.json()["facts"] == [PASSPORT]
+    assert status.json()["facts_learned"] == 1
+    assert elsewhere.status_code == 404 and "X1234567" not in elsewhere.text
