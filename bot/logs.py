@@ -5,7 +5,8 @@ ids of the call, member and server it concerns: pass them as ``extra={"call_id":
 block of work with ``bind(call_id=...)`` (a context variable, so tasks started inside inherit them). The JSON
 format writes them as fields; the text format appends them as ``call_id=...``.
 
-Never log what members said or typed: log ids and counts. Secret values from the settings are replaced by
+Never log what members said or typed: log ids and counts. The libraries that would (``PAYLOAD_LOGGERS``) never
+log below INFO, at any setting. Secret values from the settings are replaced by
 ``[secret]`` in every line, as a safety net.
 """
 
@@ -23,6 +24,24 @@ from typing import Any, TextIO
 ID_FIELDS = ("call_id", "user_id", "guild_id", "agent_id", "chat_id", "job_id")
 THIRD_PARTY_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "discord.http", "discord.gateway", "aiosqlite")
 """Libraries whose INFO lines are request-by-request noise (httpx logs every Agora and LLM request)."""
+PAYLOAD_LOGGERS = (
+    "aiosqlite",
+    "asyncpg",
+    "discord.gateway",
+    "discord.http",
+    "discord.webhook",
+    "httpx",
+    "httpcore",
+    "hpack",
+    "h2",
+    "aiohttp.client",
+    "aiohttp.server",
+    "aiohttp.web",
+    "websockets",
+)
+"""Libraries whose DEBUG lines carry what was sent or received: aiosqlite's SQL parameters, discord.py's gateway
+events (an interaction's options) and request bodies, HTTP headers and bodies. What members said would be in them,
+so they never log below INFO, whatever ``log.third_party_level`` says."""
 HANDLER_NAME = "memory-call-bot"
 
 _bound: contextvars.ContextVar[dict[str, object] | None] = contextvars.ContextVar("log_ids", default=None)
@@ -99,6 +118,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+def _payload_floor(record: logging.LogRecord) -> bool:
+    """Drops a DEBUG record of a ``PAYLOAD_LOGGERS`` library, should something lower its level after start-up
+    (discord.py's own logging set-up, a library's debug switch)."""
+    if record.levelno >= logging.INFO:
+        return True
+    name = record.name
+    return not any(name == payload or name.startswith(payload + ".") for payload in PAYLOAD_LOGGERS)
+
+
 class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever sys.stderr is at the time of each record (as logging's last-resort handler does)."""
 
@@ -127,15 +155,18 @@ def setup_logging(
     handler: logging.StreamHandler[TextIO] = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.set_name(HANDLER_NAME)
     handler.setFormatter(JsonFormatter(redact) if fmt == "json" else TextFormatter(redact))
+    handler.addFilter(_payload_floor)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     for name in THIRD_PARTY_LOGGERS:
-        logger = logging.getLogger(name)
-        logger.setLevel(third_party_level)
-    for name in ("discord", *THIRD_PARTY_LOGGERS):
+        logging.getLogger(name).setLevel(third_party_level)
+    floor = max(logging.INFO, logging.getLevelNamesMapping()[third_party_level.upper()])
+    for name in PAYLOAD_LOGGERS:
+        logging.getLogger(name).setLevel(floor)
+    for name in ("discord", *THIRD_PARTY_LOGGERS, *PAYLOAD_LOGGERS):
         logger = logging.getLogger(name)
         for old in list(logger.handlers):  # discord.py's own coloured handler, if something installed it
             logger.removeHandler(old)
