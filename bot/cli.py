@@ -12,7 +12,14 @@ from urllib.parse import urlsplit
 
 from bot.app import build_agora_client, build_embedding_client, build_llm_client, open_services
 from bot.config import Settings, all_settings, env_name
-from bot.doctor import Finding, StartupProblem, inspect_configured_database, inspect_postgres, startup_findings
+from bot.doctor import (
+    Finding,
+    StartupProblem,
+    database_folder_problem,
+    inspect_configured_database,
+    inspect_postgres,
+    startup_findings,
+)
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
 from bot.keys.pg_store import residue_warnings
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
@@ -72,6 +79,12 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
         for line in missing:
             _out(f"  - {line}")
         _out("Then run `python -m bot check` to verify everything.")
+        return 2
+    folder = (
+        None if settings.memory.database_url is not None else database_folder_problem(settings.memory.database_path)
+    )
+    if folder is not None:  # a setting to change, not a fault that goes away: 2, which systemd does not restart
+        print(f"The bot cannot start: {folder}", file=sys.stderr)
         return 2
     problems = [finding.text for finding in startup_findings(settings) if finding.failed]
     if problems:

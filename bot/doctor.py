@@ -1,7 +1,8 @@
 """What `check` inspects and `run` requires before it starts: the same findings, so they cannot disagree.
 
-Nothing here changes anything: the database is opened read-only (never created or migrated) and the web
-address is only resolved and bound for a moment. Each finding is one line an operator can act on.
+Nothing here changes anything: the database is opened read-only (never created or migrated), a folder it would
+be created in gets an empty probe folder removed at once, and the web address is only resolved and bound for a
+moment. Each finding is one line an operator can act on.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import errno
 import os
 import socket
 import sqlite3
+import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -45,12 +48,12 @@ def _fail(text: str) -> Finding:
 def inspect_database(path: Path) -> Finding:
     """The database file as `migrate` would find it, read without writing anything."""
     where = f"memory.database_path {path}"
+    problem = database_folder_problem(path)
+    if problem is not None:
+        return _fail(problem)
     if path.is_dir():
         return _fail(f"{where} is a directory: point it at a file, e.g. {path / 'bot.db'}")
     if not path.exists():
-        parent = _existing_parent(path)
-        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-            return _fail(f"{where} does not exist and {parent} is not a writable folder, so it cannot be created")
         return _ok(f"{path} does not exist yet: `migrate` (or starting the bot) creates it at schema {LATEST_VERSION}")
     if not os.access(path, os.R_OK | os.W_OK):
         return _fail(f"{where} is not readable and writable by this user")
@@ -76,11 +79,32 @@ def too_new_text(path: Path, version: int) -> str:
     )
 
 
-def _existing_parent(path: Path) -> Path:
-    parent = path.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    return parent
+def database_folder_problem(path: Path) -> str | None:
+    """Why the SQLite file cannot be created at ``path`` (None when it exists or can be): a folder on its way is a
+    file or a link to nowhere, cannot be looked into, or the nearest existing folder takes no new entries. That last
+    is tried for real, with an empty probe folder removed at once: permission bits do not tell (root ignores them,
+    a read-only mount or an NFS share refuses root anyway)."""
+    where = f"memory.database_path (MEMORY_DATABASE_PATH) {path}"
+    target = path.absolute()
+    for folder in target.parents:
+        try:
+            info = folder.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            if folder.is_symlink():
+                return f"{where}: the folder {folder} is a link to {os.readlink(folder)}, which does not exist"
+            continue
+        except OSError as exc:
+            return f"{where}: this user cannot look into {folder} ({exc.strerror})"
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{where}: {folder} is a file, not a folder, so the database cannot be created under it"
+        if folder == target.parent and target.exists():
+            return None
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".memory-call-bot-check-", dir=folder))
+        except OSError as exc:
+            return f"{where} cannot be created: nothing can be created in {folder} ({exc.strerror})"
+        return None
+    return None
 
 
 def _read_schema_version(path: Path) -> int:

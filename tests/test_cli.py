@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,61 @@ def test_check_reports_the_embedding_setting(config: Path, monkeypatch, capsys) 
     assert "on       llm.embedding_model is 'text-embedding-3-small': lines and facts are embedded" in out
     assert f"{base_url}/embeddings and fused with BM25" in out
     assert "warning  llm.embedding_model: embeddings at " in out and "BM25 alone meanwhile" in out
+
+
+def under_a_file(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "data").write_text("a file where the database folder should be\n")
+    return tmp_path / "data" / "db" / "bot.db", f"{tmp_path / 'data'} is a file, not a folder"
+
+
+def on_a_moved_volume(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "data").symlink_to(tmp_path / "volume-that-moved")
+    return tmp_path / "data" / "bot.db", f"the folder {tmp_path / 'data'} is a link to"
+
+
+def in_a_read_only_place(tmp_path: Path) -> tuple[Path, str]:
+    """/proc takes no new folders, even from root (for whom permission bits say yes)."""
+    return Path("/proc") / f"memory-call-bot-{tmp_path.name}" / "bot.db", "nothing can be created in /proc"
+
+
+@pytest.mark.parametrize("place", [under_a_file, on_a_moved_volume, in_a_read_only_place])
+def test_a_database_folder_that_cannot_be_created_fails_check_and_stops_run_with_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    place: Callable[[Path], tuple[Path, str]],
+) -> None:
+    """Issue 33 item 13: `check` said "Ready to run" and `run` ended in a traceback."""
+    from tests.harness import fake_discord_in_thread
+    from tests.test_startup import REQUIRED_ENV
+
+    db, reason = place(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    for name, value in REQUIRED_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[memory]\ndatabase_path = "{db}"\n\n[web]\nport = 0\n')
+    before = sorted(tmp_path.iterdir())
+    with fake_discord_in_thread(monkeypatch):
+        assert main(["--config", str(config), "check"]) == 1
+        out = capsys.readouterr().out
+        assert main(["--config", str(config), "run"]) == 2
+        err = capsys.readouterr().err
+    assert f"FAIL     memory.database_path (MEMORY_DATABASE_PATH) {db}" in out and reason in out
+    assert "Ready to run" not in out
+    assert err.startswith(f"The bot cannot start: memory.database_path (MEMORY_DATABASE_PATH) {db}") and reason in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert sorted(tmp_path.iterdir()) == before and not db.parent.exists()
+
+
+def test_check_leaves_no_trace_where_the_database_folder_will_be_created(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "new" / "deeper" / "bot.db"
+    config.write_text(f'[memory]\ndatabase_path = "{db}"\n\n[web]\nport = 0\n')
+    before = sorted(tmp_path.iterdir())
+    assert main(["--config", str(config), "check"]) == 1  # no Discord token: not ready, but the folder is fine
+    out = capsys.readouterr().out
+    assert f"ok       {db} does not exist yet" in out
+    assert sorted(tmp_path.iterdir()) == before
