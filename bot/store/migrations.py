@@ -419,6 +419,22 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             WHERE superseded_by IS NULL AND invalidated_at IS NULL;
         """,
     ),
+    (
+        12,
+        "forgotten calls: a call open when its member forgot everything goes as soon as it has finished",
+        """
+        -- /forget everything deletes the member's finished calls; one still open keeps its row while the call
+        -- runs (its agent must be stopped, its lease and link still work) and is marked. Whatever finishes it
+        -- (ended, failed, or its agent stopped at last after an ended call), the row goes with that write, so no
+        -- trace of the member's calls stays. A call started after the forget is not marked.
+        ALTER TABLE calls ADD COLUMN forgotten INTEGER NOT NULL DEFAULT 0;
+        CREATE TRIGGER calls_forgotten_finished AFTER UPDATE ON calls
+            WHEN NEW.forgotten = 1 AND NEW.state IN ('ended', 'failed') AND NEW.agent_stop_pending = 0
+        BEGIN
+            DELETE FROM calls WHERE call_id = NEW.call_id;
+        END;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

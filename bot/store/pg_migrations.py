@@ -348,6 +348,26 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
             WHERE superseded_by IS NULL AND invalidated_at IS NULL;
         """,
     ),
+    (
+        12,
+        "forgotten calls: a call open when its member forgot everything goes as soon as it has finished",
+        """
+        -- /forget everything deletes the member's finished calls; one still open keeps its row while the call
+        -- runs (its agent must be stopped, its lease and link still work) and is marked. Whatever finishes it
+        -- (ended, failed, or its agent stopped at last after an ended call), the row goes with that write, so no
+        -- trace of the member's calls stays. A call started after the forget is not marked.
+        ALTER TABLE calls ADD COLUMN forgotten BOOLEAN NOT NULL DEFAULT FALSE;
+        CREATE FUNCTION delete_forgotten_call() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM calls WHERE call_id = NEW.call_id;
+            RETURN NULL;
+        END
+        $$;
+        CREATE TRIGGER calls_forgotten_finished AFTER UPDATE ON calls FOR EACH ROW
+            WHEN (NEW.forgotten AND NEW.state IN ('ended', 'failed') AND NOT NEW.agent_stop_pending)
+            EXECUTE FUNCTION delete_forgotten_call();
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

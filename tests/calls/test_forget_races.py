@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,13 @@ from tests.harness import CallWorld, call_world
 @pytest.fixture
 async def world(tmp_path: Path):
     async with call_world(tmp_path) as w:
+        yield w
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def any_world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CallWorld]:
+    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    async with call_world(tmp_path, database_url=url) as w:
         yield w
 
 
@@ -86,3 +93,27 @@ async def test_resuming_memory_mid_call_does_not_bring_back_what_was_said_while_
     await world.emu.wait_webhooks_idle()
     await world.calls.wait_background()
     assert not [c for _, c in await stored(world, started.call_id) if "zqxpaused2" in c]
+
+
+async def test_forget_everything_mid_call_leaves_no_trace_of_the_call_once_it_ends(any_world: CallWorld) -> None:
+    """The member forgets everything while talking, goes on, then hangs up: the call ends for them as usual, and
+    afterwards neither Export nor the database knows the call (its ids, times, end reason)."""
+    world = any_world
+    started, agent = await start_call(world)
+    world.emu.script(agent.agent_id, conversation(4, "before "))
+    assert await world.calls.checkpoint(started.call_id)
+
+    await world.memory.forget_everything(ALICE)
+    world.emu.script(agent.agent_id, [("user", "after the forget: zqxforgotten"), ("assistant", "Okay.")])
+    assert await world.calls.checkpoint(started.call_id)
+    ended = await world.calls.hang_up(ALICE)
+    await world.emu.wait_webhooks_idle()
+    await world.calls.wait_background()
+
+    assert ended.call_id == started.call_id and ended.turns_stored == 0
+    assert world.emu.agent(agent.agent_id).status == "STOPPED"
+    assert await world.store.get_call(started.call_id) is None
+    assert await world.store.open_call_for_user(ALICE) is None
+    export = await world.memory.export(ALICE)
+    assert export["calls"] == [] and export["facts"] == []
+    assert started.call_id not in str(export)

@@ -128,6 +128,51 @@ async def test_ending_a_call_counts_its_turns_and_queues_its_job_all_at_once(sto
     assert await store.job_state("post_call", unqueued.call_id) is None
 
 
+async def test_a_call_open_when_its_member_forgot_everything_leaves_no_row_once_finished(store: Store) -> None:
+    """/forget everything during a call: the open call keeps its row while its agent runs (the lifecycle needs
+    it), and the row goes as the call finishes however it finishes: ended, ended with its agent still to stop
+    (gone once stopped), or failed while starting. Another member's call and a call started after the forget
+    are kept."""
+    now = time.time()
+    dave = 45
+    hung_up, stuck, starting = (
+        make_call(u, state=s) for u, s in ((ALICE, "active"), (CAROL, "active"), (dave, "starting"))
+    )
+    bobs = make_call(BOB, state="active")
+    for call in (hung_up, stuck, starting, bobs):
+        await store.set_consent(call.user_id, True, now)
+        await store.create_call(call)
+
+    for call in (hung_up, stuck, starting):
+        await store.forget_user(call.user_id)
+        kept = await store.get_call(call.call_id)
+        assert kept is not None and kept.state == call.state and kept.private
+
+    for call in (hung_up, stuck, bobs):
+        assert await store.begin_call_ending(call.call_id, ["active"], end_reason="hangup") is not None
+    assert (await store.end_call(hung_up.call_id, ended_at=now, agent_stop_pending=False)).won
+    assert await store.get_call(hung_up.call_id) is None
+
+    assert (await store.end_call(stuck.call_id, ended_at=now, agent_stop_pending=True)).won
+    assert [c.call_id for c in await store.calls_with_agent_to_stop()] == [stuck.call_id]
+    await store.update_call(stuck.call_id, agent_stop_pending=False)  # Agora stopped the agent at last
+    assert await store.get_call(stuck.call_id) is None
+
+    assert await store.transition_call(starting.call_id, ["starting"], "failed", end_reason="agent_failed")
+    assert await store.get_call(starting.call_id) is None
+
+    assert (await store.end_call(bobs.call_id, ended_at=now, agent_stop_pending=False)).won
+    assert (await store.get_call(bobs.call_id)).state == "ended"  # type: ignore[union-attr]
+    await store.set_consent(ALICE, True, now + 1)
+    after = make_call(ALICE, state="ending", started_at=now + 2)
+    await store.create_call(after)
+    assert (await store.end_call(after.call_id, ended_at=now + 3, agent_stop_pending=False)).won
+    assert (await store.get_call(after.call_id)).state == "ended"  # type: ignore[union-attr]
+    forgotten = {hung_up.call_id, stuck.call_id, starting.call_id}
+    for user in (ALICE, CAROL, dave):
+        assert not forgotten & {c["id"] for c in (await store.export_user(user))["calls"]}
+
+
 async def test_each_step_is_one_trip_on_sqlite(sqlite_store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     store = sqlite_store
     now = time.time()

@@ -28,6 +28,7 @@ PINNED = {
         9: "cb974089b5fb17cb9cefb4fefbca5a49663e38f795203e2fe68a63d51373bb5a",
         10: "a13cb25cf30ba71befe76865f84e1af1129990897b13c214d37925298393118d",
         11: "819edf4d8b84d785a8032e58e585007f3ac5859f72d8d078513b7ba619586451",
+        12: "210624ba18defef3f4666f03466878bfaa792b8807235fac17d7dc9dc357d0ec",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
@@ -41,6 +42,7 @@ PINNED = {
         9: "c02903c25ea87e20eff3c3dab7dff72d6eb237e942f905aa93fbcdc0a8cbf19e",
         10: "847f0054c8ec583522d3328b9392fef4249ae1c1e6c09a302e1bc28f5461a164",
         11: "819edf4d8b84d785a8032e58e585007f3ac5859f72d8d078513b7ba619586451",
+        12: "f50987aa8aa8cac49e27b09372c21a9294b96538128e91175fd2698e1203b393",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

@@ -18,6 +18,11 @@ from bot.store.models import (
 from bot.store.postgres.base import Connection, PostgresBase, _count, _fact
 from bot.store.postgres.fences import _forgotten
 
+_DELETE_FINISHED_CALLS = (
+    "DELETE FROM calls WHERE user_id = $1 AND state IN ('ended', 'failed') AND NOT agent_stop_pending"
+)
+"""See ``bot.store.sqlite.privacy``: an ended call whose agent is still to stop is marked, not deleted."""
+
 
 class PostgresPrivacy(PostgresBase):
     """Implements `bot.store.repository.PrivacyStore`: forgetting, scrubbing residue, export and retention.
@@ -72,11 +77,12 @@ class PostgresPrivacy(PostgresBase):
         async with self._tx() as db:
             turns = _count(await db.execute("DELETE FROM turns WHERE user_id = $1", user_id))
             facts = _count(await db.execute("DELETE FROM facts WHERE user_id = $1", user_id))
-            calls = _count(
-                await db.execute("DELETE FROM calls WHERE user_id = $1 AND state IN ('ended', 'failed')", user_id)
+            calls = _count(await db.execute(_DELETE_FINISHED_CALLS, user_id))
+            # An open call keeps its row (the agent must still be stopped) but loses everything it said; marked
+            # forgotten, its row goes when it finishes (migration 12).
+            await db.execute(
+                "UPDATE calls SET summary = NULL, private = TRUE, forgotten = TRUE WHERE user_id = $1", user_id
             )
-            # An open call keeps its row (the agent must still be stopped) but loses everything it said.
-            await db.execute("UPDATE calls SET summary = NULL, private = TRUE WHERE user_id = $1", user_id)
             chats = _count(await db.execute("DELETE FROM chats WHERE user_id = $1", user_id))
             await db.execute("DELETE FROM users WHERE user_id = $1", user_id)
             await _forgotten(db, user_id, time.time())

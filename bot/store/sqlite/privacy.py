@@ -23,6 +23,11 @@ from bot.store.sqlite.fences import _forgotten
 
 SCRUB_BUSY_TIMEOUT_MS = 200
 """How long a scrub waits for another connection's read transaction before it reports "not yet"."""
+_DELETE_FINISHED_CALLS = (
+    "DELETE FROM calls WHERE user_id = ? AND state IN ('ended', 'failed') AND agent_stop_pending = 0"
+)
+"""A member's finished calls, but for one whose agent Agora has not stopped yet: that row is how a restarted bot
+finds the agent to stop; it is marked forgotten like an open call and goes once the agent is stopped."""
 
 
 class SqlitePrivacy(SqliteBase):
@@ -81,11 +86,12 @@ class SqlitePrivacy(SqliteBase):
         async with self._tx() as db:
             turns = await _changes(db, "DELETE FROM turns WHERE user_id = ?", (user_id,))
             facts = await _changes(db, "DELETE FROM facts WHERE user_id = ?", (user_id,))
-            calls = await _changes(
-                db, "DELETE FROM calls WHERE user_id = ? AND state IN ('ended', 'failed')", (user_id,)
+            calls = await _changes(db, _DELETE_FINISHED_CALLS, (user_id,))
+            # An open call keeps its row (the agent must still be stopped) but loses everything it said; marked
+            # forgotten, its row goes when it finishes (migration 12).
+            await db.execute(
+                "UPDATE calls SET summary = NULL, private = 1, forgotten = 1 WHERE user_id = ?", (user_id,)
             )
-            # An open call keeps its row (the agent must still be stopped) but loses everything it said.
-            await db.execute("UPDATE calls SET summary = NULL, private = 1 WHERE user_id = ?", (user_id,))
             chats = await _changes(db, "DELETE FROM chats WHERE user_id = ?", (user_id,))
             await db.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
             await _forgotten(db, user_id, self._now())
