@@ -107,6 +107,37 @@ async def test_healthz_answers_503_when_the_database_does_not(tmp_path: Path) ->
     assert "memory_call_bot_up 0.0" in metrics.text
 
 
+# What Caddy's reverse_proxy adds to every request it forwards (deploy/Caddyfile), and nginx's usual configuration.
+THROUGH_CADDY = {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "calls.example"}
+THROUGH_NGINX = {"X-Real-IP": "203.0.113.7", "Forwarded": "for=203.0.113.7;proto=https"}
+
+
+@pytest.mark.parametrize("proxy", [THROUGH_CADDY, THROUGH_NGINX], ids=["caddy", "nginx"])
+async def test_the_internet_sees_only_the_status_of_healthz_and_no_metrics(
+    tmp_path: Path, proxy: dict[str, str]
+) -> None:
+    """Issue 33 item 10: /healthz through the proxy gave anyone the version, active calls, queue depth, Discord
+    latency and counters. The operator's direct requests (the image's HEALTHCHECK, the compose network) still do."""
+    settings = make_settings(tmp_path, agora=NO_AGORA)
+    async with open_services(settings, full=True) as services:
+        assert services.web is not None
+        await services.web.start()
+        async with httpx.AsyncClient(base_url=services.web.url) as http:
+            public = await http.get("/healthz", headers=proxy)
+            public_metrics = await http.get("/metrics", headers=proxy)
+            direct = await http.get("/healthz")
+            direct_metrics = await http.get("/metrics")
+            await services.store.close()
+            public_down = await http.get("/healthz", headers=proxy)
+            await services.store.open()
+    assert (public.status_code, public.json()) == (200, {"status": "ok"})
+    assert __version__ not in public.text and "memory_call_bot" not in public_metrics.text
+    assert public_metrics.status_code == 404
+    assert (public_down.status_code, public_down.json()) == (503, {"status": "unavailable"})
+    assert direct.json()["version"] == __version__ and "counters" in direct.json()
+    assert direct_metrics.status_code == 200 and "memory_call_bot_up 1.0" in direct_metrics.text
+
+
 def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])

@@ -10,7 +10,8 @@ Routes
 ``POST /api/calls/{link_token}/token``      ``{"token": …}``, a fresh RTC token for the bound browser of a running
                                             call (Agora tokens last a day at most, calls up to 72 h), or 404
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
-``GET  /healthz``                           backend.health() as JSON, 503 when it raises
+``GET  /healthz``                           the health report as JSON, 503 when it raises; through a proxy only
+                                            its status (``bot.web.operator``, which also serves ``/metrics``)
 ``GET  /static/...``                        call.js, call.css, invalid.html
 ``POST /llm/v1/chat/completions``           the voice agent's LLM with live recall (``bot.web.llm_route``)
 
@@ -47,6 +48,7 @@ from bot.web.backend import (
 )
 from bot.web.llm_backend import LLMBackend
 from bot.web.llm_route import add_llm_route
+from bot.web.operator import add_operator_routes
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,6 @@ MAX_WEBHOOK_BYTES = 1024 * 1024
 MAX_HANGUP_BODY_BYTES = 4096
 MAX_TOKEN_LENGTH = 128
 WEBHOOK_TIMEOUT_SECONDS = 8.0  # Agora NCS wants an answer within 10 s
-HEALTH_TIMEOUT_SECONDS = 5.0
-PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_STATUS_POLL_INTERVAL = 4.0
 
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
@@ -130,7 +130,6 @@ class _PageSettings:
 
 
 BACKEND_KEY = web.AppKey("call_page_backend", CallPageBackend)
-MONITOR_KEY = web.AppKey("operator_view", OperatorView)
 SETTINGS_KEY = web.AppKey("call_page_settings", _PageSettings)
 
 _PREVIEW_HTML = """<!doctype html>
@@ -233,10 +232,7 @@ def create_app(
     app.router.add_post("/api/calls/{link_token}/hangup", _api_hangup, name="api_hangup")
     app.router.add_post("/api/calls/{link_token}/token", _api_token, name="api_token")
     app.router.add_post("/agora/webhook", _agora_webhook, name="agora_webhook")
-    app.router.add_get("/healthz", _healthz, name="healthz")
-    if monitor is not None:
-        app[MONITOR_KEY] = monitor
-        app.router.add_get("/metrics", _metrics, name="metrics")
+    add_operator_routes(app, backend.health, monitor)
     if live_recall is not None:
         add_llm_route(app, live_recall)
     app.router.add_static("/static/", STATIC_DIR, name="static", show_index=False, follow_symlinks=False)
@@ -476,28 +472,6 @@ async def _agora_webhook(request: web.Request) -> web.Response:
     if not ok:
         return web.json_response({"code": 1, "msg": "invalid signature"}, status=401)
     return web.json_response({"code": 0, "msg": "success"})
-
-
-async def _healthz(request: web.Request) -> web.Response:
-    monitor = request.app.get(MONITOR_KEY)
-    try:
-        async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
-            report = await (monitor.report() if monitor is not None else request.app[BACKEND_KEY].health())
-    except Exception as exc:  # includes TimeoutError
-        log.warning("health check failed: %s", type(exc).__name__)
-        return web.json_response({"status": "unavailable"}, status=503)
-    status = 503 if report.get("status") == "unavailable" else 200
-    return web.json_response(report, status=status, dumps=lambda obj: json.dumps(obj, default=str))
-
-
-async def _metrics(request: web.Request) -> web.Response:
-    try:
-        async with asyncio.timeout(HEALTH_TIMEOUT_SECONDS):
-            body = await request.app[MONITOR_KEY].prometheus()
-    except Exception as exc:  # includes TimeoutError
-        log.warning("metrics failed: %s", type(exc).__name__)
-        return web.Response(text="# metrics unavailable\n", status=503)
-    return web.Response(body=body, headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
 
 
 # ----------------------------------------------------------------------------------------------------
