@@ -138,6 +138,18 @@ class CallWorld:
     embedder: MemberEmbedder | None = None
     """With ``llm.embedding_model``: the post-call queue's embedding step (dense retrieval is on in ``memory``)."""
 
+    async def start_member_call(self, user_id: int, *, private: bool = False) -> tuple[str, str]:
+        """A consenting member starts a call and joins it (the greeting is spoken); returns (call_id, agent_id)."""
+        await self.store.set_consent(user_id, True, self.clock())
+        started = await self.calls.start(user_id=user_id, guild_id=1, private=private)
+        agent = self.emu.agent_by_label("call_id", started.call_id)
+        self.emu.user_joined(agent.agent_id)
+        return started.call_id, agent.agent_id
+
+    async def call_lines(self, call_id: str) -> list[tuple[str, str]]:
+        """The call's stored lines, in order, as (role, text)."""
+        return [(t.role, t.content) for t in await self.store.call_turns(call_id)]
+
     async def restart(self) -> CallService:
         """A new call service over the same database, as after a bot restart (the old one is shut down)."""
         if not self.calls.closed:

@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 import httpx
 
+from bot.agora.custom_llm import is_injected
 from bot.agora.errors import (
     AgoraError,
     AgoraNotFound,
@@ -90,7 +91,8 @@ class History:
 
 
 def parse_history_items(raw_contents: Any) -> tuple[HistoryItem, ...]:
-    """Keep only role and content of each user or assistant item; unknown fields are ignored, nulls become ""."""
+    """Keep only role and content of each user or assistant line of the transcript (`is_injected` items are
+    none); unknown fields are ignored, nulls become an empty text."""
     if not isinstance(raw_contents, list):
         return ()
     items = []
@@ -101,6 +103,8 @@ def parse_history_items(raw_contents: Any) -> tuple[HistoryItem, ...]:
         if role not in ("user", "assistant"):
             # Only user and assistant lines can be stored (the turns table refuses any other role).
             continue
+        if is_injected(raw):
+            continue  # an instruction injected through Agora's API: nobody said it
         items.append(HistoryItem(role=role, content=_text(raw.get("content"))))
     return tuple(items)
 

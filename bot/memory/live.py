@@ -1,17 +1,22 @@
 """Live recall: the bot is the voice agent's LLM, so every turn gets the memory that fits that utterance and every
 line is stored the moment it is spoken.
 
-For each chat-completions request the agent sends (Agora ConvoAI with ``llm.vendor = "custom"``):
+For each chat-completions request the agent sends (Agora ConvoAI with ``llm.vendor = "custom"``; what its fields
+mean and which are forwarded: ``bot.agora.custom_llm``):
 
 1. the memory block for the newest user message replaces the memory system message (persona and history stay as
    sent), leaving out the lines of the running call, which the agent already holds;
-2. that message is stored as a line of the call (keyed by Agora's ``turn_id``), written while the next steps run:
-   the reply's first bytes do not wait for the database, and the reply is stored after the line;
-3. the request goes to the upstream LLM (``llm.base_url`` / ``llm.model``), retried once only before its first
-   byte, within ``llm.timeout_seconds``;
+2. when the request answers the member's own words, that message is stored as a line of the call (keyed by
+   Agora's ``turn_id``) with the agent's history before it (a reply the member interrupted as what they heard),
+   written while the next steps run: the reply's first bytes do not wait for the database, and the reply is stored
+   after the line;
+3. the request, as an OpenAI-compatible server accepts it, goes to the upstream LLM (``llm.base_url`` /
+   ``llm.model``), retried once only before its first byte, within ``llm.timeout_seconds``;
 4. the upstream's SSE events are relayed as they arrive, byte for byte (tool calls and unknown fields included);
 5. the reply as actually sent is stored: before the final ``data: [DONE]`` is relayed (so a reply the agent saw
-   finish is never lost to a crash), or when the agent hung up mid-reply (an interrupted reply).
+   finish is never lost to a crash), or when the agent hung up mid-reply (an interrupted reply; the agent's next
+   request says what was heard of it, and the line is cut to that). A reply the upstream broke off is not stored:
+   the agent speaks and keeps its failure message instead, and the error event is followed by ``data: [DONE]``.
 
 Private calls and paused memory: the request is answered, but no memory is read or written. No request or reply
 text is ever logged. Nothing here knows HTTP servers: ``bot.web.llm_route`` adapts this to aiohttp.
@@ -27,19 +32,18 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.agora.custom_llm import AgentRequest, Speaker, read_request
 from bot.llm.client import LLMClient, UpstreamStream
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.service import MemoryService
-from bot.store.models import CallMemoryState, CallRecord, Role
+from bot.store.models import CallMemoryState, CallRecord
 from bot.web.llm_backend import LLMRouteError, bad_request, unauthorized
 
 log = logging.getLogger(__name__)
 
 ATTEMPTS = 2
 """The upstream is tried at most twice, and only until its first byte."""
-AGENT_ONLY_FIELDS = ("turn_id", "timestamp")
-"""What ConvoAI adds to a request for a custom LLM; OpenAI-compatible servers reject unknown fields."""
 DONE_EVENT = "[DONE]"
 
 
@@ -51,10 +55,11 @@ def error_event(message: str, code: str) -> bytes:
 
 @dataclass
 class _Reply:
-    """What was relayed so far: the content deltas of every event the agent was sent."""
+    """What was relayed so far: the content deltas of every event the agent was sent; ``settled`` once it was
+    stored, or once it is known that it must not be."""
 
     parts: list[str] = field(default_factory=list)
-    stored: bool = False
+    settled: bool = False
 
     @property
     def text(self) -> str:
@@ -68,8 +73,7 @@ class LiveTurn:
         self,
         recall: LiveRecall,
         call: CallRecord,
-        conversation: list[tuple[Role, str]],
-        turn_id: object,
+        request: AgentRequest,
         remember: bool,
         generation: int,
         response: UpstreamStream,
@@ -80,8 +84,7 @@ class LiveTurn:
         """``line_write``: the write of the user line this turn answers, still running while the reply starts."""
         self._recall = recall
         self._call = call
-        self._conversation = conversation
-        self._turn_id = turn_id
+        self._request = request
         self._remember = remember
         self._generation = generation
         self._response = response
@@ -136,7 +139,9 @@ class LiveTurn:
                 yield buffer
         except LLMError as exc:
             log.warning("call %s: the upstream LLM failed mid-reply: %s", self._call.call_id, type(exc).__name__)
+            self._reply.settled = True  # the agent keeps its failure message in the reply's place, not this
             yield error_event("The language model stopped answering mid-reply.", "upstream_interrupted")
+            yield f"data: {DONE_EVENT}\n\n".encode()
         finally:
             await self._finish()
 
@@ -160,16 +165,16 @@ class LiveTurn:
         await self._store_reply()
 
     async def _store_reply(self) -> None:
-        if self._reply.stored:
+        if self._reply.settled:
             return
-        self._reply.stored = True
+        self._reply.settled = True
         if self._line_write is not None:  # a reply is stored after the line it answers
             await asyncio.shield(self._line_write)
         text = self._reply.text
         if not self._remember or not text.strip():
             return
-        window: list[tuple[Role, str]] = [*self._conversation, ("assistant", text)]
-        await self._recall.store_line(self._call, window, self._turn_id, "assistant", self._generation)
+        window: list[tuple[Speaker, str]] = [*self._request.transcript, ("assistant", text)]
+        await self._recall.store_line(self._call, self._request, window, "assistant", self._generation)
 
 
 class CallSession:
@@ -230,29 +235,24 @@ class LiveRecall:
             raise bad_request("'messages' must be a non-empty array of message objects.")
         if not _encodable(request):
             raise bad_request("The request holds text that is not valid Unicode (a lone surrogate).")
-        conversation: list[tuple[Role, str]] = [
-            ("user" if m["role"] == "user" else "assistant", text)
-            for m in messages
-            if m.get("role") in ("user", "assistant") and (text := _text_of(m.get("content"))) is not None
-        ]
-        utterance = next((content for role, content in reversed(conversation) if role == "user"), "")
+        agent = read_request(request, messages)
+        utterance = agent.utterance
         # Read before anything else, with the key check: a forget or a pause from then on fences out this turn's
         # writes (forget wins).
         generation = state.generation
         remember = not call.private and state.enabled
-        turn_id = request.get("turn_id")
         write: asyncio.Future[None] | None = None
-        outgoing = {k: v for k, v in request.items() if k not in AGENT_ONLY_FIELDS}
+        outgoing = agent.upstream
         try:
-            outgoing["messages"] = await self._with_memory(state, messages, utterance, remember)
+            outgoing["messages"] = await self._with_memory(state, outgoing["messages"], utterance, remember)
         finally:
-            if remember and conversation and conversation[-1][0] == "user" and utterance.strip():
+            if remember and agent.member_spoke_last and utterance.strip():
                 # Started once the memory is built, or failed to be (the two would only take turns at the GIL),
                 # so that it runs while the upstream is asked and the reply's first bytes are relayed: the agent
                 # does not wait for the database (a write queued behind other calls' held the first byte up to
                 # several ms). It commits within milliseconds, long before a reply has finished streaming, and
                 # the reply is stored only after it (`LiveTurn._store_reply`).
-                write = asyncio.ensure_future(self.store_line(call, conversation, turn_id, "user", generation))
+                write = asyncio.ensure_future(self.store_line(call, agent, agent.transcript, "user", generation))
                 self.track(write)
         try:
             response, chunks, first = await self._open(call, outgoing)
@@ -260,16 +260,18 @@ class LiveRecall:
             if write is not None:  # the agent's error comes after the line is stored (or failed to be)
                 await asyncio.shield(write)
             raise
-        return LiveTurn(self, call, conversation, turn_id, remember, generation, response, chunks, first, write)
+        return LiveTurn(self, call, agent, remember, generation, response, chunks, first, write)
 
     async def store_line(
         self,
         call: CallRecord,
-        window: list[tuple[Role, str]],
-        turn_id: object,
-        role: Role,
+        agent: AgentRequest,
+        window: list[tuple[Speaker, str]],
+        role: Speaker,
         generation: int,
     ) -> None:
+        """Store the newest line of ``window`` (the agent's transcript, then the line) under the turn's key."""
+        turn_id = agent.turn_id
         key = f"{turn_id}:{role}" if isinstance(turn_id, int | str) and not isinstance(turn_id, bool) else None
         try:
             await self.memory.record_live_turn(
@@ -279,6 +281,7 @@ class LiveRecall:
                 turn_key=key,
                 at=self.clock(),
                 generation=generation,
+                heard=agent.heard,
             )
         except Exception:
             # The checkpoints and webhook 103 still carry the line; the member's turn must not fail for it.
@@ -365,20 +368,6 @@ class LiveRecall:
         raise LLMRouteError(
             502, "The language model is not available right now.", error_type="server_error", code=failure
         )
-
-
-def _text_of(content: object) -> str | None:
-    """A message's text: a string, or the text parts of OpenAI's content-part array; None for anything else."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [
-            p["text"]
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-        ]
-        return "\n".join(texts) if texts else None
-    return None
 
 
 def _encodable(request: dict[str, Any]) -> bool:

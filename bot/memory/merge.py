@@ -52,19 +52,42 @@ def count_gaps(segments: int, anchored: bool) -> int:
     return segments - 1 + (0 if anchored else 1)
 
 
-def _compatible(stored: Utterance, role: Role, content: str, incoming_is_last: bool) -> str | None:
-    """'eq', 'grow' (one is a prefix of the other: a reply captured mid-sentence), or None."""
+def _compatible(stored: Utterance, role: Role, content: str, incoming_is_last: bool, heard: bool = False) -> str | None:
+    """'eq', 'grow' (one is a prefix of the other: a reply captured mid-sentence, or one the member cut short
+    when ``heard``), or None."""
     if stored.role != role:
         return None
     if stored.content == content:
         return "eq"
-    if role == "assistant" and (stored.partial or incoming_is_last):
+    if role == "assistant" and (stored.partial or incoming_is_last or heard):
         if content.startswith(stored.content) or stored.content.startswith(content):
             return "grow"
     return None
 
 
-def _best_offset(segment: Sequence[Utterance], window: Sequence[tuple[Role, str]]) -> tuple[int, int] | None:
+def _kept(content: str, before: str, authoritative: bool) -> str:
+    """The text a merge keeps for a line both hold: the incoming one when it is ``authoritative`` (what the member
+    heard of an interrupted reply, or the agent's final history), else the longer (a reply still growing)."""
+    if authoritative:
+        return content
+    return content if len(content) > len(before) else before
+
+
+def _spoken(window: Sequence[tuple[Role, str]], heard: frozenset[int]) -> tuple[list[tuple[Role, str]], frozenset[int]]:
+    """The window's non-empty user and assistant lines, and ``heard`` renumbered to match them."""
+    kept: list[tuple[Role, str]] = []
+    renumbered: set[int] = set()
+    for i, (r, c) in enumerate(window):
+        if c and c.strip() and r in ("user", "assistant"):
+            if i in heard:
+                renumbered.add(len(kept))
+            kept.append((r, c))
+    return kept, frozenset(renumbered)
+
+
+def _best_offset(
+    segment: Sequence[Utterance], window: Sequence[tuple[Role, str]], heard: frozenset[int] = frozenset()
+) -> tuple[int, int] | None:
     """The offset of window[0] in `segment` with the largest all-matching overlap (rightmost on ties)."""
     n, m = len(segment), len(window)
     best: tuple[int, int] | None = None
@@ -75,7 +98,7 @@ def _best_offset(segment: Sequence[Utterance], window: Sequence[tuple[Role, str]
             continue
         for pos in range(lo, hi):
             role, content = window[pos - offset]
-            if _compatible(segment[pos], role, content, pos - offset == m - 1) is None:
+            if _compatible(segment[pos], role, content, pos - offset == m - 1, pos - offset in heard) is None:
                 break
         else:
             best = (offset, overlap)
@@ -92,14 +115,16 @@ def merge_snapshot(
     complete: bool,
     final: bool = False,
     anchored: bool = False,
+    heard: frozenset[int] = frozenset(),
 ) -> MergeResult:
     """Merge one snapshot into the stored turns of a call.
 
     `captured` orders snapshots in time; `complete` says the window starts at the conversation's start;
     `final` says nothing will follow (the history delivered after the agent stopped), so the last
-    message is not still growing. Empty messages are ignored.
+    message is not still growing and each line's text is the one the agent kept. `heard`: positions in
+    `window` of replies the member cut short, whose text is what was spoken. Empty messages are ignored.
     """
-    window = [(r, c) for r, c in window if c and c.strip() and r in ("user", "assistant")]
+    window, heard = _spoken(window, heard)
     segments: list[list[Utterance]] = []
     for turn in stored:
         if not segments or turn.segment != segments[-1][0].segment:
@@ -109,7 +134,7 @@ def merge_snapshot(
         anchored_now = anchored or (complete and not stored)
         return MergeResult(list(stored), anchored_now, 0, 0, count_gaps(len(segments), anchored_now))
 
-    placements = {i: p for i, seg in enumerate(segments) if (p := _best_offset(seg, window)) is not None}
+    placements = {i: p for i, seg in enumerate(segments) if (p := _best_offset(seg, window, heard)) is not None}
     chosen = _contiguous_run(placements, segments, len(window))
 
     added = grown = 0
@@ -128,9 +153,9 @@ def merge_snapshot(
         for j, (role, content) in enumerate(window):
             if j in covered:
                 before = covered[j]
-                longer = content if len(content) > len(before.content) else before.content
-                grown += longer != before.content
-                merged.append(replace(before, content=longer, partial=False))
+                kept = _kept(content, before.content, final or j in heard)
+                grown += kept != before.content
+                merged.append(replace(before, content=kept, partial=False))
             else:
                 added += 1
                 merged.append(Utterance(role, content))
@@ -200,14 +225,20 @@ class Append:
 
 
 def try_append(
-    tail: Sequence[Utterance], window: Sequence[tuple[Role, str]], *, captured: int, final: bool = False
+    tail: Sequence[Utterance],
+    window: Sequence[tuple[Role, str]],
+    *,
+    captured: int,
+    final: bool = False,
+    heard: frozenset[int] = frozenset(),
 ) -> Append | None:
     """Cheap path for a snapshot whose start overlaps the end of the stored call.
 
     `tail` is the end of the stored call (a few times the window length). Returns None when the snapshot does
-    not simply continue the last segment (out of order, a gap, a bridge): the caller then merges in full.
+    not simply continue the last segment (out of order, a gap, a bridge), or would change a stored line other
+    than the last (a reply cut short earlier): the caller then merges in full.
     """
-    window = [(r, c) for r, c in window if c and c.strip() and r in ("user", "assistant")]
+    window, heard = _spoken(window, heard)
     if not tail or not window:
         return None
     last_segment = tail[-1].segment
@@ -222,14 +253,16 @@ def try_append(
         matched = True
         for j in range(k):
             stored = segment[len(segment) - k + j]
-            if _compatible(stored, window[j][0], window[j][1], j == m - 1) is None:
+            if _compatible(stored, window[j][0], window[j][1], j == m - 1, j in heard) is None:
                 matched = False
                 break
+            if j < k - 1 and stored.content != window[j][1] and (final or j in heard):
+                return None  # an earlier line is cut to what was heard: only a full merge rewrites it
         if not matched:
             continue
         last = segment[-1]
         content = window[k - 1][1]
-        longer = content if len(content) > len(last.content) else last.content
+        longer = _kept(content, last.content, final or k - 1 in heard)
         new = [Utterance(r, c, segment=last_segment) for r, c in window[k:]]
         if new:
             end = new[-1]

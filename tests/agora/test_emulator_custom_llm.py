@@ -101,20 +101,44 @@ async def test_each_utterance_posts_the_documented_request(agora_emulator: Agora
         turn = await agora_emulator.user_says(agent_id, f"Question {n}?")
         assert turn.outcome == "ok" and turn.reply == f"Reply {n}."
     request = llm.requests[-1]
-    assert request["messages"] == [
+    uid = agora_emulator.agent(agent_id).remote_rtc_uids[0]
+    stamps = [m.get("timestamp") for m in request["messages"]]
+    assert all(isinstance(t, int) for t in stamps[1:]) and stamps[1:] == sorted(stamps[1:])
+    assert [{k: v for k, v in m.items() if k != "timestamp"} for m in request["messages"]] == [
         {"role": "system", "content": "You are a helpful voice assistant."},
-        {"role": "assistant", "content": "Reply 0."},
-        {"role": "user", "content": "Question 1?"},
-        {"role": "assistant", "content": "Reply 1."},
-        {"role": "user", "content": "Question 2?"},
-    ]
-    assert request["messages"][-1] == {"role": "user", "content": "Question 2?"}
+        {"role": "assistant", "content": "Reply 0.", "turn_id": 1, "metadata": {"source": "llm"}},
+        {"role": "user", "content": "Question 1?", "turn_id": 2, "metadata": {"source": "asr", "user": uid}},
+        {"role": "assistant", "content": "Reply 1.", "turn_id": 2, "metadata": {"source": "llm"}},
+        {"role": "user", "content": "Question 2?", "turn_id": 3, "metadata": {"source": "asr", "user": uid}},
+    ], "with vendor custom every short-term-memory field is sent (spec 4.11)"
     assert len(request["messages"]) == 1 + 4, "system messages, then the max_history window ending with the new line"
     assert request["stream"] is True and request["max_tokens"] == 100
     assert request["turn_id"] == 3 and isinstance(request["timestamp"], int)
+    assert request["interruptable"] is True and "model" in request and "context" not in request
+    agora_emulator.llm_context = {"presence": {"user123": "online"}}
+    llm.scripts.append([chunk("Reply 3."), chunk(finish="stop"), b"data: [DONE]\n\n"])
+    await agora_emulator.user_says(agent_id, "Question 3?")
+    assert llm.requests[-1]["context"] == {"presence": {"user123": "online"}}
+
+    async with httpx.AsyncClient(base_url=agora_emulator.project_url, headers={"Authorization": BASIC}) as http:
+        history = (await http.get(f"/agents/{agent_id}/history")).json()["contents"]
+    reply = {**history[-1], "role": "assistant", "content": "Reply 3.", "metadata": {"source": "llm"}}
+    assert history == [*llm.requests[-1]["messages"][2:], reply], "the history holds what the requests sent"
     assert llm.headers[-1]["Authorization"] == "Bearer per-call-key"
-    history = [(m.role, m.content, m.source) for m in agora_emulator.agent(agent_id).conversation]
-    assert history[-2:] == [("user", "Question 2?", "asr"), ("assistant", "Reply 2.", "llm")]
+    kept = [(m.role, m.content, m.source) for m in agora_emulator.agent(agent_id).conversation]
+    assert kept[-4:-2] == [("user", "Question 2?", "asr"), ("assistant", "Reply 2.", "llm")]
+
+
+async def test_without_vendor_custom_messages_are_role_and_content_only(
+    agora_emulator: AgoraEmulator, llm: ScriptedLLM
+) -> None:
+    agent_id = await custom_agent(agora_emulator, llm)
+    agora_emulator.agent(agent_id).properties["llm"].pop("vendor")
+    llm.scripts.append([chunk("Hi."), chunk(finish="stop"), b"data: [DONE]\n\n"])
+    await agora_emulator.user_says(agent_id, "Hello?")
+    request = llm.requests[-1]
+    assert all(set(m) == {"role", "content"} for m in request["messages"])
+    assert not {"turn_id", "timestamp", "interruptable", "context"} & set(request)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +177,31 @@ async def test_interruption_closes_the_stream_mid_reply(agora_emulator: AgoraEmu
     assert turn.outcome == "interrupted" and turn.reply == "One two "
     await asyncio.wait_for(llm.closed_early.wait(), 5)
     last = agora_emulator.agent(agent_id).conversation[-1]
-    assert (last.content, last.interrupted) == ("One two ", True)
+    assert (last.content, last.interrupted, last.original) == ("One ", True, "One two "), "what was spoken is kept"
+
+    llm.scripts.append([chunk("Sure."), chunk(finish="stop"), b"data: [DONE]\n\n"])
+    await agora_emulator.user_says(agent_id, "Stop counting.")
+    cut = llm.requests[-1]["messages"][-2]
+    assert cut["content"] == "One " and cut["metadata"]["source"] == "llm"
+    assert cut["metadata"]["interrupted"] is True and cut["metadata"]["original"] == "One two "
+    assert isinstance(cut["metadata"]["interrupt_timestamp"], int)
+
+
+async def test_silence_reminders_and_think_injections_carry_their_source(
+    agora_emulator: AgoraEmulator, llm: ScriptedLLM
+) -> None:
+    agent_id = await custom_agent(agora_emulator, llm, max_history=10)
+    agora_emulator.silence_reminder(agent_id, "Are you still there?")
+    async with httpx.AsyncClient(base_url=agora_emulator.project_url, headers={"Authorization": BASIC}) as http:
+        assert (await http.post(f"/agents/{agent_id}/think", json={"text": "User level: VIP"})).status_code == 200
+    llm.scripts.append([chunk("Yes."), chunk(finish="stop"), b"data: [DONE]\n\n"])
+    await agora_emulator.user_says(agent_id, "I'm here.", source="message")
+    sources = [(m["role"], m["content"], m["metadata"]["source"]) for m in llm.requests[-1]["messages"][1:]]
+    assert sources[-3:] == [
+        ("assistant", "Are you still there?", "silence"),
+        ("user", "[think API injected] User level: VIP", "command"),
+        ("user", "I'm here.", "message"),
+    ]
 
 
 async def test_join_rejects_unknown_llm_vendor_and_style(agora_emulator: AgoraEmulator) -> None:

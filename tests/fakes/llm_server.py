@@ -88,8 +88,12 @@ class FakeLLM:
         stream_chunk_size: int = 8,
         reject_response_format: bool = False,
         embedding_models: tuple[str, ...] = ("fake-embed",),
+        tolerate_message_extras: bool = False,
     ) -> None:
+        """``tolerate_message_extras``: a server that ignores unknown message fields instead of refusing them as
+        OpenAI's strict schemas do (unknown top-level fields are refused either way)."""
         self.model_ids = model_ids
+        self.tolerate_message_extras = tolerate_message_extras
         self.embedding_models = embedding_models
         self.embedding_requests: list[dict[str, Any]] = []
         """Every embeddings request body that passed the bearer-token check and JSON parsing."""
@@ -175,7 +179,11 @@ class FakeLLM:
             self.requests.append(body)
             self.headers.append(dict(request.headers))
             self._inject_failure()
-            _validate_chat(body, reject_response_format=self.reject_response_format)
+            _validate_chat(
+                body,
+                reject_response_format=self.reject_response_format,
+                tolerate_message_extras=self.tolerate_message_extras,
+            )
             if body.get("stream") and self._raw_streams:
                 return await self._stream_raw(request, self._raw_streams.popleft())
             text = await self._reply_for(body)
@@ -383,7 +391,19 @@ def _validate_embeddings(body: dict[str, Any], models: tuple[str, ...]) -> list[
     return texts
 
 
-def _validate_chat(body: dict[str, Any], *, reject_response_format: bool) -> None:
+MESSAGE_FIELDS = {
+    "system": frozenset({"role", "content", "name"}),
+    "developer": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset({"role", "content", "name", "tool_calls", "function_call", "refusal", "audio"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+"""The fields of each message type of OpenAI's Chat Completions request (``ChatCompletionMessageParam``)."""
+
+
+def _validate_chat(
+    body: dict[str, Any], *, reject_response_format: bool, tolerate_message_extras: bool = False
+) -> None:
     for name in body:
         if name not in KNOWN_CHAT_FIELDS:
             # What OpenAI answers for a field it does not know (e.g. ConvoAI's turn_id passed on as is).
@@ -395,7 +415,7 @@ def _validate_chat(body: dict[str, Any], *, reject_response_format: bool) -> Non
     if not isinstance(messages, list) or not messages:
         raise FakeLLMRequestError(400, "'messages' must be a non-empty array of message objects", param="messages")
     for index, message in enumerate(messages):
-        _validate_message(index, message)
+        _validate_message(index, message, tolerate_extras=tolerate_message_extras)
     _validate_number(body, "temperature", 0.0, 2.0)
     _validate_number(body, "top_p", 0.0, 1.0)
     max_tokens = body.get("max_tokens")
@@ -409,7 +429,7 @@ def _validate_chat(body: dict[str, Any], *, reject_response_format: bool) -> Non
         _validate_response_format(body, reject_response_format)
 
 
-def _validate_message(index: int, message: Any) -> None:
+def _validate_message(index: int, message: Any, *, tolerate_extras: bool = False) -> None:
     if not isinstance(message, dict):
         raise FakeLLMRequestError(400, f"Invalid 'messages[{index}]': expected an object", param=f"messages[{index}]")
     role = message.get("role")
@@ -419,6 +439,15 @@ def _validate_message(index: int, message: Any) -> None:
             f"Invalid value for 'messages[{index}].role': {role!r}. Supported values are: "
             "'system', 'user', 'assistant' and 'tool'.",
             param=f"messages[{index}].role",
+        )
+    extras = sorted(set(message) - MESSAGE_FIELDS[role])
+    if extras and not tolerate_extras:
+        # What OpenAI's schema validation answers for a field a message type does not have (e.g. ConvoAI's
+        # turn_id, timestamp or metadata passed on as is).
+        raise FakeLLMRequestError(
+            400,
+            f"Additional properties are not allowed ({extras[0]!r} was unexpected) - 'messages.{index}'",
+            param=f"messages.[{index}]",
         )
     content = message.get("content")
     if isinstance(content, list) and content and all(_is_text_part(part) for part in content):

@@ -15,11 +15,11 @@ from typing import cast
 import httpx
 import pytest
 
+from bot.agora.custom_llm import read_request
 from bot.calls.llm_keys import call_id_of
 from bot.llm.client import UpstreamStream
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.live import LiveTurn
-from bot.store.models import Role
 from bot.web.llm_route import LLM_ROUTE
 from tests.factories import seed_fact, seed_facts
 from tests.fakes.llm_server import FakeLLM
@@ -46,12 +46,7 @@ async def world(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[CallWorld]:
 
 
 async def start(world: CallWorld, user: int = ALICE, *, private: bool = False) -> tuple[str, str]:
-    """Start a call and let the member join; returns (call_id, agent_id)."""
-    await world.store.set_consent(user, True, world.clock())
-    started = await world.calls.start(user_id=user, guild_id=1, private=private)
-    agent = world.emu.agent_by_label("call_id", started.call_id)
-    world.emu.user_joined(agent.agent_id)
-    return started.call_id, agent.agent_id
+    return await world.start_member_call(user, private=private)
 
 
 def memory_message(request: dict) -> str:
@@ -59,7 +54,7 @@ def memory_message(request: dict) -> str:
 
 
 async def lines(world: CallWorld, call_id: str) -> list[tuple[str, str]]:
-    return [(t.role, t.content) for t in await world.store.call_turns(call_id)]
+    return await world.call_lines(call_id)
 
 
 async def test_join_points_the_agent_at_the_bot_with_a_per_call_key(world: CallWorld) -> None:
@@ -283,9 +278,9 @@ async def test_the_events_of_one_read_are_relayed_in_one_piece_and_done_only_aft
         yield two[7:] + three + done
 
     chunks = arriving()
-    window: list[tuple[Role, str]] = [("user", "Who is my vet?")]
+    request = read_request({"turn_id": 9}, [{"role": "user", "content": "Who is my vet?"}])
     turn = LiveTurn(
-        world.live, call, window, 9, True, generation, cast(UpstreamStream, _ArrivedUpstream()), chunks, one + two[:7]
+        world.live, call, request, True, generation, cast(UpstreamStream, _ArrivedUpstream()), chunks, one + two[:7]
     )
     relayed = []
     async for piece in turn.events():
@@ -440,10 +435,17 @@ async def test_an_upstream_that_is_down_or_drops_mid_stream_never_leaves_the_age
         assert turn.outcome == "failed" and "error" in (turn.error or ""), "an error event, then a clean end"
         assert turn.reply == "First part"
         await world.live.wait_idle()  # type: ignore[union-attr]
-        assert (await lines(world, call_id))[-1] == ("assistant", "First part")
+        assert (await lines(world, call_id))[-1] == ("user", "Tell me something."), "the broken reply is not kept"
         llm.break_stream_after = None
         llm.queue_reply("All good now.")
         assert (await world.emu.user_says(agent_id, "Again?")).outcome == "ok"
+        failure = world.emu.agent(agent_id).llm["failure_message"]
+        assert (await lines(world, call_id))[-4:] == [
+            ("user", "Tell me something."),
+            ("assistant", failure),
+            ("user", "Again?"),
+            ("assistant", "All good now."),
+        ], "the transcript is the agent's: its failure message in place of the broken reply"
 
 
 async def test_with_live_recall_off_the_join_is_as_before(tmp_path: Path, llm: FakeLLM) -> None:
