@@ -20,6 +20,7 @@ import secrets
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from hashlib import sha256
 from typing import Literal
@@ -42,6 +43,14 @@ PRIVILEGE_RTM_LOGIN = 1
 
 SERVICE_RTC = 1
 SERVICE_RTM = 2
+SERVICE_STREAMING = 3
+SERVICE_FPA = 4
+SERVICE_CHAT = 5
+SERVICE_FCDN = 6
+SERVICE_APAAS = 7
+SERVICE_RTM2 = 8
+SERVICE_CONVOAI = 9
+SERVICE_STT = 10
 
 _HEX32 = re.compile(r"[0-9a-fA-F]{32}")
 
@@ -90,8 +99,19 @@ class ParsedToken007:
         """When joining the channel stops being allowed: the earlier of the token's and the join privilege's
         expiry (absolute Unix time)."""
         rtc = self.services.get(SERVICE_RTC)
-        join = rtc.privileges.get(PRIVILEGE_JOIN_CHANNEL, self.expire) if rtc else self.expire
-        return self.issue_ts + min(self.expire, join)
+        join = rtc.privileges.get(PRIVILEGE_JOIN_CHANNEL, 0) if rtc else 0
+        return self.privilege_expires_at(join)
+
+    def privilege_expires_at(self, privilege_expire: int) -> int:
+        """When a privilege valid for ``privilege_expire`` seconds ends (absolute Unix time). 0 means "until the
+        token expires": Agora's builders (``RtcTokenBuilder2.build_token_with_rtm(..., privilege_expire=0)``, the
+        default) write 0, and a privilege never outlives its token."""
+        if privilege_expire == 0:
+            return self.issue_ts + self.expire
+        return self.issue_ts + min(self.expire, privilege_expire)
+
+    def token_expires_at(self) -> int:
+        return self.issue_ts + self.expire
 
 
 def build_rtc_token(
@@ -242,7 +262,14 @@ def verify_rtc_token_006(
 
 
 def parse_rtc_token_007(token: str) -> ParsedToken007:
-    """Decode a ``007`` AccessToken2 (spec §7.3); raises ValueError when it is not one."""
+    """Decode a ``007`` AccessToken2 (spec §7.3); raises ValueError when it is not one.
+
+    Services are read as Agora's own parser reads them (TOOLS ``AccessToken2.from_string``): every service type
+    it knows is decoded, and at the first type it does not know it stops and keeps what it has. An unknown
+    service's layout cannot be skipped (there is no length prefix), and its bytes stay covered by the signature,
+    which is computed over all of ``signing_info``. Builders write services sorted by type, so RTC (1) and RTM
+    (2) come before any newer service.
+    """
     if not token.startswith(TOKEN_007_VERSION):
         raise ValueError(f"not a 007 token (starts with {token[:3]!r})")
     try:
@@ -257,16 +284,42 @@ def parse_rtc_token_007(token: str) -> ParsedToken007:
     services: dict[int, TokenService] = {}
     for _ in range(reader.u16()):
         service_type = reader.u16()
+        read_fields = _SERVICE_FIELDS.get(service_type)
+        if read_fields is None:
+            break
         privileges = {reader.u16(): reader.u32() for _ in range(reader.u16())}
-        if service_type == SERVICE_RTC:
-            fields: tuple[bytes, ...] = (reader.string(), reader.string())
-        elif service_type == SERVICE_RTM:
-            fields = (reader.string(),)
-        else:
-            raise ValueError(f"007 token has a service of unknown type {service_type}")
-        services[service_type] = TokenService(service_type, privileges, fields)
-    reader.expect_end()
+        services[service_type] = TokenService(service_type, privileges, read_fields(reader))
+    else:
+        reader.expect_end()
     return ParsedToken007(app_id, signature, issue_ts, expire, salt, services, content[info_start:])
+
+
+def _rtm2_fields(reader: _Reader) -> tuple[bytes, ...]:
+    """RTM2 (type 8): the user id, then resource permissions kept as their raw bytes."""
+    user_id = reader.string()
+    start = reader.position
+    for _ in range(reader.u16()):
+        reader.u16()
+        for _ in range(reader.u16()):
+            reader.u16()
+            for _ in range(reader.u16()):
+                reader.string()
+    return (user_id, reader.slice(start))
+
+
+_SERVICE_FIELDS: dict[int, Callable[[_Reader], tuple[bytes, ...]]] = {
+    SERVICE_RTC: lambda r: (r.string(), r.string()),
+    SERVICE_RTM: lambda r: (r.string(),),
+    SERVICE_STREAMING: lambda r: (r.string(), r.string()),
+    SERVICE_FPA: lambda r: (),
+    SERVICE_CHAT: lambda r: (r.string(),),
+    SERVICE_FCDN: lambda r: (r.string(), r.string()),
+    SERVICE_APAAS: lambda r: (r.string(), r.string(), r.take(2)),
+    SERVICE_RTM2: _rtm2_fields,
+    SERVICE_CONVOAI: lambda r: (),
+    SERVICE_STT: lambda r: (),
+}
+"""The identity fields after each known service's privileges (TOOLS ``AccessToken2`` Python and Node.js)."""
 
 
 def verify_rtc_token_007(
@@ -288,13 +341,9 @@ def verify_rtc_token_007(
         parsed = parse_rtc_token_007(token)
     except ValueError as exc:
         return str(exc)
-    if parsed.app_id != app_id:
-        return "token was minted for another app id"
-    expected = hmac.new(
-        _signing_key_007(app_certificate, parsed.issue_ts, parsed.salt), parsed.signing_info, sha256
-    ).digest()
-    if not hmac.compare_digest(expected, parsed.signature):
-        return "token signature does not match the app certificate"
+    problem = _signed_for_app(parsed, app_id, app_certificate)
+    if problem is not None:
+        return problem
     rtc = parsed.services.get(SERVICE_RTC)
     if rtc is None:
         return "token has no RTC service"
@@ -314,8 +363,36 @@ def verify_rtc_token_007(
             return "token lacks the RTM login privilege"
         if rtm.fields[0] != str(uid).encode():
             return "token's RTM user is another uid"
-        if now >= parsed.issue_ts + min(parsed.expire, rtm.privileges[PRIVILEGE_RTM_LOGIN]):
+        if now >= parsed.privilege_expires_at(rtm.privileges[PRIVILEGE_RTM_LOGIN]):
             return "token's RTM privilege has expired"
+    return None
+
+
+def verify_access_token_007(token: str, app_id: str, app_certificate: str, now: int | float) -> str | None:
+    """Return None when ``token`` is an AccessToken2 of this app, signed with its certificate and not expired at
+    ``now``, else a short reason: the check for ``Authorization: agora token=<token>`` on Agora's REST API (spec
+    §2). Channel, uid and services are not checked there: Agora's SDK signs ``leave`` with a token minted for
+    channel "stop" and uid 0."""
+    try:
+        parsed = parse_rtc_token_007(token)
+    except ValueError as exc:
+        return str(exc)
+    problem = _signed_for_app(parsed, app_id, app_certificate)
+    if problem is not None:
+        return problem
+    if now >= parsed.token_expires_at():
+        return "token has expired"
+    return None
+
+
+def _signed_for_app(parsed: ParsedToken007, app_id: str, app_certificate: str) -> str | None:
+    if parsed.app_id != app_id:
+        return "token was minted for another app id"
+    expected = hmac.new(
+        _signing_key_007(app_certificate, parsed.issue_ts, parsed.salt), parsed.signing_info, sha256
+    ).digest()
+    if not hmac.compare_digest(expected, parsed.signature):
+        return "token signature does not match the app certificate"
     return None
 
 
@@ -367,7 +444,7 @@ class _Reader:
     def position(self) -> int:
         return self._position
 
-    def _take(self, size: int) -> bytes:
+    def take(self, size: int) -> bytes:
         end = self._position + size
         if end > len(self._data):
             raise ValueError(f"{self._version} token is truncated")
@@ -375,16 +452,20 @@ class _Reader:
         self._position = end
         return chunk
 
+    def slice(self, start: int) -> bytes:
+        """The bytes read since ``start``."""
+        return self._data[start : self._position]
+
     def u16(self) -> int:
-        value: int = struct.unpack("<H", self._take(2))[0]
+        value: int = struct.unpack("<H", self.take(2))[0]
         return value
 
     def u32(self) -> int:
-        value: int = struct.unpack("<I", self._take(4))[0]
+        value: int = struct.unpack("<I", self.take(4))[0]
         return value
 
     def string(self) -> bytes:
-        return self._take(self.u16())
+        return self.take(self.u16())
 
     def expect_end(self) -> None:
         if self._position != len(self._data):

@@ -12,6 +12,7 @@ from bot.config import AgoraSettings
 LLM_PRESETS = ("openai_gpt",)
 TTS_PRESETS = ("minimax_", "openai_tts")
 MINIMAX_PRESETS = ("minimax_",)
+DEEPGRAM_PRESETS = ("deepgram_",)
 PARAMLESS_LLM_PRESETS = ("openai_gpt_5",)
 """GPT-5 models refuse ``max_tokens`` and any ``temperature`` but the default: send them no sampling params."""
 DEFAULT_LLM_PARAMS: dict[str, Any] = {"max_tokens": 400, "temperature": 0.7}
@@ -77,6 +78,17 @@ def tts_config(settings: AgoraSettings, preset: str | None) -> dict[str, Any] | 
     return None
 
 
+def asr_config(settings: AgoraSettings, preset: str | None) -> dict[str, Any]:
+    """``asr``: with a Deepgram preset, vendor ``deepgram`` and the language in its params as well, exactly what
+    Agora's SDK sends for ``DeepgramSTT(model="nova-3", language=...)`` behind the same preset (and what Agora's
+    preset join examples send); otherwise the language alone (Agora's default recognizer)."""
+    language = settings.asr_language
+    presets = [p.strip() for p in (preset or "").split(",")]
+    if any(p.startswith(DEEPGRAM_PRESETS) for p in presets):
+        return {"vendor": "deepgram", "language": language, "params": {"language": language}}
+    return {"language": language}
+
+
 def join_properties(
     settings: AgoraSettings,
     *,
@@ -91,6 +103,7 @@ def join_properties(
 ) -> dict[str, Any]:
     """`live_llm` is (url, key) of the bot's own LLM route: the agent then sends every turn through the bot."""
     live = live_llm is not None
+    preset = preset_for(settings, live_recall=live)
     llm: dict[str, Any] = {
         "system_messages": system_messages,
         "max_history": settings.max_history,
@@ -114,10 +127,10 @@ def join_properties(
         "enable_string_uid": False,
         "idle_timeout": settings.idle_timeout_seconds,
         "labels": labels,
-        "asr": {"language": settings.asr_language},
+        "asr": asr_config(settings, preset),
         "llm": llm,
     }
-    tts = tts_config(settings, preset_for(settings, live_recall=live))
+    tts = tts_config(settings, preset)
     if tts is not None:
         properties["tts"] = tts
     return properties

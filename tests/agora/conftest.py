@@ -4,15 +4,23 @@ webhook receiver that checks signatures over the raw bytes."""
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from bot.agora import ConvoAIClient, verify_signature
-from tests.fakes.agora_emulator import TEST_WEBHOOK_SECRET, AgoraEmulator, running_emulator
+from tests.fakes.agora_emulator import (
+    TEST_APP_CERTIFICATE,
+    TEST_APP_ID,
+    TEST_WEBHOOK_SECRET,
+    AgoraEmulator,
+    running_emulator,
+)
 
 FROZEN_NOW = 1_750_000_000.0
 
@@ -106,3 +114,31 @@ async def webhook_receiver() -> AsyncIterator[WebhookReceiver]:
 async def emulator_with_webhooks(webhook_receiver: WebhookReceiver) -> AsyncIterator[AgoraEmulator]:
     async with running_emulator(clock=lambda: FROZEN_NOW, webhook_url=webhook_receiver.url) as emulator:
         yield emulator
+
+
+def packed_string(value: bytes) -> bytes:
+    """AccessToken2's ``string``: u16 length, then the bytes."""
+    return struct.pack("<H", len(value)) + value
+
+
+def token_service(service_type: int, privileges: dict[int, int], *fields: bytes) -> tuple[int, bytes]:
+    """One packed AccessToken2 service (type, privileges map, identity fields), as the SDK's builder takes it."""
+    packed = struct.pack("<HH", service_type, len(privileges))
+    packed += b"".join(struct.pack("<HI", key, privileges[key]) for key in sorted(privileges))
+    return service_type, packed + b"".join(fields)
+
+
+def agora_built_token(
+    monkeypatch: pytest.MonkeyPatch,
+    services: list[tuple[int, bytes]],
+    *,
+    issued_at: float,
+    expire: int = 600,
+) -> str:
+    """An AccessToken2 signed by ``agora-agents``' copy of Agora's builder (TOOLS ``AccessToken2.build``) with
+    any services, issued at ``issued_at``: the tokens Agora's tools make that the bot's own builder does not."""
+    from agora_agent.agentkit import token as sdk_token
+
+    monkeypatch.setattr(sdk_token, "time", SimpleNamespace(time=lambda: issued_at))
+    monkeypatch.setattr(sdk_token, "random", SimpleNamespace(randint=lambda _low, _high: 777))
+    return sdk_token._build_access_token2(TEST_APP_ID, TEST_APP_CERTIFICATE, expire, services)

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import base64
+import struct
 import time
+import zlib
 
 import pytest
 from agora_token_builder.RtcTokenBuilder import RtcTokenBuilder
@@ -24,6 +26,7 @@ from bot.agora.tokens import (
     verify_rtc_token_006,
     verify_rtc_token_007,
 )
+from tests.agora.conftest import agora_built_token, packed_string, token_service
 from tests.fakes.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID
 
 NOW = 1_750_000_000
@@ -95,6 +98,68 @@ def test_the_builder_matches_the_official_sdk_builder_byte_for_byte(monkeypatch:
 
     assert official.startswith("007")
     assert _build_token_007(TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, 900, NOW, salt=4242) == official
+
+
+def _agora_built(monkeypatch: pytest.MonkeyPatch, services: list[tuple[int, bytes]], expire: int = 600) -> str:
+    return agora_built_token(monkeypatch, services, issued_at=NOW, expire=expire)
+
+
+RTC_1001 = token_service(SERVICE_RTC, dict.fromkeys((1, 2, 3, 4), 0), packed_string(b"call-1"), packed_string(b"1001"))
+RTM_1001 = token_service(SERVICE_RTM, {PRIVILEGE_RTM_LOGIN: 600}, packed_string(b"1001"))
+
+
+def test_a_privilege_expiry_of_zero_lasts_until_the_token_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``RtcTokenBuilder2.build_token_with_rtm(..., privilege_expire=0)`` (Agora's default) writes 0 into every
+    RTC privilege and the token lifetime into the RTM login: the token is good for its whole lifetime."""
+    token = _agora_built(monkeypatch, [RTC_1001, RTM_1001], expire=600)
+
+    assert parse_rtc_token_007(token).services[SERVICE_RTC].privileges[PRIVILEGE_JOIN_CHANNEL] == 0
+    assert token_expires_at(token) == NOW + 600
+    args = (token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001)
+    assert verify_rtc_token_007(*args, NOW, need_rtm=True) is None
+    assert verify_rtc_token_007(*args, NOW + 599, need_rtm=True) is None
+    assert verify_rtc_token_007(*args, NOW + 600) == "token has expired"
+    rtm_zero = token_service(SERVICE_RTM, {PRIVILEGE_RTM_LOGIN: 0}, packed_string(b"1001"))
+    login_for_life = _agora_built(monkeypatch, [RTC_1001, rtm_zero])
+    assert verify_rtc_token_007(login_for_life, *args[1:], NOW + 599, need_rtm=True) is None
+
+
+def test_services_agora_knows_besides_rtc_and_rtm_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    fpa = token_service(4, {1: 600})
+    chat = token_service(5, {1: 600}, packed_string(b"1001"))
+    apaas = token_service(7, {1: 600}, packed_string(b"room"), packed_string(b"user"), struct.pack("<h", -1))
+    permissions = struct.pack("<HHHHH", 1, 0, 1, 1, 1) + packed_string(b"chan")  # message channels: read ["chan"]
+    rtm2 = token_service(8, {1: 600}, packed_string(b"1001"), permissions)
+    token = _agora_built(monkeypatch, [RTC_1001, RTM_1001, fpa, chat, apaas, rtm2])
+
+    parsed = parse_rtc_token_007(token)
+
+    assert sorted(parsed.services) == [1, 2, 4, 5, 7, 8]
+    assert parsed.services[7].fields == (b"room", b"user", b"\xff\xff")
+    assert parsed.services[8].fields == (b"1001", permissions)
+    assert verify_rtc_token_007(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW, need_rtm=True) is None
+
+
+def test_an_unknown_service_type_ends_the_services_read_as_agoras_parser_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TOOLS ``AccessToken2.from_string`` stops at a service type it does not know and keeps the ones before it;
+    the unknown service's bytes are still signed."""
+    unknown = token_service(4242, {1: 600}, b"opaque layout of a newer service")
+    token = _agora_built(monkeypatch, [RTC_1001, RTM_1001, unknown])
+
+    parsed = parse_rtc_token_007(token)
+
+    assert sorted(parsed.services) == [SERVICE_RTC, SERVICE_RTM]
+    assert verify_rtc_token_007(token, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW, need_rtm=True) is None
+    content = zlib.decompress(base64.b64decode(token[3:]))
+    forged = "007" + base64.b64encode(zlib.compress(content.replace(b"opaque", b"OPAQUE"))).decode()
+    reason = verify_rtc_token_007(forged, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW)
+    assert reason == "token signature does not match the app certificate"
+    hidden = _agora_built(monkeypatch, [token_service(0, {}, b"?"), RTC_1001])
+    assert verify_rtc_token_007(hidden, TEST_APP_ID, TEST_APP_CERTIFICATE, "call-1", 1001, NOW) == (
+        "token has no RTC service"
+    )
 
 
 def test_an_unknown_token_format_is_refused() -> None:

@@ -39,6 +39,7 @@ async def test_the_default_join_request_has_a_007_agent_token_and_a_minimax_voic
             "params": {"voice_setting": {"voice_id": AGORA_DEFAULT_TTS_VOICE}},
         }
         assert properties["llm"]["params"] == {"max_tokens": 400, "temperature": 0.7}
+        assert properties["asr"] == {"vendor": "deepgram", "language": "en-US", "params": {"language": "en-US"}}
         token = parse_rtc_token_007(properties["token"])
         assert token.services[1].fields == (properties["channel"].encode(), properties["agent_rtc_uid"].encode())
         assert token.services[2].fields == (properties["agent_rtc_uid"].encode(),)
