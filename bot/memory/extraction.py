@@ -115,7 +115,8 @@ def render_transcript(turns: Sequence[TurnRecord], max_chars: int = MAX_TRANSCRI
     lines: list[str] = []
     size = 0
     for turn in reversed(turns):
-        line = f"{turn.role.upper()}: {_one_line(turn.content)}"
+        cut = " (cut off by the user)" if turn.interrupted else ""
+        line = f"{turn.role.upper()}{cut}: {_one_line(turn.content)}"
         size += len(line) + 1
         if size > max_chars and lines:
             lines.append("[earlier lines omitted]")

@@ -34,6 +34,8 @@ class Utterance:
     segment: int = 0
     partial: bool = False
     captured: int = 0
+    interrupted: bool = False
+    """A reply the member spoke over: `content` is what they heard of it."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,14 @@ def _kept(content: str, before: str, authoritative: bool) -> str:
     if authoritative:
         return content
     return content if len(content) > len(before) else before
+
+
+def _merged(before: Utterance, content: str, authoritative: bool, heard: bool) -> Utterance:
+    """``before`` as a merge keeps it given the incoming ``content`` of the same line (see `_kept`): marked
+    interrupted when the member is known to have cut it short, or the authoritative text is shorter than stored."""
+    kept = _kept(content, before.content, authoritative)
+    interrupted = before.interrupted or heard or len(kept) < len(before.content)
+    return replace(before, content=kept, partial=False, interrupted=interrupted)
 
 
 def _spoken(window: Sequence[tuple[Role, str]], heard: frozenset[int]) -> tuple[list[tuple[Role, str]], frozenset[int]]:
@@ -153,12 +163,12 @@ def merge_snapshot(
         for j, (role, content) in enumerate(window):
             if j in covered:
                 before = covered[j]
-                kept = _kept(content, before.content, final or j in heard)
-                grown += kept != before.content
-                merged.append(replace(before, content=kept, partial=False))
+                after = _merged(before, content, final or j in heard, j in heard)
+                grown += after.content != before.content
+                merged.append(after)
             else:
                 added += 1
-                merged.append(Utterance(role, content))
+                merged.append(Utterance(role, content, interrupted=j in heard))
         last_offset = placements[last][0]
         tail = segments[last][last_offset + m :]
         if not tail:
@@ -173,7 +183,9 @@ def merge_snapshot(
         anchored_now = anchored or (complete and first == 0 and first_offset <= 0)
     else:
         fresh = [
-            Utterance(r, c, partial=(j == m - 1 and r == "assistant" and not final), captured=captured)
+            Utterance(
+                r, c, partial=(j == m - 1 and r == "assistant" and not final), captured=captured, interrupted=j in heard
+            )
             for j, (r, c) in enumerate(window)
         ]
         added = m
@@ -256,24 +268,20 @@ def try_append(
             if _compatible(stored, window[j][0], window[j][1], j == m - 1, j in heard) is None:
                 matched = False
                 break
-            if j < k - 1 and stored.content != window[j][1] and (final or j in heard):
+            if j < k - 1 and (final or j in heard) and _merged(stored, window[j][1], True, j in heard) != stored:
                 return None  # an earlier line is cut to what was heard: only a full merge rewrites it
         if not matched:
             continue
         last = segment[-1]
-        content = window[k - 1][1]
-        longer = _kept(content, last.content, final or k - 1 in heard)
-        new = [Utterance(r, c, segment=last_segment) for r, c in window[k:]]
+        kept = _merged(last, window[k - 1][1], final or k - 1 in heard, k - 1 in heard)
+        new = [Utterance(r, c, segment=last_segment, interrupted=k + i in heard) for i, (r, c) in enumerate(window[k:])]
         if new:
             end = new[-1]
             new[-1] = replace(end, partial=end.role == "assistant" and not final, captured=captured)
-            replaced = replace(last, content=longer, partial=False)
+            replaced = kept
         else:
             replaced = replace(
-                last,
-                content=longer,
-                partial=last.role == "assistant" and not final,
-                captured=max(last.captured, captured),
+                kept, partial=last.role == "assistant" and not final, captured=max(last.captured, captured)
             )
         return Append(new, None if replaced == last else replaced)
     return None

@@ -65,7 +65,7 @@ class MemoryPage:
 
 
 def _utterance(t: TurnRecord) -> Utterance:
-    return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured)
+    return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured, t.interrupted)
 
 
 @dataclass(frozen=True)
@@ -122,18 +122,38 @@ class _Snapshot:
         updates: list[TurnUpdate] = []
         for seq, turn in enumerate(result.turns):
             if turn.turn_id is None:
-                new = NewTurn(turn.role, turn.content, self.at, seq, turn.segment, turn.partial, turn.captured)
+                new = NewTurn(
+                    turn.role,
+                    turn.content,
+                    self.at,
+                    seq,
+                    turn.segment,
+                    turn.partial,
+                    turn.captured,
+                    interrupted=turn.interrupted,
+                )
                 inserts.append(new)
                 continue
             was = old[turn.turn_id]
-            if (was.seq, was.content, was.segment, was.partial, was.captured) != (
+            if (was.seq, was.content, was.segment, was.partial, was.captured, was.interrupted) != (
                 seq,
                 turn.content,
                 turn.segment,
                 turn.partial,
                 turn.captured,
+                turn.interrupted,
             ):
-                updates.append(TurnUpdate(turn.turn_id, seq, turn.content, turn.segment, turn.partial, turn.captured))
+                updates.append(
+                    TurnUpdate(
+                        turn.turn_id,
+                        seq,
+                        turn.content,
+                        turn.segment,
+                        turn.partial,
+                        turn.captured,
+                        interrupted=turn.interrupted,
+                    )
+                )
         if inserts or updates or result.anchored != anchored:
             return TurnsWrite(inserts, updates, result.anchored), result
         return None, result
@@ -153,9 +173,11 @@ def _appended_write(
     updates = []
     if appended.replaced_last is not None:
         r = appended.replaced_last
-        updates.append(TurnUpdate(last.turn_id, last.seq, r.content, r.segment, r.partial, r.captured))
+        updates.append(
+            TurnUpdate(last.turn_id, last.seq, r.content, r.segment, r.partial, r.captured, interrupted=r.interrupted)
+        )
     inserts = [
-        NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured)
+        NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured, interrupted=u.interrupted)
         for i, u in enumerate(appended.new)
     ]
     grown = appended.replaced_last is not None and appended.replaced_last.content != last.content

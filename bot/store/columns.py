@@ -13,7 +13,8 @@ R = TypeVar("R")
 CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
 TURN_COLUMNS = (
-    "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured, specifics"
+    "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured, specifics, "
+    "interrupted"
 )
 FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
@@ -37,6 +38,7 @@ def turn_record(row: Iterable[Any]) -> TurnRecord:
     """The record of a row whose first columns are ``TURN_COLUMNS`` (either backend's row type)."""
     record = _filled(TurnRecord, TURN_NAMES, row)
     record.__dict__["partial"] = bool(record.partial)
+    record.__dict__["interrupted"] = bool(record.interrupted)
     return record
 
 

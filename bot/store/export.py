@@ -33,9 +33,10 @@ def build_export(
     by_conversation: dict[str, list[dict[str, Any]]] = {}
     for t in turns:
         key = t["call_id"] or t["chat_id"]
-        by_conversation.setdefault(key, []).append(
-            {"role": t["role"], "content": t["content"], "at": iso(t["spoken_at"]), "source": t["source"]}
-        )
+        line = {"role": t["role"], "content": t["content"], "at": iso(t["spoken_at"]), "source": t["source"]}
+        if t["interrupted"]:
+            line["interrupted"] = True  # the member spoke over this reply: the text is what they heard
+        by_conversation.setdefault(key, []).append(line)
     return {
         "user_id": str(user_id),
         "exported_at": iso(time.time()),

@@ -435,6 +435,13 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         END;
         """,
     ),
+    (
+        13,
+        "interrupted replies: a reply the member spoke over is kept as what they heard, and marked",
+        """
+        ALTER TABLE turns ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

@@ -146,6 +146,8 @@ class TurnRecord:
     captured: int = 0
     specifics: int | None = field(default=None, compare=False, repr=False)
     """``bot.store.specifics`` of the plain text, stored with the line; None for a line not yet counted."""
+    interrupted: bool = False
+    """A reply the member spoke over: ``content`` is what they heard of it (Agora's ``metadata.interrupted``)."""
 
 
 _TURN_FIELDS = [name for name in TurnRecord.__dataclass_fields__]
@@ -249,6 +251,7 @@ class NewTurn:
     captured: int = 0
     specifics: int | None = None
     """Of the plain text, when the writer counted it (``bot.store.specifics.stored_specifics``)."""
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,7 @@ class TurnUpdate:
     partial: bool
     captured: int
     specifics: int | None = None
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)

@@ -368,6 +368,13 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
             EXECUTE FUNCTION delete_forgotten_call();
         """,
     ),
+    (
+        13,
+        "interrupted replies: a reply the member spoke over is kept as what they heard, and marked",
+        """
+        ALTER TABLE turns ADD COLUMN interrupted BOOLEAN NOT NULL DEFAULT FALSE;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

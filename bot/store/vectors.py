@@ -96,6 +96,7 @@ FACT_NAMES = [name.strip() for name in FACT_COLUMNS.split(",")]
 def turn_record(row: Sequence[Any]) -> TurnRecord:
     values = dict(zip(TURN_NAMES, row, strict=True))
     values["partial"] = bool(values["partial"])
+    values["interrupted"] = bool(values["interrupted"])
     return TurnRecord(**values)
 
 

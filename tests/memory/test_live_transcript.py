@@ -106,11 +106,17 @@ async def test_a_whole_call_in_agoras_custom_shape_is_answered_and_stored_as_the
         ("assistant", "Bye, Noor!"),
     ]
 
+    marked = [t.content for t in await world.store.call_turns(call_id) if t.interrupted]
+    assert marked == [heard], "the cut reply is marked interrupted, and only it"
+
     await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
     await world.calls.wait_background()
     assert any(n["eventType"] == 103 for n in world.emu.delivered)
     assert await world.call_lines(call_id) == stored, "the last history and webhook 103 agree with the live lines"
+    exported = (await world.memory.export(ALICE))["calls"]
+    lines = [line for call in exported for line in call["turns"]]
+    assert [line["content"] for line in lines if line.get("interrupted")] == [heard]
 
 
 async def test_a_reply_cut_short_as_the_call_ends_is_kept_as_heard(world: CallWorld, fake_llm: FakeLLM) -> None:
@@ -129,7 +135,8 @@ async def test_a_reply_cut_short_as_the_call_ends_is_kept_as_heard(world: CallWo
     await world.emu.wait_webhooks_idle()
     await world.calls.wait_background()
     assert await world.call_lines(call_id) == agent_transcript(world, agent_id)
-    assert (await world.call_lines(call_id))[-1] == ("assistant", "Let me tell")
+    last = (await world.store.call_turns(call_id))[-1]
+    assert (last.role, last.content, last.interrupted) == ("assistant", "Let me tell", True)
 
 
 async def test_barge_ins_over_several_turns_never_duplicate_the_window(world: CallWorld, fake_llm: FakeLLM) -> None:

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.memory.merge import Utterance, merge_snapshot
+from bot.memory.merge import Utterance, merge_snapshot, try_append
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord
 from bot.store.sqlite import SqliteStore
@@ -318,3 +318,66 @@ async def test_a_tail_shorter_than_asked_for_is_the_whole_call_and_is_not_read_a
     monkeypatch.undo()
     turns = await store.call_turns(call.call_id)
     assert [(t.role, t.content) for t in turns] == convo and not any(t.partial for t in turns)
+
+
+def test_a_reply_the_member_cut_short_is_kept_as_heard_and_marked() -> None:
+    """The route stored a reply as relayed; the agent's next request says the member heard only its start."""
+    relayed = "Once upon a time there was a chemist who"
+    stored = [
+        Utterance("assistant", "Hi, Noor!", 0, 0),
+        Utterance("user", "Tell me a story.", 1, 0),
+        Utterance("assistant", relayed, 2, 0, partial=False),
+    ]
+    window = [("user", "Tell me a story."), ("assistant", "Once upon a time"), ("user", "Stop.")]
+
+    appended = try_append(stored, window, captured=5, heard=frozenset({1}))
+    assert appended is not None and appended.replaced_last is not None
+    assert (appended.replaced_last.content, appended.replaced_last.interrupted) == ("Once upon a time", True)
+    assert [(u.role, u.content) for u in appended.new] == [("user", "Stop.")]
+
+    merged = merge_snapshot(stored, window, captured=5, complete=False, heard=frozenset({1}))
+    assert [(t.content, t.interrupted) for t in merged.turns] == [
+        ("Hi, Noor!", False),
+        ("Tell me a story.", False),
+        ("Once upon a time", True),
+        ("Stop.", False),
+    ]
+    assert merged.added == 1
+
+    without = merge_snapshot(stored, window, captured=5, complete=False)
+    assert [t.content for t in without.turns][2] == relayed, "a checkpoint cannot tell a cut from a growing reply"
+
+
+def test_the_agents_final_history_cuts_a_reply_to_what_was_heard() -> None:
+    stored = [
+        Utterance("user", "Hi.", 1, 0),
+        Utterance("assistant", "Hello! Let me tell you about", 2, 0, partial=True),
+    ]
+    final = merge_snapshot(stored, [("user", "Hi."), ("assistant", "Hello!")], captured=9, complete=True, final=True)
+    assert [(t.content, t.interrupted) for t in final.turns] == [("Hi.", False), ("Hello!", True)]
+    growing = merge_snapshot(
+        [Utterance("user", "Hi.", 1, 0), Utterance("assistant", "Hello!", 2, 0, partial=True)],
+        [("user", "Hi."), ("assistant", "Hello! Let me tell you about")],
+        captured=9,
+        complete=True,
+        final=True,
+    )
+    assert [(t.content, t.interrupted) for t in growing.turns][1] == ("Hello! Let me tell you about", False)
+
+
+def test_an_earlier_reply_cut_short_is_rewritten_by_a_full_merge_not_appended_again() -> None:
+    stored = [
+        Utterance("user", "One?", 1, 0),
+        Utterance("assistant", "First answer, long", 2, 0),
+        Utterance("user", "Two?", 3, 0),
+        Utterance("assistant", "Second answer.", 4, 0, partial=True),
+    ]
+    window = [("user", "One?"), ("assistant", "First"), ("user", "Two?"), ("assistant", "Second answer.")]
+    assert try_append(stored, window, captured=5, heard=frozenset({1})) is None
+    merged = merge_snapshot(stored, window, captured=5, complete=True, heard=frozenset({1}))
+    assert [(t.content, t.interrupted) for t in merged.turns] == [
+        ("One?", False),
+        ("First", True),
+        ("Two?", False),
+        ("Second answer.", False),
+    ]

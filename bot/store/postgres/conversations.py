@@ -45,15 +45,15 @@ _CALL_START_MEMORY = (
     f"(SELECT {_TURN_COLUMNS}, NULL::double precision, NULL::double precision, true FROM turns WHERE user_id = $1 "
     "ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT $2) UNION ALL "
     "(SELECT fact_id, user_id, source_call_id, source_chat_id, mentions, NULL, text, confirmed_at, NULL, NULL, NULL, "
-    "NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
+    "NULL, NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
     "AND invalidated_at IS NULL ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT $3) "
-    "ORDER BY 16 DESC, 8 DESC, 5 DESC, 1 DESC"
+    "ORDER BY 17 DESC, 8 DESC, 5 DESC, 1 DESC"
 )
 """A call start's reads in one statement (`call_start_memory`): the latest lines (``TURN_COLUMNS``), then the
 current facts in the same columns by type (id, member, source call and chat, mentions as ``seq``, text as
 ``content``, confirmed as ``spoken_at``; created and updated after them), the last column telling which. The outer
 order is each part's own (newest first; facts by ``list_facts``'s order)."""
-_FACT_AT = (0, 1, 6, 2, 3, 13, 14, 7, 4, 8, 8)
+_FACT_AT = (0, 1, 6, 2, 3, 14, 15, 7, 4, 8, 8)
 """Where each of ``FactRecord``'s fields is in a fact's row of `_CALL_START_MEMORY` (superseded and invalidated
 are those of a current fact: NULL)."""
 _START_CHECK = (
@@ -94,20 +94,22 @@ bumped AS (
 ),
 updated AS (
     UPDATE turns t SET seq = u.seq, content = u.content, segment = u.segment, partial = u.partial,
-        captured = u.captured, specifics = u.specifics
+        captured = u.captured, specifics = u.specifics, interrupted = u.interrupted
     FROM unnest($7::bigint[], $8::integer[], $9::text[], $10::integer[], $11::boolean[], $12::bigint[],
-                $20::integer[]) AS u (turn_id, seq, content, segment, partial, captured, specifics)
+                $20::integer[], $23::boolean[])
+        AS u (turn_id, seq, content, segment, partial, captured, specifics, interrupted)
     WHERE t.turn_id = u.turn_id AND t.call_id = $1 AND (SELECT ok FROM allowed)
         AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
     RETURNING t.turn_id
 ),
 inserted AS (
     INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, source,
-                       specifics)
-    SELECT $2, $1, i.seq, i.segment, i.partial, i.captured, i.role, i.content, i.spoken_at, 'voice', i.specifics
+                       specifics, interrupted)
+    SELECT $2, $1, i.seq, i.segment, i.partial, i.captured, i.role, i.content, i.spoken_at, 'voice', i.specifics,
+        i.interrupted
     FROM unnest($13::integer[], $14::integer[], $15::boolean[], $16::bigint[], $17::text[], $18::text[],
-                $19::double precision[], $21::integer[])
-        AS i (seq, segment, partial, captured, role, content, spoken_at, specifics)
+                $19::double precision[], $21::integer[], $24::boolean[])
+        AS i (seq, segment, partial, captured, role, content, spoken_at, specifics, interrupted)
     WHERE (SELECT ok FROM allowed) AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
     RETURNING turn_id
 ),
@@ -164,6 +166,8 @@ def _apply_params(
         [stored_specifics(u.specifics, u.content) for u in updates],
         [stored_specifics(t.specifics, t.content) for t in inserts],
         live_key,
+        [u.interrupted for u in updates],
+        [t.interrupted for t in inserts],
     ]
 
 

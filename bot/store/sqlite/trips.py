@@ -151,8 +151,8 @@ def _write_call_turns(
         raise TurnsChanged(call_id)
     if updates:
         conn.executemany(
-            "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ?, specifics = ? "
-            "WHERE turn_id = ? AND call_id = ?",
+            "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ?, specifics = ?, "
+            "interrupted = ? WHERE turn_id = ? AND call_id = ?",
             [
                 (
                     u.seq,
@@ -161,6 +161,7 @@ def _write_call_turns(
                     int(u.partial),
                     u.captured,
                     stored_specifics(u.specifics, u.content),
+                    int(u.interrupted),
                     u.turn_id,
                     call_id,
                 )
@@ -170,7 +171,7 @@ def _write_call_turns(
     if inserts:
         conn.executemany(
             "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
-            "source, specifics) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice', ?)",
+            "source, specifics, interrupted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice', ?, ?)",
             [
                 (
                     user_id,
@@ -183,6 +184,7 @@ def _write_call_turns(
                     t.content,
                     t.spoken_at,
                     stored_specifics(t.specifics, t.content),
+                    int(t.interrupted),
                 )
                 for t in inserts
             ],
