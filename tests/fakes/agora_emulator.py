@@ -4,8 +4,11 @@ It implements the contract of ``/work/shared/specs/agora-convoai.md`` (§4, §5,
 §12) on 127.0.0.1 and rejects what the real service is documented to reject. Where the spec marks behaviour
 UNVERIFIED, the choice made here is written down next to the code that makes it. Summary of those choices:
 
-* Auth: only HTTP Basic with the configured customer ID/secret (scheme case-insensitive). ``agora token=``
-  headers get 401: this project authenticates its REST calls with Basic, so token auth is not modelled.
+* Auth (spec §2): HTTP Basic with the configured customer ID/secret (scheme case-insensitive), or
+  ``Authorization: agora token=<007 token>`` (what Agora's SDK sends by default, with a fresh RTC+RTM token per
+  request): the token must be an AccessToken2 of this app ID, signed with the app certificate and not expired.
+  Its channel, uid and services are not checked (the SDK signs ``leave`` with a token for channel "stop", uid
+  0). Anything else is 401 ``{"detail", "reason": "InvalidPermission"}``.
 * An ``{appid}`` in the path other than the emulator's app ID gets 401 ``InvalidPermission`` (the credentials
   are not valid for that project). 401 rather than 404 so a misconfigured app ID can never pass for
   "agent already gone" on ``leave``.
@@ -15,7 +18,11 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   RTM login privilege for the agent's uid, which only ``007`` tokens can.
 * A MiniMax TTS preset needs ``tts.params.voice_setting.voice_id`` (every documented preset example sends one):
   without it the join is 400 ``MissingRequiredField``. The ``openai_gpt_5_*`` LLM presets reject
-  ``llm.params.max_tokens`` and ``llm.params.temperature`` (those models take neither) with 400.
+  ``llm.params.max_tokens`` and ``llm.params.temperature`` (those models take neither) with 400. A Deepgram ASR
+  preset refuses an ``asr.vendor`` other than ``deepgram`` and an empty or non-string ``asr.params.language``
+  (400 ``InvalidFieldValue``); neither field is required, since Agora's Deepgram page documents a preset join
+  with only ``asr.language`` (its join examples and the SDK send ``vendor: "deepgram"`` and
+  ``params.language``, which the bot sends too).
 * The (*) rule for ``llm``/``tts``: an LLM preset, a non-null ``pipeline_id`` or ``mllm.enable: true`` makes
   ``llm`` optional, otherwise ``llm.url`` is required; a TTS preset, ``pipeline_id`` or ``mllm.enable:
   true`` makes ``tts`` optional, otherwise ``tts.vendor`` (one of the documented vendors) is required.
@@ -27,8 +34,9 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   ``auto_user_join=True`` to have the user present from the start. If the user never joins, nothing times out.
 * ``think`` appends ``{"role": "user", "content": "[think API injected] <text>"}`` to the history (docs
   example); ``speak`` and ``interrupt`` are only recorded.
-* History items carry extra ``turn_id`` and ``timestamp`` fields (allowed by the spec) so clients are tested
-  to ignore unknown fields. History of an agent that is not STARTING/RUNNING is 404 ``TaskNotFound``.
+* History items carry the extra short-term-memory fields ``turn_id``, ``timestamp`` and ``metadata`` (allowed by
+  the spec) so clients are tested to ignore unknown fields. History of an agent that is not STARTING/RUNNING is
+  404 ``TaskNotFound``.
 * ``query`` of a running agent reports ``stop_ts: 0`` and ``message: ""``; stopped agents stay queryable and
   report ``message: "agent exits with reason: <the 102 message>"`` (the docs' query example wraps the reason).
 * History is served only while the agent is RUNNING ("Only supports querying the running agent"): a STARTING
@@ -39,11 +47,15 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   The utterance joins the short-term memory, then the agent POSTs ``llm.params`` + ``messages`` (the system
   messages, then its last ``max_history`` messages, which end with the new user message) + ``stream: true`` to
   ``llm.url`` with ``Authorization: Bearer <llm.api_key>`` (and ``llm.headers``); with ``llm.vendor = "custom"``
-  the body also carries ``turn_id`` and ``timestamp`` (ms). The SSE answer is read strictly: a non-200 status, a
-  non-event-stream body, an event that is not ``data: <JSON chunk>``, an ``error`` chunk, or an end without
-  ``data: [DONE]`` is an LLM failure, and the agent says ``llm.failure_message`` (history source
-  ``llm_failure``). ``interrupt_after=n`` closes the stream after n content deltas (the user spoke over the agent):
-  the history keeps what was received, marked interrupted.
+  every message carries all of its short-term-memory fields (``turn_id``, ``timestamp``, ``metadata`` with
+  ``source``, ``user``, ``interrupted``, ``interrupt_timestamp``, ``original``) and the body also carries
+  ``turn_id``, ``timestamp`` (ms), ``interruptable: true``, ``model`` and, when ``llm_context`` is set,
+  ``context`` (spec §4.11); ``/history`` and NCS 103 hold the same message fields. The SSE answer is read
+  strictly: a non-200 status, a non-event-stream body, an event that is not ``data: <JSON chunk>``, an ``error``
+  chunk, or an end without ``data: [DONE]`` is an LLM failure, and the agent says ``llm.failure_message`` (history
+  source ``llm_failure``). ``interrupt_after=n`` closes the stream after n content deltas (the user spoke over
+  the agent): the history keeps what was spoken (by default every delta received but the last), marked
+  interrupted with the received text as ``original``. :meth:`AgoraEmulator.silence_reminder` adds a ``silence`` message.
 * Time is ``clock() + offset``; :meth:`AgoraEmulator.advance` moves the offset and fires due timers (idle
   timeout, 72 h cap, NCS 104 thirty seconds before the agent token's join privilege expires).
 """
@@ -73,6 +85,7 @@ from aiohttp import web
 from bot.agora.tokens import (
     build_rtc_token,
     token_expires_at,
+    verify_access_token_007,
     verify_rtc_token,
 )
 from bot.agora.webhooks import sign_body
@@ -86,6 +99,8 @@ TEST_CUSTOMER_SECRET = "9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d"
 TEST_WEBHOOK_SECRET = "emulator-webhook-secret"
 DEFAULT_WEBHOOK_RETRY_DELAYS = (0.0, 0.1, 0.3)
 """Waits before NCS retries 1, 2 and 3: at once, then increasing (see ``AgoraEmulator._deliver``)."""
+NCS_RECEIVER_TIMEOUT_SECONDS = 10.0
+"""The receiver must answer 200 with a JSON body "within 10 seconds" or NCS resends (spec §6, DOCS-NCS)."""
 
 API_PREFIX = "/api/conversational-ai-agent"
 STATUS_CODES = {
@@ -190,9 +205,25 @@ class Message:
     source: str
     interrupted: bool = False
     original: str | None = None
+    user: str | None = None
+    """The speaker's RTC uid, for a user message from speech (``metadata.user``)."""
+    interrupt_timestamp_ms: int | None = None
 
-    def as_llm_message(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+    def metadata(self) -> dict[str, Any]:
+        """Agora's short-term-memory ``metadata`` (spec §4.11)."""
+        metadata: dict[str, Any] = {"source": self.source}
+        if self.user is not None:
+            metadata["user"] = self.user
+        if self.interrupted:
+            metadata.update(interrupted=True, interrupt_timestamp=self.interrupt_timestamp_ms, original=self.original)
+        return metadata
+
+    def as_llm_message(self, *, custom: bool) -> dict[str, Any]:
+        """What a request to ``llm.url`` holds for this message: every short-term-memory field with
+        ``llm.vendor = "custom"``, only ``role`` and ``content`` otherwise (DOCS-STM)."""
+        if not custom:
+            return {"role": self.role, "content": self.content}
+        return self.as_history_item()
 
     def as_history_item(self) -> dict[str, Any]:
         return {
@@ -200,6 +231,7 @@ class Message:
             "content": self.content,
             "turn_id": self.turn_id,
             "timestamp": self.timestamp_ms,
+            "metadata": self.metadata(),
         }
 
 
@@ -214,6 +246,8 @@ class LLMTurn:
     reply: str
     error: str | None = None
     seconds: float = 0.0
+    deltas: tuple[str, ...] = ()
+    """The content deltas received, in order."""
 
 
 @dataclass
@@ -355,7 +389,7 @@ class AgoraEmulator:
         start_status: Literal["RUNNING", "STARTING"] = "RUNNING",
         auto_user_join: bool = False,
         webhook_mode: WebhookMode = "normal",
-        webhook_timeout: float = 5.0,
+        webhook_timeout: float = NCS_RECEIVER_TIMEOUT_SECONDS,
         webhook_max_retries: int = 3,
         webhook_retry_delays: Sequence[float] = DEFAULT_WEBHOOK_RETRY_DELAYS,
     ) -> None:
@@ -389,8 +423,11 @@ class AgoraEmulator:
         self._webhook_session: aiohttp.ClientSession | None = None
         self._llm_session: aiohttp.ClientSession | None = None
         self.llm_timeout = 15.0
+        self.llm_context: dict[str, Any] | None = None
+        """Sent as the top-level ``context`` of custom-LLM requests when set (DOCS-CLLM's request model)."""
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._listen_port = 0
         self._agent_sequence = 0
         self._gates: dict[str, ResponseGate] = {}
 
@@ -399,7 +436,7 @@ class AgoraEmulator:
         self._add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.2)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self._listen_port)
         await site.start()
         self._port = int(self._runner.addresses[0][1])
         # One connection per notification, as independent deliveries; no idle keep-alive left on the receiver.
@@ -505,21 +542,39 @@ class AgoraEmulator:
         for role, content in messages:
             self.say(agent_id, role, content)
 
-    async def user_says(self, agent_id: str, text: str, *, interrupt_after: int | None = None) -> LLMTurn:
-        """The user says ``text`` to an agent with a custom LLM: see the module docstring."""
+    async def user_says(
+        self,
+        agent_id: str,
+        text: str,
+        *,
+        interrupt_after: int | None = None,
+        heard: str | None = None,
+        source: Literal["asr", "message"] = "asr",
+    ) -> LLMTurn:
+        """The user says ``text`` to an agent with a custom LLM (``source="message"``: sends it as text): see the
+        module docstring. With ``interrupt_after``, ``heard`` is what was spoken of the reply before the user cut
+        in (default: every delta received but the last, which was still queued for speech)."""
         agent = self._active_agent(agent_id)
         url = agent.llm.get("url")
         if not url:
             raise ValueError(f"agent {agent_id} has no llm.url: its LLM is an Agora preset")
-        message = self._append(agent, "user", text, "asr")
+        message = self._append(agent, "user", text, source)
+        message.user = agent.remote_rtc_uids[0] if agent.remote_rtc_uids else None
+        custom = agent.llm.get("vendor") == "custom"
         body: dict[str, Any] = {
             **agent.llm_params,
-            "messages": [*agent.system_messages, *(m.as_llm_message() for m in agent.window())],
+            "messages": [*agent.system_messages, *(m.as_llm_message(custom=custom) for m in agent.window())],
             "stream": True,
         }
-        if agent.llm.get("vendor") == "custom":
-            body["turn_id"] = message.turn_id
-            body["timestamp"] = message.timestamp_ms
+        if custom:
+            body.update(
+                turn_id=message.turn_id,
+                timestamp=message.timestamp_ms,
+                interruptable=True,
+                model=str(agent.llm_params.get("model", "")),
+            )
+            if self.llm_context is not None:
+                body["context"] = copy.deepcopy(self.llm_context)
         headers = {"Content-Type": "application/json", **dict(agent.llm.get("headers") or {})}
         if agent.llm.get("api_key"):
             headers["Authorization"] = f"Bearer {agent.llm['api_key']}"
@@ -527,10 +582,18 @@ class AgoraEmulator:
         agent.llm_turns.append(turn)
         if turn.outcome == "failed":
             self._append(agent, "assistant", str(agent.llm.get("failure_message") or ""), "llm_failure")
-        elif turn.reply or turn.outcome == "ok":
+        elif turn.outcome == "interrupted":
+            spoken = heard if heard is not None else "".join(turn.deltas[:-1])
             reply = self._append(agent, "assistant", turn.reply, "llm")
-            reply.interrupted = turn.outcome == "interrupted"
+            self._cut(reply, spoken)
+        elif turn.reply or turn.outcome == "ok":
+            self._append(agent, "assistant", turn.reply, "llm")
         return turn
+
+    def silence_reminder(self, agent_id: str, text: str) -> Message:
+        """The user stayed silent and the agent spoke a reminder (``parameters.silence_config``): an assistant
+        message with source ``silence``."""
+        return self._append(self._active_agent(agent_id), "assistant", text, "silence")
 
     async def resend_llm_request(self, agent_id: str) -> LLMTurn:
         """Send the agent's latest LLM request again unchanged (ConvoAI retrying a turn); history is untouched."""
@@ -551,7 +614,9 @@ class AgoraEmulator:
         parts: list[str] = []
 
         def ended(outcome: Literal["ok", "interrupted", "failed"], error: str | None = None) -> LLMTurn:
-            return LLMTurn(body, headers, outcome, status, "".join(parts), error, time.monotonic() - started)
+            return LLMTurn(
+                body, headers, outcome, status, "".join(parts), error, time.monotonic() - started, tuple(parts)
+            )
 
         try:
             async with asyncio.timeout(self.llm_timeout):
@@ -598,10 +663,15 @@ class AgoraEmulator:
     def interrupt_last(self, agent_id: str, truncated_text: str) -> Message:
         """The user cut the latest assistant reply short: its stored content becomes ``truncated_text``."""
         message = self._last_assistant_message(agent_id)
-        message.original = message.original if message.interrupted else message.content
-        message.content = truncated_text
-        message.interrupted = True
+        self._cut(message, truncated_text)
         return message
+
+    def _cut(self, message: Message, spoken: str) -> None:
+        """The user spoke over ``message``: it keeps what was spoken (DOCS-STM), the whole reply in ``original``."""
+        message.original = message.original if message.interrupted else message.content
+        message.content = spoken
+        message.interrupted = True
+        message.interrupt_timestamp_ms = int(self.now() * 1000)
 
     def grow_last(self, agent_id: str, extra_text: str) -> Message:
         """The latest assistant reply is still being generated: ``extra_text`` is appended to it."""
@@ -808,8 +878,7 @@ class AgoraEmulator:
         self.emitted.append(envelope)
         if self.webhook_mode == "off" or not self.webhook_url:
             return
-        body = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
-        notification = _Notification(envelope, body)
+        notification = _Notification(envelope, _envelope_body(envelope))
         copies = 2 if self.webhook_mode == "duplicate" else 1
         for _ in range(copies):
             if self._held is not None:
@@ -833,23 +902,28 @@ class AgoraEmulator:
         200 with a JSON body: the first retry at once, the next ones after increasing waits
         (``webhook_retry_delays``), as NCS documents (spec §6: "resends immediately, then at increasing
         intervals, and gives up after 3 retries"). The real intervals are not published; the defaults here
-        are short so tests stay fast, and a test that needs a longer window sets its own."""
+        are short so tests stay fast, and a test that needs a longer window sets its own. Each resend carries
+        a fresh ``notifyMs`` ("This value is updated when the Agora server resends the notification callback",
+        DOCS-NCS request-header-body), so its body and both signatures are new; ``noticeId`` stays."""
         assert self._webhook_session is not None
         url = self.webhook_url
         if not url:
             return
-        headers = {"Content-Type": "application/json", **sign_body(self.webhook_secret, notification.body)}
         timeout = aiohttp.ClientTimeout(total=self.webhook_timeout)
+        envelope, body = notification.envelope, notification.body
         for attempt in range(1 + self.webhook_max_retries):
-            if attempt > 0 and self.webhook_retry_delays:
-                await asyncio.sleep(self.webhook_retry_delays[min(attempt - 1, len(self.webhook_retry_delays) - 1)])
+            if attempt > 0:
+                if self.webhook_retry_delays:
+                    delays = self.webhook_retry_delays
+                    await asyncio.sleep(delays[min(attempt - 1, len(delays) - 1)])
+                envelope = {**notification.envelope, "notifyMs": int(self.now() * 1000)}
+                body = _envelope_body(envelope)
+            headers = {"Content-Type": "application/json", **sign_body(self.webhook_secret, body)}
             sent_at = time.monotonic()
             status: int | None = None
             error: str | None = None
             try:
-                async with self._webhook_session.post(
-                    url, data=notification.body, headers=headers, timeout=timeout
-                ) as response:
+                async with self._webhook_session.post(url, data=body, headers=headers, timeout=timeout) as response:
                     status = response.status
                     text = await response.text()
                 json.loads(text)
@@ -859,7 +933,7 @@ class AgoraEmulator:
                 WebhookAttempt(notification.notice_id, notification.event_type, status, error, sent_at)
             )
             if status == 200 and error is None:
-                self.delivered.append(notification.envelope)
+                self.delivered.append(envelope)
                 return
         logger.warning("emulator gave up delivering notification %s", notification.notice_id)
         self.undelivered.append(notification.envelope)
@@ -916,8 +990,24 @@ class AgoraEmulator:
     def _authenticate(self, request: web.Request) -> None:
         header = request.headers.get("Authorization", "")
         scheme, _, credentials = header.partition(" ")
-        if scheme.lower() != "basic":
-            raise ApiError(401, "InvalidPermission", "authentication failed: use HTTP Basic auth")
+        if scheme.lower() == "agora":
+            self._authenticate_token(credentials)
+        elif scheme.lower() != "basic":
+            raise ApiError(401, "InvalidPermission", "authentication failed: use Basic or agora token= auth")
+        else:
+            self._authenticate_basic(credentials)
+        if request.match_info["appid"] != self.app_id:
+            raise ApiError(401, "InvalidPermission", "authentication failed: credentials not valid for this app id")
+
+    def _authenticate_token(self, credentials: str) -> None:
+        name, sep, token = credentials.strip().partition("=")
+        if name != "token" or not sep or not token:
+            raise ApiError(401, "InvalidPermission", "authentication failed: expected agora token=<token>")
+        problem = verify_access_token_007(token, self.app_id, self.app_certificate, self.now())
+        if problem is not None:
+            raise ApiError(401, "InvalidPermission", f"authentication failed: {problem}")
+
+    def _authenticate_basic(self, credentials: str) -> None:
         try:
             decoded = base64.b64decode(credentials.strip(), validate=True).decode()
         except (binascii.Error, UnicodeDecodeError):
@@ -926,8 +1016,6 @@ class AgoraEmulator:
         expected = f"{self.customer_id}:{self.customer_secret}".encode()
         if not hmac.compare_digest(f"{customer_id}:{customer_secret}".encode(), expected):
             raise ApiError(401, "InvalidPermission", "authentication failed")
-        if request.match_info["appid"] != self.app_id:
-            raise ApiError(401, "InvalidPermission", "authentication failed: credentials not valid for this app id")
 
     async def _join(self, request: web.Request) -> web.Response:
         body = await _json_object_body(request)
@@ -1164,9 +1252,9 @@ class _JoinValidator:
         has_pipeline = bool(pipeline_id)
         self._llm(properties.get("llm"), required=not (presets & LLM_PRESETS or has_pipeline or uses_mllm))
         self._tts(properties.get("tts"), required=not (presets & TTS_PRESETS or has_pipeline or uses_mllm))
-        self._preset_needs(presets, properties)
         if properties.get("asr") is not None:
             _check_object(properties["asr"], "properties.asr")
+        self._preset_needs(presets, properties)
         self._emulator._check_agent_token(properties["token"], channel, agent_uid, enable_rtm=enable_rtm)
         return properties
 
@@ -1266,6 +1354,20 @@ class _JoinValidator:
     @staticmethod
     def _preset_needs(presets: set[str], properties: dict[str, Any]) -> None:
         """What a preset needs from the request and what it refuses (see the module docstring)."""
+        if presets & ASR_PRESETS:
+            asr = properties.get("asr") or {}
+            if asr.get("vendor") not in (None, "deepgram"):
+                raise ApiError(
+                    400, "InvalidFieldValue", "properties.asr.vendor must be deepgram with a Deepgram ASR preset"
+                )
+            params = asr.get("params")
+            if params is not None:
+                _check_object(params, "properties.asr.params")
+                language = params.get("language")
+                if language is not None and (not isinstance(language, str) or not language.strip()):
+                    raise ApiError(
+                        400, "InvalidFieldValue", "properties.asr.params.language must be a Deepgram language code"
+                    )
         if presets & MINIMAX_PRESETS:
             tts = properties.get("tts") or {}
             voice = ((tts.get("params") or {}).get("voice_setting") or {}).get("voice_id")
@@ -1418,6 +1520,10 @@ def _json_response(status: int, body: dict[str, Any], headers: dict[str, str] | 
     return web.json_response(body, status=status, headers=headers)
 
 
+def _envelope_body(envelope: dict[str, Any]) -> bytes:
+    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _error_response(status: int, reason: str, detail: str) -> web.Response:
     return _json_response(status, {"detail": detail, "reason": reason})
 
@@ -1500,7 +1606,8 @@ CONTROL_ROUTE_PREFIX = "_emulator."
 
 
 class ControlledAgoraEmulator(AgoraEmulator):
-    """The emulator plus HTTP test controls, optionally listening on a fixed ``port`` too:
+    """The emulator plus HTTP test controls, served with the ConvoAI API on one loopback port (``port``; 0 picks
+    a free one) and on no other:
 
     * ``POST /_emulator/agents/{agent_id}/user_joined`` → ``{"agent_id", "status", "messages"}``
     * ``POST /_emulator/agents/{agent_id}/script`` with ``{"messages": [[role, content], ...]}`` (all or nothing)
@@ -1515,17 +1622,7 @@ class ControlledAgoraEmulator(AgoraEmulator):
 
     def __init__(self, *, port: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._requested_port = port
-
-    async def start(self) -> Self:
-        await super().start()
-        if self._requested_port:
-            assert self._runner is not None
-            # The base site stays on an ephemeral port; this one is what base_url names from now on.
-            site = web.TCPSite(self._runner, "127.0.0.1", self._requested_port)
-            await site.start()
-            self._port = self._requested_port
-        return self
+        self._listen_port = port
 
     @property
     def control_url(self) -> str:
@@ -1633,8 +1730,9 @@ class ControlledAgoraEmulator(AgoraEmulator):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m tests.fakes.agora_emulator [--port N] [--max-concurrent N] [--latency S] [--webhook-url URL]``:
-    serves on 127.0.0.1 until SIGTERM or SIGINT. Prints ``agora-emulator ready <base_url>`` on stdout once it
-    listens (``--port 0``, the default, picks a free port)."""
+    serves the API and the ``/_emulator/`` controls on that one port of 127.0.0.1 until SIGTERM or SIGINT.
+    Prints ``agora-emulator ready <base_url>`` on stdout once it listens (``--port 0``, the default, picks a
+    free port)."""
     import argparse
     import signal
 
