@@ -404,7 +404,8 @@ async def forget_fact_or_ask(
     in_place: bool,
 ) -> None:
     """Forget a fact at once when it is all that goes; otherwise ask first, saying what else goes with it.
-    ``in_place``: answer by editing the clicked message (the picker) rather than with a new message."""
+    ``interaction`` is already acknowledged (deferred). ``in_place``: answer by editing the clicked message (the
+    picker) rather than with a new message."""
     owner = interaction.user.id
     traces = await actions.fact_traces(owner, value)
     if traces is not None and traces.removes_more:
@@ -414,8 +415,6 @@ async def forget_fact_or_ask(
         else:
             await confirm.send_followup(interaction, confirm_fact_text(traces), allowed_mentions=NO_MENTIONS)
         return
-    if in_place:
-        await interaction.response.defer()
     text = NOT_FOUND if traces is None else await actions.forget_fact(owner, traces.fact.fact_id)
     if in_place:
         await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
@@ -451,8 +450,9 @@ PanelAction = Literal["prev", "next", "export", "toggle", "forget"]
 
 
 class MemoryView(OwnedView):
-    """The /memory panel. Every click on it is answered by editing it (or deferring an update of it), so the latest
-    click can still disable the buttons when the panel times out."""
+    """The /memory panel. Every click on it is acknowledged at once with a deferred update of it (the store may be
+    waiting for another writer, and Discord gives an interaction 3 seconds), then answered by editing it, so the
+    latest click can still disable the buttons when the panel times out."""
 
     not_yours = NOT_YOURS
 
@@ -504,7 +504,7 @@ class MemoryView(OwnedView):
         return render_page(self.page, self.index, self.pages)
 
     async def show(self, interaction: discord.Interaction, index: int) -> None:
-        """Answer a click on this panel with the given page."""
+        """Answer a (deferred) click on this panel with the given page."""
         self.sync(*await self.actions.load(self.owner_id, index))
         await self.replace(interaction, embed=self.embed())
 
@@ -520,6 +520,7 @@ class MemoryView(OwnedView):
         await self.edit(view=self)
 
     async def act(self, action: str, interaction: discord.Interaction) -> None:
+        """Carry out a click on this panel, already acknowledged with ``interaction.response.defer()``."""
         self.timeout = self.timeout  # a click restarts the inactivity timeout
         if action == "prev":
             await self.show(interaction, max(0, self.index - 1))
@@ -529,11 +530,9 @@ class MemoryView(OwnedView):
             await self.actions.set_memory_enabled(self.owner_id, not self.page.memory_enabled)
             await self.show(interaction, self.index)
         elif action == "export":
-            await interaction.response.defer()
             self.handle = interaction
             await self.actions.send_export(interaction)
         elif action == "forget":
-            await interaction.response.defer()
             self.handle = interaction
             picker = ForgetPickerView(self.actions, self.owner_id, self.page, after=self.refresh)
             await picker.send_followup(interaction, PICK_PROMPT)
@@ -555,6 +554,7 @@ class PanelButton(
         return {"owner_id": owner_of(match), "action": match["action"], "index": int(match["index"])}
 
     async def run(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer()  # first: every action reads or writes the store
         panel = MemoryView.live(interaction)
         if panel is None:  # sent by an earlier process: rebuild it from the custom_id
             panel = await MemoryView.open(MemoryActions.of(interaction), self.owner_id, self.index)
@@ -591,12 +591,12 @@ class PickSelect(
     template=r"forget:pick:(?P<owner>[0-9]+)",
 ):
     async def run(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer()  # first: both kinds of item are looked up in the store
         actions, after = ForgetPickerView.take(interaction)
         value = self.item.values[0]
         if value.startswith("fact:"):
             await forget_fact_or_ask(actions, interaction, value.removeprefix("fact:"), after=after, in_place=True)
             return
-        await interaction.response.defer()
         text = await actions.forget_conversation(self.owner_id, value)
         await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
         if after is not None:
@@ -623,6 +623,7 @@ class EverythingButton(
         )
 
     async def run(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer()  # first: the confirmation counts what would go
         actions, after = ForgetPickerView.take(interaction)
         confirm = ConfirmEverythingView(actions, self.owner_id, after=after)
         await confirm.replace(interaction, content=await actions.confirm_text(self.owner_id))

@@ -94,10 +94,11 @@ class OwnedView(FunnelledView):
             log.info("could not edit a message of user %s (HTTP %s)", self.owner_id, exc.status)
 
     async def send(self, interaction: discord.Interaction, content: str | None = None, **kwargs: Any) -> None:
-        """Answer ``interaction`` with this view in a new ephemeral message and remember it as that message's view."""
-        response = await interaction.response.send_message(content, view=self, ephemeral=True, **kwargs)
+        """Answer a command that was deferred ephemerally (``defer(ephemeral=True, thinking=True)``, before any
+        database read) with this view: its "thinking…" message becomes this view's message."""
+        message = await interaction.edit_original_response(content=content, view=self, **kwargs)
         self.handle = interaction
-        self.attach(interaction.client, response.message_id)
+        self.attach(interaction.client, message.id)
 
     async def send_followup(
         self,
@@ -114,8 +115,9 @@ class OwnedView(FunnelledView):
         self.attach(interaction.client, message.id)
 
     async def replace(self, interaction: discord.Interaction, **changes: Any) -> None:
-        """Answer a click on a message by showing this view on it."""
-        await interaction.response.edit_message(view=self, **changes)
+        """Answer a click on a message by showing this view on it. The click was acknowledged first
+        (``interaction.response.defer()``, before any database read), so this edits the clicked message."""
+        await interaction.edit_original_response(view=self, **changes)
         self.handle = interaction
         if interaction.message is not None:
             self.attach(interaction.client, interaction.message.id)

@@ -2,7 +2,10 @@
 
 Hidden from members by `default_permissions` (Manage Server) on the group, and checked again at run time,
 because admins can grant the commands to anyone under Server Settings → Integrations. Every answer is
-ephemeral. Settings are stored per server, apply to the next call, and are deleted when the bot leaves."""
+ephemeral, and every command acknowledges first (an ephemeral "thinking…" message) and reads or writes the store
+after: a write may wait `memory.lock_timeout_seconds` (5 s by default) for another writer, longer than Discord's
+3 seconds for a first answer.
+Settings are stored per server, apply to the next call, and are deleted when the bot leaves."""
 
 from __future__ import annotations
 
@@ -98,12 +101,19 @@ class Admin(commands.Cog):
         return True
 
     @staticmethod
+    async def acknowledge(interaction: discord.Interaction) -> None:
+        """The first answer of every /settings command, before the store is touched."""
+        await interaction.response.defer(ephemeral=True, thinking=True)
+
+    @staticmethod
     async def confirm(interaction: discord.Interaction, text: str) -> None:
-        await interaction.response.send_message(text, ephemeral=True)
+        """The answer itself: it replaces the "thinking…" message."""
+        await interaction.followup.send(text, ephemeral=True)
 
     @settings.command(name="show", description="Show this server's settings and today's usage")
     async def show(self, interaction: discord.Interaction) -> None:
         assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
         overview = await self.service().overview(interaction.guild_id)
         await self.confirm(interaction, overview_text(overview))
 
@@ -111,6 +121,7 @@ class Admin(commands.Cog):
     @app_commands.describe(enabled="Whether members may start calls here")
     async def calls(self, interaction: discord.Interaction, enabled: bool) -> None:
         assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
         await self.service().set_calls_enabled(interaction.guild_id, enabled)
         if enabled:
             text = "Voice calls are now **on** in this server: members can start one with `/call`."
@@ -133,6 +144,7 @@ class Admin(commands.Cog):
         reset: bool = False,
     ) -> None:
         assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
         if text is None and not reset:
             overview = await self.service().overview(interaction.guild_id)
             await self.confirm(
@@ -158,6 +170,7 @@ class Admin(commands.Cog):
         reset: bool = False,
     ) -> None:
         assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
         if text is None and not reset:
             overview = await self.service().overview(interaction.guild_id)
             answer = current_text_answer("greeting", overview.settings.greeting, overview.default_greeting)
@@ -174,6 +187,7 @@ class Admin(commands.Cog):
     @app_commands.describe(minutes="Minutes, from 1 to 240")
     async def max_minutes(self, interaction: discord.Interaction, minutes: app_commands.Range[int, 1, 240]) -> None:
         assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
         await self.service().set_max_minutes(interaction.guild_id, minutes)
         await self.confirm(
             interaction,
@@ -184,6 +198,7 @@ class Admin(commands.Cog):
     @app_commands.describe(count="Calls per member per day, from 1 to 500")
     async def daily_calls(self, interaction: discord.Interaction, count: app_commands.Range[int, 1, 500]) -> None:
         assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
         await self.service().set_daily_calls(interaction.guild_id, count)
         await self.confirm(
             interaction,
@@ -195,6 +210,7 @@ class Admin(commands.Cog):
     @app_commands.describe(days="Days to keep transcripts, from 1 to 3650; 0 keeps them until members delete them")
     async def retention(self, interaction: discord.Interaction, days: app_commands.Range[int, 0, 3650]) -> None:
         assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
         await self.service().set_retention(interaction.guild_id, days)
         if days == 0:
             kept = "Transcripts of calls and chats started in this server are now **kept until members delete them**."

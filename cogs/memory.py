@@ -69,6 +69,7 @@ class Memory(commands.Cog):
 
     @app_commands.command(name="memory", description="See what the agent remembers about you; export, pause, forget")
     async def memory_command(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)  # the store may wait for another writer
         view = await MemoryView.open(self.actions, interaction.user.id, 0)
         await view.send(interaction, embed=view.embed())
 
@@ -106,6 +107,7 @@ class Memory(commands.Cog):
 
     @forget_group.command(name="everything", description="Forget everything the agent remembers about you")
     async def forget_everything_command(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)  # the confirmation counts what would go
         view = ConfirmEverythingView(self.actions, interaction.user.id)
         await view.send(interaction, await self.actions.confirm_text(interaction.user.id))
 

@@ -1727,6 +1727,9 @@ def _components_response(components: Sequence[Mapping[str, Any]]) -> list[dict[s
             for key, value in list(item.items()):
                 if value is None and key not in ("accent_color",):
                     del item[key]
+            for holder in [item, *(o for o in item.get("options") or [] if isinstance(o, dict))]:
+                if isinstance(holder.get("emoji"), dict):  # a Unicode emoji: discord.py sends "id": null
+                    holder["emoji"] = {k: v for k, v in holder["emoji"].items() if v is not None}
 
     assign(result)
     return result
