@@ -23,11 +23,11 @@ from bot.keys import MASTER_KEY_ENV, KeyStoreLocked
 from bot.keys.encrypted import ENCRYPTION_META, EncryptedStore
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
 from bot.keys.store import KeyStore
-from bot.llm import LLMClient
+from bot.llm import LLMClient, LLMError
 from bot.llm.embeddings import EmbeddingClient
-from bot.memory import tokens
+from bot.memory import embedded, tokens
 from bot.memory.chat import ChatService
-from bot.memory.dense import DenseRetriever, MemberEmbedder
+from bot.memory.dense import DenseRetriever, Embedder, MemberEmbedder
 from bot.memory.live import LiveRecall
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
@@ -53,7 +53,7 @@ class Services:
     keys: KeyStore | None = None
     agora: ConvoAIClient | None = None
     llm: LLMClient | None = None
-    embeddings: EmbeddingClient | None = None
+    embeddings: Embedder | None = None
     calls: CallService | None = None
     postcall: PostCallProcessor | None = None
     chat: ChatService | None = None
@@ -76,6 +76,11 @@ class Services:
     async def start_background(self) -> None:
         """Web server, call reconcile, the post-call queue and the periodic sweeps."""
         await asyncio.to_thread(tokens.encoding)  # load the tokenizer's vocabulary off the event loop, once
+        if isinstance(self.embeddings, embedded.EmbeddedEmbedder):  # and the embedded model, before Discord connects
+            try:
+                await self.embeddings.load()
+            except LLMError as exc:
+                log.warning("%s; memory is searched by words (BM25) until it loads", exc.message)
         if not await self.memory.finish_pending_scrubs():
             log.warning("deleted memory could not be scrubbed from the database file yet; the sweep retries")
         if self.web is not None:
@@ -196,12 +201,28 @@ def build_embedding_client(settings: Settings) -> EmbeddingClient:
     )
 
 
+def build_embedder(settings: Settings) -> Embedder | None:
+    """What embeds lines, facts and utterances (``Settings.embeddings_source``): the server's
+    ``llm.embedding_model``, else the embedded model (when its package is installed), else nothing."""
+    source = settings.embeddings_source
+    if source == "server":
+        return build_embedding_client(settings)
+    if source == "embedded":
+        if embedded.available():
+            return embedded.EmbeddedEmbedder()
+        log.warning(
+            "memory.semantic_search is on but the %s package is not installed: memory is searched by words (BM25) only",
+            embedded.PACKAGE,
+        )
+    return None
+
+
 def build_dense_retrieval(settings: Settings, store: Store, memory: MemoryService) -> MemberEmbedder | None:
-    """With ``llm.embedding_model``: query-aware builds fuse dense and BM25 rankings, and the returned embedder is
-    the post-call queue's embedding step (its client is ``embedder.client``, closed by the caller)."""
-    if not settings.llm.dense_enabled:
+    """Unless turned off: query-aware builds fuse dense and BM25 rankings, and the returned embedder is the
+    post-call queue's embedding step (its client is ``embedder.client``, closed by the caller)."""
+    client = build_embedder(settings)
+    if client is None:
         return None
-    client = build_embedding_client(settings)
     memory.context.dense = DenseRetriever(store, client)
     return MemberEmbedder(store, client)
 

@@ -24,6 +24,7 @@ from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
 from bot.keys.pg_store import residue_warnings
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
 from bot.loop import loop_name
+from bot.memory.embedded import available as embedded_model_installed
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.messages import plural
 from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
@@ -169,7 +170,9 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
         _out("  off      llm.base_url is not set: no fact extraction, summaries or text chat; calls still work")
 
     _out("Dense retrieval")
-    _out(f"  {'on ' if settings.llm.dense_enabled else 'off'}      {settings.dense_retrieval_reason()}")
+    _out(f"  {'on ' if settings.embeddings_source else 'off'}      {settings.dense_retrieval_reason()}")
+    if settings.embeddings_source == "embedded" and not embedded_model_installed():
+        _out("  warning  the wordllama package is not installed: memory is searched by words (BM25) only")
     if settings.llm.dense_enabled:
         from bot.llm import LLMError
 

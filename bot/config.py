@@ -169,8 +169,8 @@ class LLMSettings(_Section):
     model: str = "gpt-4o-mini"
     timeout_seconds: float = Field(default=30.0, gt=0)
     embedding_model: str | None = None
-    """Dense retrieval: the embedding model on the same server (``POST {base_url}/embeddings``); unset means
-    lexical (BM25) retrieval only."""
+    """Dense retrieval with the embedding model on the same server (``POST {base_url}/embeddings``), in place of
+    the embedded model (``memory.semantic_search``); unset: the embedded model."""
 
     @field_validator("base_url")
     @classmethod
@@ -188,7 +188,7 @@ class LLMSettings(_Section):
 
     @property
     def dense_enabled(self) -> bool:
-        """Whether lines and facts are embedded and fused with BM25 (needs the server and the model)."""
+        """Whether lines and facts are embedded by the server's model (needs the server and the model)."""
         return self.enabled and self.embedding_model is not None
 
 
@@ -231,6 +231,9 @@ class MemorySettings(_Section):
     live_recall: bool | None = None
     """The bot is the voice agent's LLM (memory per utterance, every turn stored at once). None: on when
     llm.base_url is set."""
+    semantic_search: bool = True
+    """Lines and facts are also matched by meaning, with the embedded model (``bot.memory.embedded``) unless
+    ``llm.embedding_model`` names a server's; false: by words (BM25) only, unless ``llm.embedding_model`` is set."""
 
     @field_validator("master_key", "new_master_key")
     @classmethod
@@ -333,13 +336,28 @@ class Settings(_Section):
             f"and on to {self.llm.base_url} (model {self.llm.model})"
         )
 
+    @property
+    def embeddings_source(self) -> Literal["server", "embedded"] | None:
+        """Where dense retrieval's embeddings come from: ``llm.embedding_model`` on the LLM server when both are
+        set, else the embedded model unless ``memory.semantic_search`` is false (None: BM25 only)."""
+        if self.llm.dense_enabled:
+            return "server"
+        return "embedded" if self.memory.semantic_search else None
+
     def dense_retrieval_reason(self) -> str:
         """Whether dense retrieval is on and why, for `check`."""
         model = self.llm.embedding_model
+        embedded = (
+            "lines and facts are embedded in process after each conversation with the embedded model (wordllama) "
+            "and fused with BM25"
+        )
         if model is None:
-            return "llm.embedding_model is not set: memory is searched lexically (BM25) only"
+            if self.memory.semantic_search:
+                return f"llm.embedding_model is not set: {embedded}"
+            return "llm.embedding_model is not set and memory.semantic_search is false: BM25 only"
         if not self.llm.enabled:
-            return f"llm.embedding_model is {model!r} but llm.base_url (LLM_BASE_URL) is not set: BM25 only"
+            fallback = embedded if self.memory.semantic_search else "BM25 only"
+            return f"llm.embedding_model is {model!r} but llm.base_url (LLM_BASE_URL) is not set: {fallback}"
         return (
             f"llm.embedding_model is {model!r}: lines and facts are embedded after each conversation through "
             f"{self.llm.base_url}/embeddings and fused with BM25"

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from bot.app import build_store, open_services
 from bot.memory import tokens
+from bot.memory.embedded import EmbeddedEmbedder
 from bot.store.postgres import PostgresStore
 from tests.factories import make_call
 from tests.fakes.llm_server import FakeLLM
@@ -102,7 +103,23 @@ async def test_the_embedding_setting_wires_dense_retrieval_into_the_queue_and_th
         assert await services.store.count_vectors(call.user_id) == 1
 
     settings = make_settings(
-        tmp_path / "off", agora={"app_id": None, "customer_id": None}, llm={**llm, "embedding_model": None}
+        tmp_path / "default", agora={"app_id": None, "customer_id": None}, llm={**llm, "embedding_model": None}
+    )
+    async with open_services(settings, full=True) as services:  # no server's model: the embedded one
+        assert isinstance(services.embeddings, EmbeddedEmbedder) and services.memory.context.dense is not None
+        assert services.postcall is not None and services.postcall.embedder is not None
+        assert services.postcall.embedder.client is services.embeddings
+        await services.start_background()
+        try:
+            assert services.embeddings.loaded, "loaded at start-up, before Discord connects"
+        finally:
+            await services.stop_background()
+
+    settings = make_settings(
+        tmp_path / "off",
+        agora={"app_id": None, "customer_id": None},
+        llm={**llm, "embedding_model": None},
+        memory={"semantic_search": False},
     )
     async with open_services(settings, full=True) as services:
         assert services.memory.context.dense is None and services.embeddings is None

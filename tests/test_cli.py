@@ -194,13 +194,19 @@ def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, 
 
 def test_check_reports_the_embedding_setting(config: Path, monkeypatch, capsys) -> None:
     main(["--config", str(config), "check"])
-    assert (
-        "off      llm.embedding_model is not set: memory is searched lexically (BM25) only" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "on       llm.embedding_model is not set: lines and facts are embedded in process" in out
+    assert "wordllama" in out and "not installed" not in out
+    monkeypatch.setenv("MEMORY_SEMANTIC_SEARCH", "false")
+    main(["--config", str(config), "check"])
+    assert "off      llm.embedding_model is not set and memory.semantic_search is false: BM25 only" in (
+        capsys.readouterr().out
     )
     monkeypatch.setenv("LLM_EMBEDDING_MODEL", "text-embedding-3-small")
     main(["--config", str(config), "check"])
     out = capsys.readouterr().out
     assert "off      llm.embedding_model is 'text-embedding-3-small' but llm.base_url (LLM_BASE_URL) is not set" in out
+    monkeypatch.delenv("MEMORY_SEMANTIC_SEARCH")
 
     base_url = f"http://127.0.0.1:{free_port()}/v1"
     monkeypatch.setenv("LLM_BASE_URL", base_url)

@@ -1,16 +1,20 @@
-"""Optional dense retrieval (``llm.embedding_model``): embeddings of a member's lines and facts, fused with BM25.
+"""Dense retrieval: embeddings of a member's lines and facts, fused with BM25.
+
+The embeddings come from an ``Embedder``: the embedded model in process by default (``bot.memory.embedded``), or
+the ``/embeddings`` endpoint of ``llm.embedding_model`` when that is set (``bot.llm.embeddings``), chosen in one place
+(``bot.app.build_dense_retrieval``). Vectors are stored with the model's id, so a change of model re-embeds.
 
 - After a conversation, the post-call queue runs an ``embed`` job (``bot.memory.postcall``) that calls
   ``MemberEmbedder.embed_member``: the member's lines and current facts that have no vector of the configured model
-  yet are embedded in batches of ``EMBED_BATCH`` texts (one ``/embeddings`` request each) and each batch is stored in
+  yet are embedded in batches of ``EMBED_BATCH`` texts (one ``embed`` call each) and each batch is stored in
   its own transaction, so a crash resumes where it stopped and a retry never stores a vector twice (one row per
   line or fact). The same job is the backfill of what was stored before the setting was turned on (or under another
   model): it embeds at most ``EMBED_BATCHES_PER_JOB`` batches, newest first, then queues a continuation job.
 - For a query-aware build (text chat, each utterance of a live call), ``DenseRetriever.fuse`` embeds the utterance
-  (one request, ``QUERY_TIMEOUT_SECONDS``; on any failure the build stays lexical and the failure is logged once
-  until embeddings work again), scores the member's vectors by cosine similarity (one float32 matrix per member,
-  cached and checked against ``vectors_stamp`` on each build, dropped on forget) and merges the nearest lines and
-  facts with the BM25 rankings by reciprocal rank fusion (``RRF_K``).
+  (one ``embed`` call, at most ``QUERY_TIMEOUT_SECONDS``; on any failure the build stays lexical and the failure is
+  logged once until embeddings work again), scores the member's vectors by cosine similarity (one float32 matrix
+  per member, cached and checked against ``vectors_stamp`` on each build, dropped on forget) and merges the nearest
+  lines and facts with the BM25 rankings by reciprocal rank fusion (``RRF_K``).
 """
 
 from __future__ import annotations
@@ -20,12 +24,11 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from bot.llm.embeddings import EmbeddingClient
 from bot.llm.errors import LLMError
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.vectors import ItemKind, StoredVector, VectorStore, pack, unpack
@@ -55,6 +58,22 @@ T = TypeVar("T")
 Matrix = npt.NDArray[np.float32]
 
 
+class Embedder(Protocol):
+    """What embeds texts: ``bot.llm.embeddings.EmbeddingClient`` (a server) or ``bot.memory.embedded.EmbeddedEmbedder``
+    (in process). ``embed`` raises ``LLMError`` when it cannot."""
+
+    @property
+    def model(self) -> str:
+        """The model's id, stored with each vector."""
+        ...
+
+    async def embed(self, texts: Sequence[str], *, wait_seconds: float | None = None) -> Matrix:
+        """A (len(texts), dimensions) float32 matrix, rows in input order."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
 def fuse(*rankings: Sequence[int], k: int = RRF_K) -> dict[int, float]:
     """Reciprocal rank fusion of rankings (ids, best first): id -> sum over rankings of 1 / (k + rank)."""
     scores: dict[int, float] = {}
@@ -77,7 +96,7 @@ class MemberEmbedder:
     def __init__(
         self,
         store: VectorStore,
-        client: EmbeddingClient,
+        client: Embedder,
         *,
         batch: int = EMBED_BATCH,
         max_batches: int = EMBED_BATCHES_PER_JOB,
@@ -157,7 +176,7 @@ class DenseRetriever:
     def __init__(
         self,
         store: VectorStore,
-        client: EmbeddingClient,
+        client: Embedder,
         *,
         query_timeout: float = QUERY_TIMEOUT_SECONDS,
         cached_members: int = CACHED_MEMBERS,
@@ -189,8 +208,9 @@ class DenseRetriever:
                 self._failing = True
                 log.warning(
                     "dense retrieval: the utterance could not be embedded (%s); memory is searched with BM25 "
-                    "alone until llm.embedding_model answers again",
+                    "alone until %s answers again",
                     getattr(exc, "message", None) or type(exc).__name__,
+                    self.client.model,
                 )
             return None
         if self._failing:

@@ -1,0 +1,179 @@
+"""The embedded semantic model: recall by meaning with no embedding server and no download.
+
+``wordllama`` (PyPI) ships a static embedding model inside its wheel: a 32,000-token vocabulary of 256-dimension
+vectors (``weights/l2_supercat_256.safetensors``, 16 MB) and the tokenizer that splits text into those tokens
+(``tokenizers/l2_supercat_tokenizer_config.json``). A text's embedding is the mean of its tokens' vectors, the
+model's own pooling: about 0.1 ms of CPU per line, no network, no GPU, nothing but numpy and the tokenizer.
+Function words are left out first (``content``): in a mean of a dozen tokens, "what did I say about my" outweighs
+"job", and a question then lands nearer other questions than the line that answers it.
+
+The two files are read from the installed package's folder by path. The package itself is never imported: its
+``__init__`` configures the root logger (``logging.basicConfig``), and its ``load()`` (0.4.0) looks for the
+tokenizer where the wheel does not put it and then fetches it from Hugging Face. Reading the files directly
+needs neither; ``HF_HUB_OFFLINE`` is set as well, so nothing underneath can reach for the hub.
+
+``EmbeddedEmbedder`` answers like the HTTP ``EmbeddingClient`` (``bot.memory.dense.Embedder``): the post-call
+queue stores its vectors under ``EMBEDDED_MODEL`` exactly as it stores a server's, and query-aware builds embed the
+utterance with it in process. Loading takes a few tenths of a second, done once in a worker thread (at start-up,
+``Services.start_background``, or by the first text to embed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from bot.llm.errors import LLMUnavailable
+
+PACKAGE = "wordllama"
+WEIGHTS = Path("weights") / "l2_supercat_256.safetensors"
+TOKENIZER = Path("tokenizers") / "l2_supercat_tokenizer_config.json"
+TENSOR = "embedding.weight"
+EMBEDDED_MODEL = "embedded:wordllama/l2_supercat_256"
+"""The model id stored with the vectors: switching to or from ``llm.embedding_model`` re-embeds (vectors are kept
+per model)."""
+SLICE = 16
+"""Texts embedded between two yields to the event loop (about 1.5 ms): a post-call batch of 64 does not hold up
+the utterances of calls in progress."""
+
+Matrix = npt.NDArray[np.float32]
+_WORD = re.compile(r"[\w']+")
+_FUNCTION_WORDS = """
+a about after again all also am an and any are as at be been being but by can could did do does doing done for
+from get got had has have he her here him his how i i'd i'll i'm i've if in into is it it's its just me mention
+mentioned more most my of on or our out recall remember said say she should so some than that the their them
+then there these they this those to told up us very was we were what when where which who why will with would
+you your
+"""
+FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
+"""Words that say how something is asked rather than what about (and the ways of asking a memory: "did I say",
+"I told you", "remember")."""
+
+
+def content(text: str) -> str:
+    """``text`` without its function words (the text itself when nothing else is left)."""
+    kept = [word for word in _WORD.findall(text) if word.lower() not in FUNCTION_WORDS]
+    return " ".join(kept) if kept else text
+
+
+def package_folder() -> Path | None:
+    """Where the installed ``wordllama`` package lies, found without importing it; None when it is not installed."""
+    spec = importlib.util.find_spec(PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]) if locations else None
+
+
+def available() -> bool:
+    """Whether the model's two files are installed."""
+    folder = package_folder()
+    return folder is not None and (folder / WEIGHTS).is_file() and (folder / TOKENIZER).is_file()
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """The token vectors and the tokenizer, read from the package's folder."""
+
+    vectors: npt.NDArray[np.float16]
+    """One row per token, as shipped (16 MB): gathered rows are averaged in float32."""
+    tokenizer: object
+    """A ``tokenizers.Tokenizer``."""
+
+    @classmethod
+    def load(cls, folder: Path | None = None) -> EmbeddedModel:
+        """Read the model from ``folder`` (the installed package's, by default). Blocking: call it in a thread."""
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        folder = folder or package_folder()
+        if folder is None:
+            raise FileNotFoundError(f"the {PACKAGE} package is not installed (pip install {PACKAGE})")
+        vectors = np.ascontiguousarray(load_file(str(folder / WEIGHTS))[TENSOR], dtype=np.float16)
+        return cls(vectors, Tokenizer.from_file(str(folder / TOKENIZER)))
+
+    @property
+    def dimensions(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def embed_one(self, text: str) -> Matrix:
+        """The mean of the token vectors of the text's content words (zeros for a text with no token)."""
+        ids = self.tokenizer.encode(content(text), add_special_tokens=False).ids  # type: ignore[attr-defined]
+        if not ids:
+            return np.zeros(self.dimensions, dtype=np.float32)
+        mean: Matrix = self.vectors[ids].mean(axis=0, dtype=np.float32)
+        return mean
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        matrix = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            matrix[row] = self.embed_one(text)
+        return matrix
+
+
+_loaded: dict[Path | None, EmbeddedModel] = {}
+_loading = threading.Lock()
+
+
+def shared_model(folder: Path | None = None) -> EmbeddedModel:
+    """The model of ``folder`` (the package's by default), read once per process: it never changes, and every
+    ``EmbeddedEmbedder`` (the query side and the post-call queue's) uses the same one. Blocking."""
+    with _loading:
+        if folder not in _loaded:
+            _loaded[folder] = EmbeddedModel.load(folder)
+        return _loaded[folder]
+
+
+class EmbeddedEmbedder:
+    """``bot.memory.dense.Embedder`` with the embedded model, in process."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self._folder = folder
+        self._model: EmbeddedModel | None = None
+
+    @property
+    def model(self) -> str:
+        return EMBEDDED_MODEL
+
+    def __repr__(self) -> str:
+        return f"EmbeddedEmbedder(model={EMBEDDED_MODEL!r})"
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def _load(self) -> EmbeddedModel:
+        try:
+            self._model = shared_model(self._folder)
+        except (OSError, ValueError, ImportError) as exc:
+            raise LLMUnavailable(f"the embedded model could not be loaded: {exc}") from exc
+        return self._model
+
+    async def load(self) -> EmbeddedModel:
+        """The model, read in a worker thread the first time (the event loop goes on meanwhile)."""
+        return self._model if self._model is not None else await asyncio.to_thread(self._load)
+
+    async def embed(self, texts: Sequence[str], *, wait_seconds: float | None = None) -> Matrix:
+        """A (len(texts), 256) float32 matrix. A single text (an utterance) is embedded at once; more (a post-call
+        batch) ``SLICE`` at a time, yielding to the event loop between slices. ``wait_seconds`` is for the HTTP
+        client's sake: nothing here waits on anything but the first load."""
+        model = await self.load()
+        if len(texts) <= 1:
+            return model.embed(texts)
+        parts = []
+        for start in range(0, len(texts), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            parts.append(model.embed(texts[start : start + SLICE]))
+        return np.vstack(parts)
+
+    async def aclose(self) -> None:
+        """Nothing to close (the interface's, for the HTTP client's connections)."""
