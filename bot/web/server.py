@@ -46,6 +46,7 @@ from bot.web.backend import (
     PageSession,
     WebhookRetryLater,
 )
+from bot.web.limits import READ_TIMEOUT_KEY, READ_TIMEOUT_SECONDS, read_deadline
 from bot.web.llm_backend import LLMBackend
 from bot.web.llm_route import add_llm_route
 from bot.web.operator import add_operator_routes
@@ -207,10 +208,11 @@ def create_app(
     status_poll_interval: float = DEFAULT_STATUS_POLL_INTERVAL,
     monitor: OperatorView | None = None,
     live_recall: LLMBackend | None = None,
+    read_timeout: float = READ_TIMEOUT_SECONDS,
 ) -> web.Application:
     """Build the aiohttp application. ``sdk_url`` is the Agora Web SDK (UMD build exposing global AgoraRTC);
     ``public_url`` is the externally visible base URL (https in production), used to check the Origin of
-    hang-up requests."""
+    hang-up requests; ``read_timeout`` bounds how long a request's body may take to arrive (``bot.web.limits``)."""
     public_origin = _origin(public_url)
     if public_origin is None:
         raise ValueError("public_url must be an absolute http(s) URL")
@@ -224,7 +226,8 @@ def create_app(
         preview_html=_PREVIEW_HTML,
         status_poll_interval=status_poll_interval,
     )
-    app = web.Application(middlewares=[_security_middleware], client_max_size=MAX_WEBHOOK_BYTES)
+    app = web.Application(middlewares=[_security_middleware, read_deadline], client_max_size=MAX_WEBHOOK_BYTES)
+    app[READ_TIMEOUT_KEY] = read_timeout
     app[BACKEND_KEY] = backend
     app[SETTINGS_KEY] = settings
     app.router.add_get("/call/{link_token}", _call_page, name="call_page")
@@ -505,6 +508,7 @@ class WebServer:
         shutdown_timeout: float = 5.0,
         monitor: OperatorView | None = None,
         live_recall: LLMBackend | None = None,
+        read_timeout: float = READ_TIMEOUT_SECONDS,
     ) -> None:
         self.host = host
         self.port = port
@@ -515,7 +519,9 @@ class WebServer:
             status_poll_interval=status_poll_interval,
             monitor=monitor,
             live_recall=live_recall,
+            read_timeout=read_timeout,
         )
+        self.read_timeout = read_timeout
         self.public_url = public_url.rstrip("/")
         self._shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
@@ -537,6 +543,7 @@ class WebServer:
             access_log_class=RedactingAccessLogger,
             handle_signals=False,
             shutdown_timeout=self._shutdown_timeout,
+            keepalive_timeout=self.read_timeout,  # also closes a connection whose headers never all arrive
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
