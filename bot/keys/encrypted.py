@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, NoReturn, Protocol, Self, TypeVar
+from typing import Any
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.encrypted_vectors import EncryptedVectors
+from bot.keys.reading import OpenedReads, ReadKeys
+from bot.keys.records import _opened, _sealed_write, _SealedFact, _SealedTurn, _with
 from bot.keys.sealed import is_sealed, seal, unseal
 from bot.keys.store import KeyStore
 from bot.keys.terms import query_terms
@@ -83,8 +85,6 @@ PASS_THROUGH = frozenset(
         "get_meta",
         "set_meta",
         "bind_call_browser",
-        "memory_generation",
-        "memory_stamp",  # counters only, no text
         "pending_scrub",
         "job_queue",
         "take_call_lease",  # a call's lease: ids and times only, no text
@@ -95,7 +95,7 @@ PASS_THROUGH = frozenset(
 )
 
 
-class EncryptedStore(EncryptedVectors):
+class EncryptedStore(OpenedReads, EncryptedVectors):
     def __init__(self, backend: Store, keys: KeyStore):
         self.backend = backend
         self.keys = keys
@@ -137,47 +137,31 @@ class EncryptedStore(EncryptedVectors):
     async def _seal_existing(self, user_id: int, column: str, value: str) -> str | None:
         if is_sealed(value):
             return None
-        return seal(await self._writer(user_id), column, value, indexed=column in (TURN, FACT))
+        cipher = await self.keys.cipher(user_id, create=True)  # at the first open, before anything else writes
+        assert cipher is not None
+        return seal(cipher, column, value, indexed=column in (TURN, FACT))
 
     # ---- sealing ---------------------------------------------------------------------------------------
 
-    async def _writer(self, user_id: int) -> MemberCipher:
-        cipher = await self.keys.cipher(user_id, create=True)
+    async def _writer(self, user_id: int, generation: int | None = None) -> MemberCipher:
+        """The key a write seals with. ``generation``: the one the write's fence checks, so the cached key
+        serves only if it was read from the key store after that generation was seen (``CachingKeyStore``);
+        a write without a fence reads the key from the key store."""
+        cipher = await self.keys.cipher(user_id, create=True, generation=generation, fresh=generation is None)
         assert cipher is not None
         return cipher
 
-    async def _reader(self, user_id: int) -> MemberCipher | None:
-        return await self.keys.cipher(user_id, create=False)
+    # ---- memory generations: each one read tells the key cache (``CachingKeyStore.observe``) ----------------
 
-    async def _open_text(self, user_id: int, column: str, value: str) -> str:
-        cipher = await self._reader(user_id)
-        if cipher is None:
-            raise_forgotten(user_id, column)
-        return unseal(cipher, column, value)
+    async def memory_generation(self, user_id: int) -> int:
+        generation = await self.backend.memory_generation(user_id)
+        self.keys.observe(user_id, generation)
+        return generation
 
-    async def _open_all(self, records: Sequence[_Row], field: str, column: str) -> list[_Row]:
-        """Copies of ``records`` with ``field`` opened; one key lookup per member, not per row."""
-        ciphers: dict[int, MemberCipher] = {}
-        opened = []
-        for record in records:
-            user_id = record.user_id
-            cipher = ciphers.get(user_id)
-            if cipher is None:
-                cipher = await self._reader(user_id)
-                if cipher is None:
-                    raise_forgotten(user_id, column)
-                ciphers[user_id] = cipher
-            opened.append(_with(record, field, unseal(cipher, column, getattr(record, field))))
-        return opened
-
-    async def _turns(self, turns: Sequence[TurnRecord]) -> list[TurnRecord]:
-        return await self._open_all(turns, "content", TURN)
-
-    async def _fact(self, fact: FactRecord | None) -> FactRecord | None:
-        return None if fact is None else (await self._facts([fact]))[0]
-
-    async def _facts(self, facts: Sequence[FactRecord]) -> list[FactRecord]:
-        return await self._open_all(facts, "text", FACT)
+    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
+        stamp = await self.backend.memory_stamp(user_id)
+        self.keys.observe(user_id, stamp[1])
+        return stamp
 
     async def _call(self, call: CallRecord | None) -> CallRecord | None:
         if call is None or call.summary is None:
@@ -212,6 +196,8 @@ class EncryptedStore(EncryptedVectors):
 
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
         state = await self.backend.call_memory_state(call_id)
+        if state is not None:
+            self.keys.observe(state.call.user_id, state.generation)
         if state is None or state.call.summary is None:
             return state
         summary = await self._open_text(state.call.user_id, CALL_SUMMARY, state.call.summary)
@@ -248,6 +234,7 @@ class EncryptedStore(EncryptedVectors):
         read = await self.backend.call_and_generation(call_id)
         if read is None:
             return None
+        self.keys.observe(read[0].user_id, read[1])
         opened = await self._call(read[0])
         assert opened is not None
         return opened, read[1]
@@ -259,6 +246,7 @@ class EncryptedStore(EncryptedVectors):
         if began is None:
             return None
         call, generation = began
+        self.keys.observe(call.user_id, generation)
         opened = await self._call(call)
         assert opened is not None
         return opened, generation
@@ -300,7 +288,7 @@ class EncryptedStore(EncryptedVectors):
         expected_version: int | None = None,
         live_key: str | None = None,
     ) -> bool:
-        sealed = _sealed_write(await self._writer(user_id), TurnsWrite(inserts, updates, anchored))
+        sealed = _sealed_write(await self._writer(user_id, generation), TurnsWrite(inserts, updates, anchored))
         return await self.backend.apply_call_turns(
             call_id,
             user_id,
@@ -326,7 +314,7 @@ class EncryptedStore(EncryptedVectors):
     ) -> LiveWrite:
         """The plan sees the lines opened and its write is sealed, wherever the backend runs it (SQLite: on its
         database thread)."""
-        cipher = await self._writer(user_id)
+        cipher = await self._writer(user_id, generation)
 
         def sealed_plan(stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
             opened = [_with(t, "content", unseal(cipher, TURN, t.content)) for t in stored]
@@ -354,7 +342,7 @@ class EncryptedStore(EncryptedVectors):
         generation: int | None = None,
         specifics: int | None = None,
     ) -> int | None:
-        cipher = await self._writer(user_id)
+        cipher = await self._writer(user_id, generation)
         return await self.backend.append_chat_turn(
             chat_id,
             user_id,
@@ -388,8 +376,8 @@ class EncryptedStore(EncryptedVectors):
         if hashed is None:
             return []
         ranked = await self.backend.rank_turns(user_id, hashed, limit, exclude_call_id=exclude_call_id)
-        turns = await self._turns([turn for turn, _ in ranked])
-        return [(turn, score) for turn, (_, score) in zip(turns, ranked, strict=True)]
+        opened = {turn.turn_id: turn for turn in await self._turns([turn for turn, _ in ranked])}
+        return [(opened[turn.turn_id], score) for turn, score in ranked if turn.turn_id in opened]
 
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
@@ -400,11 +388,12 @@ class EncryptedStore(EncryptedVectors):
         turns = await self.backend.recent_turns_of(user_id, limit, exclude_call_id=exclude_call_id)
         if not turns:
             return []
-        cipher = await self._reader(user_id)
-        if cipher is None:
-            raise_forgotten(user_id, TURN)
         if any(turn.user_id != user_id for turn in turns):
             return await self._turns(turns)
+        sampled = await self._sampled(user_id, TURN, turns[-1].content)
+        if sampled is None:
+            return await self._turns(turns)
+        cipher = sampled[0]
         return [_SealedTurn.of(turn, cipher) if turn.specifics is not None else _opened(turn, cipher) for turn in turns]
 
     async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
@@ -414,13 +403,19 @@ class EncryptedStore(EncryptedVectors):
         page, recent = await self.backend.call_start_memory(user_id, facts=facts, lines=lines)
         if not page and not recent.rows:
             return [], recent
-        cipher = await self._reader(user_id)
-        if cipher is None:
-            raise_forgotten(user_id, TURN if recent.rows else FACT)
+        if page:
+            sampled = await self._sampled(user_id, FACT, page[0].text)
+        else:
+            sampled = await self._sampled(user_id, TURN, turn_record(recent.rows[-1]).content)
+        if sampled is None:
+            return await self._facts(page), await self._recent_opened(recent)
+        cipher, text = sampled
         if any(fact.user_id != user_id for fact in page):
             opened = await self._facts(page)
         else:
-            opened = [_SealedFact.of(fact, cipher) for fact in page]
+            opened = [_SealedFact.of(fact, cipher) for fact in page[1:]]
+            if page:
+                opened.insert(0, _with(page[0], "text", text))
         return opened, RecentLines(recent.rows, lambda row: _SealedTurn.of(turn_record(row), cipher))
 
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
@@ -455,8 +450,8 @@ class EncryptedStore(EncryptedVectors):
         if hashed is None:
             return []
         ranked = await self.backend.rank_facts(user_id, hashed, limit)
-        facts = await self._facts([fact for fact, _ in ranked])
-        return [(fact, score) for fact, (_, score) in zip(facts, ranked, strict=True)]
+        opened = {fact.fact_id: fact for fact in await self._facts([fact for fact, _ in ranked])}
+        return [(opened[fact.fact_id], score) for fact, score in ranked if fact.fact_id in opened]
 
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
         hashed = await self._hashed_query(user_id, query)
@@ -468,16 +463,19 @@ class EncryptedStore(EncryptedVectors):
         return await self._facts(await self.backend.facts_from(convo))
 
     async def _summaries(self, user_id: int, rows: Sequence[ConversationSummary]) -> list[ConversationSummary]:
+        keys = ReadKeys(self.keys)
         opened = []
         for r in rows:
             column = CALL_SUMMARY if r.kind == "call" else CHAT_SUMMARY
+            lines = [await keys.open(user_id, TURN, line) for line in r.first_lines]
             opened.append(
                 dataclasses.replace(
                     r,
-                    summary=None if r.summary is None else await self._open_text(user_id, column, r.summary),
-                    first_lines=[await self._open_text(user_id, TURN, line) for line in r.first_lines],
+                    summary=None if r.summary is None else await keys.open(user_id, column, r.summary),
+                    first_lines=[line for line in lines if line is not None],
                 )
             )
+        keys.report()
         return opened
 
     async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
@@ -486,6 +484,22 @@ class EncryptedStore(EncryptedVectors):
     async def list_conversations(self, user_id: int, *, offset: int = 0, limit: int = 10) -> list[ConversationSummary]:
         return await self._summaries(
             user_id, await self.backend.list_conversations(user_id, offset=offset, limit=limit)
+        )
+
+    async def add_told_fact(
+        self,
+        user_id: int,
+        text: str,
+        at: float,
+        *,
+        convo: Conversation | None = None,
+        supersedes: Sequence[int] = (),
+        generation: int | None = None,
+    ) -> int | None:
+        cipher = await self._writer(user_id, generation)
+        sealed = seal(cipher, FACT, text, indexed=True)
+        return await self.backend.add_told_fact(
+            user_id, sealed, at, convo=convo, supersedes=supersedes, generation=generation
         )
 
     async def apply_extraction(
@@ -501,7 +515,7 @@ class EncryptedStore(EncryptedVectors):
         summary: str | None = None,
         generation: int | None = None,
     ) -> int | None:
-        cipher = await self._writer(user_id)
+        cipher = await self._writer(user_id, generation)
         column = CALL_SUMMARY if convo.kind == "call" else CHAT_SUMMARY
         return await self.backend.apply_extraction(
             job_id,
@@ -533,119 +547,27 @@ class EncryptedStore(EncryptedVectors):
         """Everything stored, decrypted. A member whose key is gone has nothing that can be read: the export
         says so and lists nothing."""
         data = await self.backend.export_user(user_id)
-        cipher = await self._reader(user_id)
-        if cipher is None:
+        if await self.keys.cipher(user_id, create=False, fresh=True) is None:
             data["facts"], data["calls"], data["chats"] = [], [], []
             data["note"] = "Nothing is stored about this member that can be read."
             return data
+        keys = ReadKeys(self.keys)  # a value sealed under a key that no longer exists is left out (reading.py)
+        facts = []
         for fact in data.get("facts", []):
-            fact["text"] = unseal(cipher, FACT, fact["text"])
+            fact["text"] = await keys.open(user_id, FACT, fact["text"])
+            if fact["text"] is not None:
+                facts.append(fact)
+        data["facts"] = facts
         for kind, column in (("calls", CALL_SUMMARY), ("chats", CHAT_SUMMARY)):
             for conversation in data.get(kind, []):
                 if conversation.get("summary") is not None:
-                    conversation["summary"] = unseal(cipher, column, conversation["summary"])
-                for turn in conversation.get("turns", []):
-                    turn["content"] = unseal(cipher, TURN, turn["content"])
+                    conversation["summary"] = await keys.open(user_id, column, conversation["summary"])
+                turns = [turn for turn in conversation.get("turns", []) if isinstance(turn, dict)]
+                for turn in turns:
+                    turn["content"] = await keys.open(user_id, TURN, turn["content"])
+                conversation["turns"] = [turn for turn in turns if turn["content"] is not None]
+        keys.report()
         return data
-
-
-_Record = TypeVar("_Record")
-
-
-class _MemberRow(Protocol):
-    @property
-    def user_id(self) -> int: ...
-
-
-_Row = TypeVar("_Row", bound=_MemberRow)
-
-
-def _with(record: _Record, name: str, value: str) -> _Record:
-    """A copy of a frozen record with one text field replaced (``dataclasses.replace`` reruns ``__init__``,
-    several times slower, and this runs for every row a context reads)."""
-    new = object.__new__(type(record))
-    new.__dict__.update(record.__dict__)
-    new.__dict__[name] = value
-    return new
-
-
-def _opened(turn: TurnRecord, cipher: MemberCipher) -> TurnRecord:
-    return _with(turn, "content", unseal(cipher, TURN, turn.content))
-
-
-class _OpenedOnRead:
-    """A record whose one text field (``_text``, of ``_column``) is decrypted the first time it is read (then
-    kept): the field is left out of the instance until then, so attribute lookup falls through to
-    ``__getattr__``. A value that does not open raises ``DecryptionFailed`` at that read. Equal to the opened
-    record (the fields ``_record`` compares)."""
-
-    _record: type
-    _text: str
-    _column: str
-    _compared: list[str]
-
-    @classmethod
-    def of(cls, record: object, cipher: MemberCipher) -> Self:
-        new = object.__new__(cls)
-        values = new.__dict__
-        values.update(record.__dict__)
-        values["_sealed"] = values.pop(cls._text)
-        values["_cipher"] = cipher
-        return new
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, self._record):
-            return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self._compared)
-
-    def __getattr__(self, name: str) -> Any:
-        values = self.__dict__
-        if name != self._text or "_sealed" not in values:
-            raise AttributeError(name)
-        text = values[name] = unseal(values["_cipher"], self._column, values["_sealed"])
-        return text
-
-
-def _compared_fields(record: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(record) if f.compare]
-
-
-class _SealedTurn(_OpenedOnRead, TurnRecord):
-    """A line whose text is opened when first read."""
-
-    _record, _text, _column, _compared = TurnRecord, "content", TURN, _compared_fields(TurnRecord)
-    __hash__ = TurnRecord.__hash__
-
-
-class _SealedFact(_OpenedOnRead, FactRecord):
-    """A fact whose text is opened when first read."""
-
-    _record, _text, _column, _compared = FactRecord, "text", FACT, _compared_fields(FactRecord)
-    __hash__ = FactRecord.__hash__
-
-
-def _sealed_write(cipher: MemberCipher, write: TurnsWrite) -> TurnsWrite:
-    """``write`` with every line sealed, its specifics counted from the plain text first."""
-    return TurnsWrite(
-        [
-            dataclasses.replace(
-                t, content=seal(cipher, TURN, t.content, indexed=True), specifics=count_specifics(t.content)
-            )
-            for t in write.inserts
-        ],
-        [
-            dataclasses.replace(
-                u, content=seal(cipher, TURN, u.content, indexed=True), specifics=count_specifics(u.content)
-            )
-            for u in write.updates
-        ],
-        write.anchored,
-    )
-
-
-def raise_forgotten(user_id: int, column: str) -> NoReturn:
-    """A member without a key has nothing readable (their rows belong to a copy taken before a forget)."""
-    raise DecryptionFailed(user_id, column)
 
 
 __all__ = ["ENCRYPTION_META", "ENCRYPTION_SCHEME", "EncryptedStore", "is_sealed"]

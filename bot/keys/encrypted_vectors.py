@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bot.keys.crypto import MemberCipher
-from bot.keys.sealed import unseal
+from bot.keys.reading import ReadKeys
+from bot.keys.records import raise_forgotten
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.vectors import VECTOR_COLUMN, EmbedItem, ItemKind, StoredVector
 
 if TYPE_CHECKING:
+    from bot.keys.store import KeyStore
     from bot.store.repository import Store
 
 TURN_TEXT, FACT_TEXT = "turns.content", "facts.text"
@@ -29,33 +31,33 @@ class EncryptedVectors:
     if TYPE_CHECKING:
         backend: Store
 
-        async def _writer(self, user_id: int) -> MemberCipher: ...
+        keys: KeyStore
+
+        async def _writer(self, user_id: int, generation: int | None = None) -> MemberCipher: ...
         async def _reader(self, user_id: int) -> MemberCipher | None: ...
         async def _turns(self, turns: Sequence[TurnRecord]) -> list[TurnRecord]: ...
         async def _facts(self, facts: Sequence[FactRecord]) -> list[FactRecord]: ...
 
-    async def _vector_cipher(self, user_id: int) -> MemberCipher:
-        cipher = await self._reader(user_id)
+    async def _vector_cipher(self, user_id: int, *, fresh: bool = False) -> MemberCipher:
+        cipher = await self.keys.cipher(user_id, create=False, fresh=fresh)
         if cipher is None:
-            from bot.keys.encrypted import raise_forgotten
-
             raise_forgotten(user_id, VECTOR_COLUMN)
         return cipher
 
     async def unembedded(self, user_id: int, model: str, limit: int) -> list[EmbedItem]:
         items = await self.backend.unembedded(user_id, model, limit)
-        if not items:
-            return []
-        cipher = await self._vector_cipher(user_id)
-        return [
-            EmbedItem(
-                i.kind, i.item_id, i.user_id, unseal(cipher, TURN_TEXT if i.kind == "turn" else FACT_TEXT, i.text)
-            )
-            for i in items
-        ]
+        keys = ReadKeys(self.keys)  # what does not open (sealed under a key that no longer exists) is left out
+        opened = []
+        for item in items:
+            text = await keys.open(user_id, TURN_TEXT if item.kind == "turn" else FACT_TEXT, item.text)
+            if text is not None:
+                opened.append(EmbedItem(item.kind, item.item_id, item.user_id, text))
+        keys.report()
+        return opened
 
     async def put_vectors(self, user_id: int, model: str, vectors: Sequence[tuple[ItemKind, int, bytes]]) -> int:
-        cipher = await self._vector_cipher(user_id)  # never a new key: a forgotten member has nothing to embed
+        # Never a new key (a forgotten member has nothing to embed), and the key store's own: never a deleted one.
+        cipher = await self._vector_cipher(user_id, fresh=True)
         sealed = [
             (kind, item_id, cipher.encrypt_bytes(_column(kind, item_id), blob)) for kind, item_id, blob in vectors
         ]

@@ -32,7 +32,8 @@ from bot.keys.crypto import (
 )
 
 CACHE_SIZE = 4096
-"""Unwrapped member ciphers kept in memory (an LRU); a deleted member's is dropped at once."""
+"""Members kept in the key cache (an LRU); a deleted member's cipher is dropped at once in the deleting process,
+and at the next generation seen or write in every other (``CachingKeyStore``)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS key_store_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
@@ -60,7 +61,11 @@ class KeyStore(MemberKeys, Protocol):
 
     async def close(self) -> None: ...
 
-    async def cipher(self, user_id: int, *, create: bool = True) -> MemberCipher | None: ...
+    async def cipher(
+        self, user_id: int, *, create: bool = True, generation: int | None = None, fresh: bool = False
+    ) -> MemberCipher | None: ...
+
+    def observe(self, user_id: int, generation: int) -> None: ...
 
     async def has_key(self, user_id: int) -> bool: ...
 
@@ -74,14 +79,38 @@ class KeyStoreLocked(Exception):
     The message is the one line the operator reads; nothing has been written."""
 
 
+class _Slot:
+    """A member's place in the key cache: their cipher as last read from the key store (None: read it again), and
+    the newest memory generation (``Store.memory_generation``) seen for them before that read (-1: none)."""
+
+    __slots__ = ("cipher", "generation")
+
+    def __init__(self, cipher: MemberCipher | None, generation: int):
+        self.cipher = cipher
+        self.generation = generation
+
+
 class CachingKeyStore(ABC):
     """What every key store shares: the unwrapped ciphers kept in an LRU, one key made per member at most.
-    A backend supplies ``label``, ``_wrapped`` (the stored wrapped key) and ``_create`` (make and commit one)."""
+    A backend supplies ``label``, ``_wrapped`` (the stored wrapped key) and ``_create`` (make and commit one).
+
+    Several processes share one key store (the bot and a shell's ``forget-user``, two bot processes), and a
+    forget deletes the key in one of them only. The cache is tied to the member's memory generation, which every
+    forget bumps in the memory database right after the key is deleted (``MemoryService.forget_everything``):
+
+    - a write passes the generation its fence checks (``cipher(generation=...)``); the cached cipher serves it
+      only when it was read from the key store after that generation was seen, else the key is read again. A
+      key read after a forget's bump was seen is never the deleted one (the key went first), and a write fenced
+      by an older generation is refused by its own transaction, or its rows are deleted by the forget still
+      under way, so nothing is ever sealed, and kept, under a deleted key;
+    - every generation the encrypting layer reads on the way (``observe``) drops a cipher read before it, so
+      reads in the other processes take the key afresh too (``bot.keys.reading`` also reads it again when a
+      value does not open with the cached one)."""
 
     def __init__(self, master_key: bytes):
         self._master_key = master_key
         self._lock = asyncio.Lock()
-        self._cache: OrderedDict[int, MemberCipher] = OrderedDict()
+        self._cache: OrderedDict[int, _Slot] = OrderedDict()
 
     @property
     @abstractmethod
@@ -103,24 +132,65 @@ class CachingKeyStore(ABC):
             f"restart with the new {MASTER_KEY_ENV}"
         )
 
-    async def cipher(self, user_id: int, *, create: bool = True) -> MemberCipher | None:
-        """The member's cipher; a new random key is made (and committed) when they have none and ``create`` is
-        true. None when they have no key and ``create`` is false (a forgotten member stays unreadable)."""
+    def observe(self, user_id: int, generation: int) -> None:
+        """The member's memory generation was just read from the memory database: a cached cipher read before a
+        newer generation is dropped (a forget elsewhere may have deleted its key)."""
         user_id = int(user_id)
-        cached = self._cache.get(user_id)
+        slot = self._cache.get(user_id)
+        if slot is None:
+            self._cache[user_id] = _Slot(None, generation)
+            self._trim()
+        elif generation > slot.generation:
+            slot.cipher, slot.generation = None, generation
+
+    def _cached(self, user_id: int, generation: int | None) -> MemberCipher | None:
+        slot = self._cache.get(user_id)
+        if slot is None or slot.cipher is None or (generation is not None and slot.generation < generation):
+            return None
+        self._cache.move_to_end(user_id)
+        return slot.cipher
+
+    def _trim(self) -> None:
+        while len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    async def cipher(
+        self, user_id: int, *, create: bool = True, generation: int | None = None, fresh: bool = False
+    ) -> MemberCipher | None:
+        """The member's cipher; a new random key is made (and committed) when they have none and ``create`` is
+        true. None when they have no key and ``create`` is false (a forgotten member stays unreadable).
+
+        ``generation``: the member's memory generation a write's fence checks (read by the writer before it
+        started); the cipher is one read from the key store after that generation was seen. ``fresh``: read
+        from the key store now, whatever is cached (a write without a fence, a value the cached key did not
+        open)."""
+        user_id = int(user_id)
+        if generation is not None:
+            self.observe(user_id, generation)
+        cached = None if fresh else self._cached(user_id, generation)
         if cached is not None:
-            self._cache.move_to_end(user_id)
             return cached
         async with self._lock:
+            cached = None if fresh else self._cached(user_id, generation)
+            if cached is not None:
+                return cached
+            slot = self._cache.get(user_id)
+            seen = slot.generation if slot is not None else -1
             wrapped = await self._wrapped(user_id)
             if wrapped is None:
+                if slot is not None:
+                    slot.cipher = None
                 if not create:
                     return None
                 wrapped = await self._create(user_id)
             cipher = MemberCipher(user_id, unwrap_data_key(self._master_key, user_id, wrapped))
-            self._cache[user_id] = cipher
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+            slot = self._cache.get(user_id)
+            if slot is None:
+                self._cache[user_id] = _Slot(cipher, seen)
+                self._trim()
+            elif slot.generation == seen:  # else a newer generation was seen meanwhile: used once, not kept
+                slot.cipher = cipher
+                self._cache.move_to_end(user_id)
             return cipher
 
     async def has_key(self, user_id: int) -> bool:

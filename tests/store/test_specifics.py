@@ -97,8 +97,9 @@ async def test_a_call_start_reads_the_first_page_of_current_facts_in_list_order(
 async def test_an_encrypted_call_start_opens_only_the_facts_it_reads(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The facts' text is decrypted when read (a call start renders only those that fit), once each; a value that
-    does not open (here another member's) fails at that read."""
+    """The facts' text is decrypted when read (a call start renders only those that fit), once each: the first
+    one at the call start (it checks the cached key still opens this member's values, keys/reading.py). A value
+    that does not open (here another member's) fails at that read, or, as the first, is left out."""
     assert isinstance(store, EncryptedStore)
     now = time.time()
     await seed_facts(store, 42, [f"fact number {n}" for n in range(6)], now - 100)
@@ -110,9 +111,10 @@ async def test_an_encrypted_call_start_opens_only_the_facts_it_reads(
         opened.append(column)
         return unseal(cipher, column, value)
 
-    monkeypatch.setattr("bot.keys.encrypted.unseal", counting)
+    monkeypatch.setattr("bot.keys.records.unseal", counting)
+    monkeypatch.setattr("bot.keys.reading.unseal", counting)
     page, _ = await store.call_start_memory(42, facts=6, lines=10)
-    assert opened == []
+    assert opened == ["facts.text"]
     for _ in range(2):
         assert [f.text for f in page[:2]] == [f.text for f in current[:2]]
     assert opened == ["facts.text", "facts.text"]
@@ -120,16 +122,20 @@ async def test_an_encrypted_call_start_opens_only_the_facts_it_reads(
 
     sealed = (await store.backend.call_start_memory(42, facts=6, lines=0))[0]
     foreign = (await store.backend.list_facts(7))[0].text
-    moved = [dataclasses.replace(sealed[0], text=foreign), *sealed[1:]]
+    moved = [sealed[0], dataclasses.replace(sealed[1], text=foreign), *sealed[2:]]
 
     async def backend_page(user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
         return moved, RecentLines([], turn_record)
 
     monkeypatch.setattr(store.backend, "call_start_memory", backend_page)
     page, _ = await store.call_start_memory(42, facts=6, lines=10)
-    assert page[1].text == current[1].text
+    assert page[0].text == current[0].text
     with pytest.raises(DecryptionFailed):
-        _ = page[0].text
+        _ = page[1].text
+
+    moved[:2] = [dataclasses.replace(sealed[0], text=foreign), sealed[1]]
+    page, _ = await store.call_start_memory(42, facts=6, lines=10)
+    assert [f.text for f in page] == [f.text for f in current[1:]], "the first value, which does not open, is left out"
 
 
 async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
