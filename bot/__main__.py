@@ -1,5 +1,5 @@
 """Command line: `python -m bot run | check | migrate | copy-db | sync | export-user | forget-user |
-import-history | context | backup | restore | keygen | rotate-master-key` (and `--version`)."""
+forget-unreadable | import-history | context | backup | restore | keygen | rotate-master-key` (and `--version`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from bot.doctor import StartupProblem
 from bot.keys import KeyStoreLocked
 from bot.keys.setup import check_key_store
 from bot.logs import setup_logging
+
+KEYS_NOT_REQUIRED = frozenset({"forget-unreadable", "backup", "restore", "copy-db", "rotate-master-key"})
+"""Commands that run while encrypted members' keys are missing from the key store: they repair it or copy files."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("user_id", type=int)
     forget = sub.add_parser("forget-user", help="delete everything stored about a user")
     forget.add_argument("user_id", type=int)
+    unreadable = sub.add_parser(
+        "forget-unreadable", help="delete the memory of members whose keys are not in the key store (keys lost)"
+    )
+    unreadable.add_argument("--yes", action="store_true", help="delete it (without --yes, only list the members)")
     imp = sub.add_parser("import-history", help="store finished conversations for a user as calls")
     imp.add_argument("user_id", type=int)
     imp.add_argument("file", type=Path)
@@ -81,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         "sync": cli.sync,
         "export-user": cli.export_user,
         "forget-user": cli.forget_user,
+        "forget-unreadable": cli.forget_unreadable,
         "import-history": cli.import_history,
         "context": cli.context,
         "backup": cli.backup,
@@ -89,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         if args.command != "check":  # check reports it among everything else
-            # Before anything opens the database (even to inspect it): member keys need their master key.
-            event_loop.run(check_key_store(settings.memory))
+            # Before anything opens the database (even to inspect it): member keys need their master key, and
+            # encrypted members their keys (bot.keys.lost), except for the commands that repair that.
+            event_loop.run(check_key_store(settings.memory, require_keys=args.command not in KEYS_NOT_REQUIRED))
         return event_loop.run(handlers[args.command](settings, args))
     except KeyboardInterrupt:
         return 130

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.app import build_agora_client, build_embedding_client, build_llm_client, open_services
+from bot.app import build_agora_client, build_embedding_client, build_llm_client, build_store, open_services
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import (
     Finding,
@@ -21,11 +21,13 @@ from bot.doctor import (
     startup_findings,
 )
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
+from bot.keys.lost import unreadable_members
 from bot.keys.pg_store import residue_warnings
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
 from bot.loop import loop_name
 from bot.memory.embedded import available as embedded_model_installed
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
+from bot.memory.service import MemoryService
 from bot.messages import plural
 from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
 from bot.store.repository import SchemaTooNew
@@ -377,6 +379,42 @@ async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
             "program holds it open (a backup, a database shell). Close that program, then run forget-user again "
             "or start the bot: the pending scrub is recorded and finished then."
         )
+        return EXIT_NOT_SCRUBBED
+    return 0
+
+
+async def forget_unreadable(settings: Settings, args: argparse.Namespace) -> int:
+    """Deletes the memory of members who have encrypted rows and no key in the key store (``bot.keys.lost``):
+    what the operator does when those keys are truly lost, or after restoring a backup of the memory database
+    taken before members were forgotten. Works on the memory database alone: the key store is not opened."""
+    members = await unreadable_members(settings.memory)
+    where = key_store_label(settings.memory)
+    if not members:
+        _out(f"Every member with memory in {database_label(settings)} has a key in {where}: nothing to forget.")
+        return 0
+    listed = ", ".join(str(m) for m in members)
+    if not args.yes:
+        _out(f"{plural(len(members), 'member')} with memory that no key in {where} opens: {listed}.")
+        _out(
+            "If their keys are truly lost, run `python -m bot forget-unreadable --yes` to delete it; otherwise "
+            "restore the key store that belongs with this database."
+        )
+        return 1
+    store = build_store(settings)  # the rows are deleted as they are: nothing of them needs opening
+    await store.open()
+    memory = MemoryService(
+        store, budget_tokens=settings.memory.context_budget_tokens, persona=settings.memory.persona, read_ahead=False
+    )
+    try:
+        for user_id in members:
+            await memory.forget_everything(user_id)
+        scrubbed = await memory.wait_scrubbed(within=FORGET_SCRUB_WAIT_SECONDS)
+        await memory.stop_scrubbing()
+    finally:
+        await store.close()
+    _out(f"Forgot the unreadable memory of {plural(len(members), 'member')}: {listed}.")
+    if not scrubbed:
+        _out(f"Not complete yet: the deleted rows are still in {settings.memory.database_path}; start the bot.")
         return EXIT_NOT_SCRUBBED
     return 0
 

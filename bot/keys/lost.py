@@ -1,0 +1,136 @@
+"""Members whose memory the key store in use cannot open: encrypted rows, and no key for their member.
+
+A forget deletes the member's key and then their rows (``MemoryService.forget_everything``), so a member forgotten
+on purpose has neither. Encrypted rows without a key mean the key store is not the one this memory was encrypted
+with: the memory database restored alone, a moved volume, a wrong ``memory.key_store`` (or
+``memory.key_store_url``). Starting anyway would create an empty key store, answer every such member "Something
+went wrong", and the first write would make them a new key and leave their old rows unreadable for good. So
+``check`` fails, and ``run`` and every command that opens memory stop (exit status 2) with the settings to fix,
+before the key store is created or anything is written.
+
+A backup of the memory database taken before a forget, restored later, brings the forgotten member's rows back,
+unreadable by design: the same check stops, and ``python -m bot forget-unreadable --yes`` deletes those members'
+rows (as it does when the keys are truly lost). Both databases are read here without writing a byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import asyncpg
+
+from bot.config import MemorySettings
+from bot.keys.encrypted import ENCRYPTION_META
+from bot.keys.store import KeyStoreLocked
+
+_MEMBERS_WITH_TEXT = (
+    "SELECT user_id FROM turns UNION SELECT user_id FROM facts "
+    "UNION SELECT user_id FROM calls WHERE summary IS NOT NULL "
+    "UNION SELECT user_id FROM chats WHERE summary IS NOT NULL"
+)
+_WITH_VECTORS = " UNION SELECT user_id FROM memory_vectors"
+
+
+class KeysMissing(KeyStoreLocked):
+    """Encrypted members' keys are not in the key store in use; nothing has been written. The message is the
+    operator's."""
+
+
+def _sqlite_rows(path: Path, table: str, sql: str) -> list[tuple[object, ...]]:
+    """``sql``'s rows from the SQLite file at ``path`` opened read-only; none when there is no such file or it
+    has no ``table``."""
+    if not path.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is None:
+            return []
+        return db.execute(sql).fetchall()
+
+
+def _sqlite_encrypted_members(path: Path) -> set[int]:
+    if not path.exists():
+        return set()
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        tables = {str(row[0]) for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            return set()
+        if db.execute("SELECT 1 FROM meta WHERE key = ?", (ENCRYPTION_META,)).fetchone() is None:
+            return set()
+        sql = _MEMBERS_WITH_TEXT + (_WITH_VECTORS if "memory_vectors" in tables else "")
+        return {int(row[0]) for row in db.execute(sql)}
+
+
+async def encrypted_members(memory: MemorySettings) -> set[int]:
+    """The members with encrypted text (lines, facts, summaries, embeddings) in the memory database; empty when
+    it does not exist yet or is not encrypted."""
+    if memory.database_url is None:
+        return await asyncio.to_thread(_sqlite_encrypted_members, memory.database_path)
+    db = await asyncpg.connect(memory.database_url.get_secret_value())
+    try:
+        if not await db.fetchval("SELECT to_regclass('meta') IS NOT NULL"):
+            return set()
+        if await db.fetchval("SELECT value FROM meta WHERE key = $1", ENCRYPTION_META) is None:
+            return set()
+        vectors = await db.fetchval("SELECT to_regclass('memory_vectors') IS NOT NULL")
+        return {int(r["user_id"]) for r in await db.fetch(_MEMBERS_WITH_TEXT + (_WITH_VECTORS if vectors else ""))}
+    finally:
+        await db.close()
+
+
+async def keyed_members(memory: MemorySettings) -> set[int]:
+    """The members with a key in the key store; empty when there is no key store yet."""
+    if memory.key_store_url is not None:
+        db = await asyncpg.connect(memory.key_store_url.get_secret_value())
+        try:
+            if await db.fetchval("SELECT to_regclass('member_keys') IS NULL"):
+                return set()
+            return {int(r["user_id"]) for r in await db.fetch("SELECT user_id FROM member_keys")}
+        finally:
+            await db.close()
+    rows = await asyncio.to_thread(
+        _sqlite_rows, memory.key_store_path, "member_keys", "SELECT user_id FROM member_keys"
+    )
+    return {int(str(row[0])) for row in rows}
+
+
+async def unreadable_members(memory: MemorySettings) -> list[int]:
+    """The members with encrypted rows and no key in the key store, in order."""
+    encrypted = await encrypted_members(memory)
+    if not encrypted:
+        return []
+    return sorted(encrypted - await keyed_members(memory))
+
+
+def missing_keys_message(memory: MemorySettings, members: list[int]) -> str:
+    from bot.keys.setup import key_store_label
+
+    setting = (
+        "memory.key_store_url (MEMORY_KEY_STORE_URL)" if memory.key_store_url else "memory.key_store (MEMORY_KEY_STORE)"
+    )
+    shown = ", ".join(str(m) for m in members[:5]) + (", …" if len(members) > 5 else "")
+    return (
+        f"The memory database holds encrypted memory of {len(members)} member(s) ({shown}) whose keys are not in "
+        f"the key store {key_store_label(memory)} ({setting}): restore the key store that belongs with this "
+        f"database beside it, or set {setting} to where it is. If those keys are truly lost, "
+        "`python -m bot forget-unreadable --yes` deletes those members' unreadable memory. Nothing was changed."
+    )
+
+
+async def check_keys_present(memory: MemorySettings) -> None:
+    """Raises ``KeysMissing`` when members have encrypted rows and the key store has no key for them."""
+    members = await unreadable_members(memory)
+    if members:
+        raise KeysMissing(missing_keys_message(memory, members))
+
+
+__all__ = [
+    "KeysMissing",
+    "check_keys_present",
+    "encrypted_members",
+    "keyed_members",
+    "missing_keys_message",
+    "unreadable_members",
+]
