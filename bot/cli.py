@@ -387,7 +387,7 @@ async def forget_unreadable(settings: Settings, args: argparse.Namespace) -> int
     """Deletes the memory of members who have encrypted rows and no key in the key store (``bot.keys.lost``):
     what the operator does when those keys are truly lost, or after restoring a backup of the memory database
     taken before members were forgotten. Works on the memory database alone: the key store is not opened."""
-    members = await unreadable_members(settings.memory)
+    members = await unreadable_members(settings.memory, forgotten_too=True)
     where = key_store_label(settings.memory)
     if not members:
         _out(f"Every member with memory in {database_label(settings)} has a key in {where}: nothing to forget.")

@@ -8,9 +8,11 @@ went wrong", and the first write would make them a new key and leave their old r
 ``check`` fails, and ``run`` and every command that opens memory stop (exit status 2) with the settings to fix,
 before the key store is created or anything is written.
 
-A backup of the memory database taken before a forget, restored later, brings the forgotten member's rows back,
-unreadable by design: the same check stops, and ``python -m bot forget-unreadable --yes`` deletes those members'
-rows (as it does when the keys are truly lost). Both databases are read here without writing a byte.
+A member whose key a forget deleted is recorded in the key store (``bot.keys.store``): rows of theirs
+that are still there (a forget interrupted between the key and the rows, a backup of the memory database from
+before the forget restored) are forgotten data, unreadable by design and left out of every read; they do not stop
+the start. ``python -m bot forget-unreadable --yes`` deletes the rows of every member without a key: those, and
+those whose keys are truly lost. Both databases are read here without writing a byte.
 """
 
 from __future__ import annotations
@@ -80,28 +82,33 @@ async def encrypted_members(memory: MemorySettings) -> set[int]:
         await db.close()
 
 
-async def keyed_members(memory: MemorySettings) -> set[int]:
-    """The members with a key in the key store; empty when there is no key store yet."""
+async def accounted_members(memory: MemorySettings) -> tuple[set[int], set[int]]:
+    """(members with a key, members whose key a forget deleted) in the key store; empty when there is none yet."""
     if memory.key_store_url is not None:
         db = await asyncpg.connect(memory.key_store_url.get_secret_value())
         try:
             if await db.fetchval("SELECT to_regclass('member_keys') IS NULL"):
-                return set()
-            return {int(r["user_id"]) for r in await db.fetch("SELECT user_id FROM member_keys")}
+                return set(), set()
+            keyed = {int(r["user_id"]) for r in await db.fetch("SELECT user_id FROM member_keys")}
+            if await db.fetchval("SELECT to_regclass('forgotten_keys') IS NULL"):
+                return keyed, set()
+            return keyed, {int(r["user_id"]) for r in await db.fetch("SELECT user_id FROM forgotten_keys")}
         finally:
             await db.close()
-    rows = await asyncio.to_thread(
-        _sqlite_rows, memory.key_store_path, "member_keys", "SELECT user_id FROM member_keys"
-    )
-    return {int(str(row[0])) for row in rows}
+    path = memory.key_store_path
+    keys = await asyncio.to_thread(_sqlite_rows, path, "member_keys", "SELECT user_id FROM member_keys")
+    deleted = await asyncio.to_thread(_sqlite_rows, path, "forgotten_keys", "SELECT user_id FROM forgotten_keys")
+    return {int(str(row[0])) for row in keys}, {int(str(row[0])) for row in deleted}
 
 
-async def unreadable_members(memory: MemorySettings) -> list[int]:
-    """The members with encrypted rows and no key in the key store, in order."""
+async def unreadable_members(memory: MemorySettings, *, forgotten_too: bool = False) -> list[int]:
+    """The members with encrypted rows and no key in the key store, in order; those whose key a forget deleted
+    (``bot.keys.store``) only with ``forgotten_too``."""
     encrypted = await encrypted_members(memory)
     if not encrypted:
         return []
-    return sorted(encrypted - await keyed_members(memory))
+    keyed, forgotten = await accounted_members(memory)
+    return sorted(encrypted - keyed - (set() if forgotten_too else forgotten))
 
 
 def missing_keys_message(memory: MemorySettings, members: list[int]) -> str:
@@ -128,9 +135,9 @@ async def check_keys_present(memory: MemorySettings) -> None:
 
 __all__ = [
     "KeysMissing",
+    "accounted_members",
     "check_keys_present",
     "encrypted_members",
-    "keyed_members",
     "missing_keys_message",
     "unreadable_members",
 ]

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS member_keys (
     wrapped BYTEA NOT NULL,
     created_at DOUBLE PRECISION NOT NULL
 );
+CREATE TABLE IF NOT EXISTS forgotten_keys (user_id BIGINT PRIMARY KEY, deleted_at DOUBLE PRECISION NOT NULL);
 """
 _SCHEMA_LOCK = 0x6B657973  # serialises the first start of several processes on an empty key store
 
@@ -118,12 +119,21 @@ class PostgresKeyStore(CachingKeyStore):
     async def delete(self, user_id: int) -> bool:
         """Destroys the member's key in its own committed transaction; True when there was one. From the moment
         the DELETE commits nothing encrypted for them can be decrypted anywhere; then the table is rewritten and
-        the WAL moved past it so the key's bytes leave the data directory (see the module's note)."""
+        the WAL moved past it so the key's bytes leave the data directory (see the module's note). Records that
+        the member was forgotten (``bot.keys.store``)."""
         user_id = int(user_id)
         async with self._lock:
             self._cache.pop(user_id, None)
-            status = await self.pool.execute("DELETE FROM member_keys WHERE user_id = $1", user_id)
-            deleted = status.rsplit(" ", 1)[-1] != "0"
+            async with self.pool.acquire() as db, db.transaction():
+                status = await db.execute("DELETE FROM member_keys WHERE user_id = $1", user_id)
+                deleted = status.rsplit(" ", 1)[-1] != "0"
+                if deleted:
+                    await db.execute(
+                        "INSERT INTO forgotten_keys (user_id, deleted_at) VALUES ($1, $2) "
+                        "ON CONFLICT (user_id) DO UPDATE SET deleted_at = EXCLUDED.deleted_at",
+                        user_id,
+                        time.time(),
+                    )
             if deleted:
                 await self._purge_residue()
             return deleted

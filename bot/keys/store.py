@@ -7,6 +7,11 @@ the wrapped key is in neither file afterwards.
 
 Opening checks the master key before anything is written: with a key store that already holds member keys, a
 missing or wrong ``MEMORY_MASTER_KEY`` raises ``KeyStoreLocked`` and the file is left byte for byte as it was.
+
+``forgotten_keys`` records whose key a forget deleted (the member ID and when, nothing else; the memory database
+keeps the same IDs in its fences): their encrypted rows, if any are left (a forget interrupted between the key
+and the rows, a backup of the memory database restored), are forgotten data, not keys lost with a missing key
+store (``bot.keys.lost``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ CREATE TABLE IF NOT EXISTS member_keys (
     wrapped BLOB NOT NULL,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS forgotten_keys (user_id INTEGER PRIMARY KEY, deleted_at REAL NOT NULL);
 """
 
 
@@ -271,14 +277,26 @@ class SqliteKeyStore(CachingKeyStore):
         return wrapped
 
     async def delete(self, user_id: int) -> bool:
-        """Destroys the member's key in its own committed transaction; True when there was one. From the moment
-        this returns, nothing encrypted for them can be decrypted anywhere."""
+        """Destroys the member's key in its own committed transaction, recording that it was forgotten
+        (see the module's note); True when there was one. From the moment this returns, nothing encrypted for them
+        can be decrypted anywhere."""
         user_id = int(user_id)
         async with self._lock:
             self._cache.pop(user_id, None)
-            cur = await self.db.execute("DELETE FROM member_keys WHERE user_id = ?", (user_id,))
-            deleted = (cur.rowcount or 0) > 0
-            await cur.close()
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = await self.db.execute("DELETE FROM member_keys WHERE user_id = ?", (user_id,))
+                deleted = (cur.rowcount or 0) > 0
+                await cur.close()
+                if deleted:
+                    await self.db.execute(
+                        "INSERT OR REPLACE INTO forgotten_keys (user_id, deleted_at) VALUES (?, ?)",
+                        (user_id, time.time()),
+                    )
+                await self.db.execute("COMMIT")
+            except BaseException:
+                await self.db.execute("ROLLBACK")
+                raise
             return deleted
 
     async def count(self) -> int:

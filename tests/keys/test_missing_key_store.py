@@ -4,7 +4,9 @@ finding 3): the memory restored alone, a moved volume, a wrong `memory.key_store
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -12,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from bot.__main__ import main
-from bot.keys.crypto import generate_master_key_text
+from bot.keys.crypto import generate_master_key_text, parse_master_key
+from bot.keys.store import SqliteKeyStore
 from tests.keys.test_cli_keys import REQUIRED, config  # noqa: F401 - the operator's config fixture
 from tests.postgres import PostgresCluster
 
@@ -114,6 +117,26 @@ def test_a_new_install_and_members_forgotten_on_purpose_still_start(
     assert "ok       memory.master_key (MEMORY_MASTER_KEY) is set and opens the key store" in out
     assert "forget-unreadable" not in out
     assert main(["--config", str(operator), "migrate"]) == 0
+
+    # A forget interrupted between its two steps (the process killed after the key went, before the rows did):
+    # the rows left are forgotten data, not lost keys, and do not stop the start; forget-unreadable removes them.
+    keys = SqliteKeyStore(tmp_path / "data" / "bot.keys.db", parse_master_key(os.environ["MEMORY_MASTER_KEY"]))
+    asyncio.run(delete_key(keys, 2))
+    assert member_rows(tmp_path / "data" / "bot.db") == {2}
+    assert main(["--config", str(operator), "migrate"]) == 0
+    assert main(["--config", str(operator), "export-user", "2"]) == 0
+    assert "4417" not in capsys.readouterr().out
+    assert main(["--config", str(operator), "forget-unreadable", "--yes"]) == 0
+    assert "Forgot the unreadable memory of 1 member: 2." in capsys.readouterr().out
+    assert member_rows(tmp_path / "data" / "bot.db") == set()
+
+
+async def delete_key(keys: SqliteKeyStore, user_id: int) -> None:
+    await keys.open()
+    try:
+        assert await keys.delete(user_id)
+    finally:
+        await keys.close()
 
 
 def test_postgresql_memory_without_its_key_store_database_stops_run(
