@@ -9,8 +9,9 @@ that no longer exists: it is forgotten data (a copy of the database from before 
 version sealed under a key another process had just deleted, issue 33). It is left out of what is read, as if it
 were gone (a line or fact is not returned, a summary reads as none, a conversation's first line is skipped), with
 a warning that names the member and the column, never the text, instead of failing every later read of the member.
-It stays in the database, unreadable, until the member's next forget; a member who has such rows and no key at all
-stops ``check`` and ``run`` (``bot.keys.lost``), and ``python -m bot forget-unreadable`` deletes their rows.
+It stays in the database, unreadable, until the member's next forget (which deletes every row of theirs) or
+``python -m bot forget-unreadable --yes``; a member who has such rows, no key at all and was never forgotten
+(keys lost with the key store) stops ``check`` and ``run`` (``bot.keys.lost``).
 """
 
 from __future__ import annotations
