@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from bot.memory import index
 from bot.memory.context import (
-    _DELIMITER,
     _UNSAFE_LINE_BREAKS,
     LATEST_EXCHANGE,
     MAX_QUERY_CHARS,
@@ -31,6 +30,7 @@ from bot.memory.context import (
     _render_turn_line,
     _signature,
 )
+from bot.memory.defuse import defuse
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
 from bot.store.models import RecentLines, TurnRecord
@@ -162,26 +162,34 @@ async def test_query_context_takes_every_matching_line_it_can_afford_not_ten(sto
     assert 0.95 * 800 <= memory_tokens(messages) <= 800
 
 
-async def test_a_matching_question_brings_its_answer_and_nothing_else_comes_along(store, memory) -> None:
+async def test_a_retrieved_line_brings_its_neighbours_in_order_and_once(store, memory) -> None:
     await remember(
         store,
         memory,
         6,
         [
+            ("user", "the weather turned cold again"),
             ("assistant", "Which dentist do you see these days?"),
             ("user", "Dr. Okafor on Elm Road."),
             ("user", "my dentist is lovely"),
             ("assistant", "noted, that sounds nice"),
+            ("user", "the bus was late this morning"),
         ],
         T0,
     )
     await remember(store, memory, 6, chatter(60), T0 + 30 * DAY)
     messages = await memory.build_context(6, query="remind me about my dentist", budget_tokens=250)
     block = messages[1]["content"]
-    assert "Dr. Okafor on Elm Road." in block  # the answer to a matching question
-    assert "my dentist is lovely" in block
-    assert "noted, that sounds nice" not in block  # a neighbour that answers nothing stays out
-    assert block.index("Which dentist") < block.index("Dr. Okafor") < block.index("my dentist is lovely")
+    said = [
+        "the weather turned cold",
+        "Which dentist",
+        "Dr. Okafor on Elm Road.",
+        "my dentist is lovely",
+        "noted, that sounds nice",
+    ]
+    assert all(block.count(text) == 1 for text in said), "each hit with the line before and after it, once"
+    assert [block.index(text) for text in said] == sorted(block.index(text) for text in said), "in their order"
+    assert "the bus was late" not in block, "two lines from the nearest hit: left out"
 
 
 async def test_near_duplicate_lines_are_kept_once(store, memory) -> None:
@@ -401,11 +409,9 @@ async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory
 
 
 def _quoted_as_specified(text: str) -> str:
-    """``_quote`` written plainly: NFKC, the delimiter defused, a JSON string literal, the line breaks JSON leaves
+    """``_quote`` written plainly: defused (``bot.memory.defuse``), a JSON string literal, the line breaks JSON leaves
     raw escaped."""
-    text = unicodedata.normalize("NFKC", text)
-    defused = _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
-    quoted = json.dumps(defused, ensure_ascii=False)
+    quoted = json.dumps(defuse(text), ensure_ascii=False)
     for raw, escaped in _UNSAFE_LINE_BREAKS.items():
         quoted = quoted.replace(raw, escaped)
     return quoted
