@@ -29,6 +29,7 @@ from bot.memory import embedded, tokens
 from bot.memory.chat import ChatService
 from bot.memory.dense import DenseRetriever, Embedder, MemberEmbedder
 from bot.memory.live import LiveRecall
+from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.monitor import Counters, Monitor
@@ -247,6 +248,7 @@ def build_live_recall(
         authorize=calls.call_for_llm_key,
         max_history=settings.agora.max_history,
         timeout_seconds=settings.llm.timeout_seconds,
+        own_words=OwnWords(memory) if settings.memory.voice_tools else None,
     )
 
 

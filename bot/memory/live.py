@@ -36,8 +36,10 @@ from bot.agora.custom_llm import AgentRequest, Speaker, read_request
 from bot.llm.client import LLMClient, UpstreamStream
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
+from bot.memory.own_words import OwnWords
 from bot.memory.service import MemoryService
-from bot.store.models import CallMemoryState, CallRecord
+from bot.memory.tools import ToolCalls, carry_out, offered
+from bot.store.models import CallMemoryState, CallRecord, Conversation
 from bot.web.llm_backend import LLMRouteError, bad_request, unauthorized
 
 log = logging.getLogger(__name__)
@@ -45,12 +47,26 @@ log = logging.getLogger(__name__)
 ATTEMPTS = 2
 """The upstream is tried at most twice, and only until its first byte."""
 DONE_EVENT = "[DONE]"
+MAX_TOOL_ROUNDS = 2
+"""How many times one turn asks the model again after it called the memory tools; the last time it may not."""
 
 
 def error_event(message: str, code: str) -> bytes:
     """An SSE event carrying an OpenAI-format error, for a failure after the stream started."""
     payload = {"error": {"message": message, "type": "server_error", "param": None, "code": code}}
     return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+@dataclass
+class _ToolUse:
+    """A turn whose model was offered the memory tools: what to ask it again with, once it called them."""
+
+    own_words: OwnWords
+    request: dict[str, Any]
+    calls: ToolCalls = field(default_factory=ToolCalls)
+    rounds: int = 0
+    said_from: int = 0
+    """Where in the reply's parts the current round's text starts."""
 
 
 @dataclass
@@ -80,8 +96,10 @@ class LiveTurn:
         chunks: AsyncGenerator[bytes],
         first: bytes,
         line_write: asyncio.Future[None] | None = None,
+        tools: _ToolUse | None = None,
     ) -> None:
-        """``line_write``: the write of the user line this turn answers, still running while the reply starts."""
+        """``line_write``: the write of the user line this turn answers, still running while the reply starts.
+        ``tools``: the memory tools were offered (their calls are carried out, not relayed)."""
         self._recall = recall
         self._call = call
         self._request = request
@@ -91,6 +109,7 @@ class LiveTurn:
         self._chunks = chunks
         self._first = first
         self._line_write = line_write
+        self._tools = tools
         self._reply = _Reply()
         self._finished = False
         self.content_type = response.content_type
@@ -110,40 +129,66 @@ class LiveTurn:
                 await self._store_reply()
                 yield buffer
                 return
+            tools = self._tools
             while True:
-                events: list[bytes] = []
-                deltas: list[str] = []
-                while (cut := _event_end(buffer)) is not None:
-                    event, buffer = buffer[:cut], buffer[cut:]
-                    data = _event_data(event)
-                    if data == DONE_EVENT:  # the reply is stored once every delta before it was sent
-                        if events:
-                            yield b"".join(events)
-                            self._reply.parts.extend(deltas)
-                            events, deltas = [], []
-                        await self._store_reply()
-                        yield event
-                        continue
-                    events.append(event)
-                    if delta := _delta_text(data):
-                        deltas.append(delta)
-                if events:
-                    yield b"".join(events)
-                    self._reply.parts.extend(deltas)
-                try:
-                    chunk = await anext(self._chunks)
-                except StopAsyncIteration:
+                while True:
+                    events: list[bytes] = []
+                    deltas: list[str] = []
+                    while (cut := _event_end(buffer)) is not None:
+                        event, buffer = buffer[:cut], buffer[cut:]
+                        data = _event_data(event)
+                        if data == DONE_EVENT:  # the reply is stored once every delta before it was sent
+                            if events:
+                                yield b"".join(events)
+                                self._reply.parts.extend(deltas)
+                                events, deltas = [], []
+                            if tools is not None and tools.calls.pending:
+                                continue  # the model answers after the tools are carried out
+                            await self._store_reply()
+                            yield event
+                            continue
+                        if tools is not None and b'"tool_calls"' in event and tools.calls.take(_chunk(data)):
+                            continue
+                        events.append(event)
+                        if delta := _delta_text(data):
+                            deltas.append(delta)
+                    if events:
+                        yield b"".join(events)
+                        self._reply.parts.extend(deltas)
+                    try:
+                        chunk = await anext(self._chunks)
+                    except StopAsyncIteration:
+                        break
+                    buffer += chunk
+                if tools is None or not tools.calls.pending:
                     break
-                buffer += chunk
+                buffer = await self._ask_again(tools)
             if buffer:
                 yield buffer
-        except LLMError as exc:
+        except (LLMError, LLMRouteError) as exc:
             log.warning("call %s: the upstream LLM failed mid-reply: %s", self._call.call_id, type(exc).__name__)
             self._reply.settled = True  # the agent keeps its failure message in the reply's place, not this
             yield error_event("The language model stopped answering mid-reply.", "upstream_interrupted")
             yield f"data: {DONE_EVENT}\n\n".encode()
         finally:
             await self._finish()
+
+    async def _ask_again(self, tools: _ToolUse) -> bytes:
+        """Carry out the memory tools the model called, for this call's member only, and ask the model again with
+        the results; its answer's first bytes (the rest comes through ``self._chunks``)."""
+        said = "".join(self._reply.parts[tools.said_from :])
+        called = tools.calls.assistant_message(said)
+        convo = Conversation("call", self._call.call_id)
+        results = await carry_out(tools.calls, tools.own_words, self._call.user_id, convo, self._generation)
+        tools.rounds += 1
+        tools.request["messages"] = [*tools.request["messages"], called, *results]
+        if tools.rounds >= MAX_TOOL_ROUNDS:
+            tools.request["tool_choice"] = "none"
+        await self._chunks.aclose()
+        await self._response.aclose()
+        self._response, self._chunks, first = await self._recall.open_upstream(self._call, tools.request)
+        tools.said_from = len(self._reply.parts)
+        return first
 
     async def close(self) -> None:
         """Release the upstream response and store the reply as sent; for a turn whose ``events()`` never ran
@@ -199,9 +244,12 @@ class LiveRecall:
         max_history: int,
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
+        own_words: OwnWords | None = None,
     ) -> None:
+        """``own_words``: offer the model the memory tools (remember, correct, forget) while memory is on."""
         self.memory = memory
         self.llm = llm
+        self.own_words = own_words
         self._authorize = authorize
         self.max_history = max_history
         self.timeout_seconds = timeout_seconds
@@ -254,13 +302,23 @@ class LiveRecall:
                 # the reply is stored only after it (`LiveTurn._store_reply`).
                 write = asyncio.ensure_future(self.store_line(call, agent, agent.transcript, "user", generation))
                 self.track(write)
+        tools: _ToolUse | None = None
+        if remember and self.own_words is not None and outgoing.get("stream") is True:
+            outgoing["tools"] = offered(outgoing.get("tools"))
+            tools = _ToolUse(self.own_words, outgoing)
         try:
             response, chunks, first = await self._open(call, outgoing)
         except BaseException:
             if write is not None:  # the agent's error comes after the line is stored (or failed to be)
                 await asyncio.shield(write)
             raise
-        return LiveTurn(self, call, agent, remember, generation, response, chunks, first, write)
+        return LiveTurn(self, call, agent, remember, generation, response, chunks, first, write, tools)
+
+    async def open_upstream(
+        self, call: CallRecord, request: dict[str, Any]
+    ) -> tuple[UpstreamStream, AsyncGenerator[bytes], bytes]:
+        """The upstream response to ``request`` and its first bytes, as for a turn's first request."""
+        return await self._open(call, request)
 
     async def store_line(
         self,
@@ -393,6 +451,14 @@ def _event_end(buffer: bytes) -> int | None:
 def _event_data(event: bytes) -> str:
     lines = event.decode("utf-8", "replace").splitlines()
     return "\n".join(line[5:].lstrip(" ") for line in lines if line.startswith("data:"))
+
+
+def _chunk(data: str) -> dict[str, Any]:
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return {}
+    return chunk if isinstance(chunk, dict) else {}
 
 
 def _delta_text(data: str) -> str:

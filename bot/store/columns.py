@@ -18,7 +18,7 @@ TURN_COLUMNS = (
 )
 FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
-    "superseded_by, invalidated_at"
+    "superseded_by, invalidated_at, told"
 )
 TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
 FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
@@ -43,8 +43,12 @@ def turn_record(row: Iterable[Any]) -> TurnRecord:
 
 
 def fact_record(row: Iterable[Any]) -> FactRecord:
-    """The record of a row whose first columns are ``FACT_COLUMNS``."""
-    return _filled(FactRecord, FACT_NAMES, row)
+    """The record of a row whose first columns are ``FACT_COLUMNS`` (a row without ``told``, a call start's, is of a
+    fact learned from conversation)."""
+    record = _filled(FactRecord, FACT_NAMES, row)
+    if "told" in record.__dict__:
+        record.__dict__["told"] = bool(record.told)
+    return record
 
 
 GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}

@@ -442,6 +442,13 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE turns ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        14,
+        "facts in the member's own words: told facts are marked, and what is learned never supersedes them",
+        """
+        ALTER TABLE facts ADD COLUMN told INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

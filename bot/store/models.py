@@ -198,6 +198,9 @@ class FactRecord:
     mentions: int
     superseded_by: int | None = None
     invalidated_at: float | None = None
+    told: bool = False
+    """The member asked for it to be remembered in these words (`/remember`, or by voice): kept above what was
+    learned from conversations, which never supersedes it."""
 
     @property
     def current(self) -> bool:

@@ -375,6 +375,13 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE turns ADD COLUMN interrupted BOOLEAN NOT NULL DEFAULT FALSE;
         """,
     ),
+    (
+        14,
+        "facts in the member's own words: told facts are marked, and what is learned never supersedes them",
+        """
+        ALTER TABLE facts ADD COLUMN told BOOLEAN NOT NULL DEFAULT FALSE;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

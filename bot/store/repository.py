@@ -240,6 +240,20 @@ class FactStore(Protocol):
     async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]: ...
     async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]: ...
     async def facts_from(self, convo: Conversation) -> list[FactRecord]: ...
+    async def add_told_fact(
+        self,
+        user_id: int,
+        text: str,
+        at: float,
+        *,
+        convo: Conversation | None = None,
+        supersedes: Sequence[int] = (),
+        generation: int | None = None,
+    ) -> int | None:
+        """Store a fact in the member's own words (``told``), said in ``convo`` when given, superseding their
+        current facts ``supersedes`` (ids that are not theirs are ignored), in one transaction behind the memory
+        fence; None (nothing written) when a forget or pause since ``generation`` fences it out."""
+        ...
 
     # post-call extraction results
     async def apply_extraction(

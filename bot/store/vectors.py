@@ -101,4 +101,6 @@ def turn_record(row: Sequence[Any]) -> TurnRecord:
 
 
 def fact_record(row: Sequence[Any]) -> FactRecord:
-    return FactRecord(**dict(zip(FACT_NAMES, row, strict=True)))
+    values = dict(zip(FACT_NAMES, row, strict=True))
+    values["told"] = bool(values["told"])
+    return FactRecord(**values)

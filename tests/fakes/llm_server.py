@@ -113,6 +113,7 @@ class FakeLLM:
         self.first_byte_delay = 0.0
         """Seconds between the stream's headers and its first chunk."""
         self._raw_streams: deque[list[dict[str, Any]]] = deque()
+        self._tool_calls: deque[tuple[list[tuple[str, dict[str, Any]]], str]] = deque()
         self.streams_started = 0
         self.streams_finished = 0
         self.requests: list[dict[str, Any]] = []
@@ -144,6 +145,13 @@ class FakeLLM:
     def queue_chunks(self, chunks: list[dict[str, Any]]) -> None:
         """Script the next stream as these chunk objects, sent verbatim (tool calls, unknown fields...)."""
         self._raw_streams.append(chunks)
+
+    def queue_tool_calls(self, calls: list[tuple[str, dict[str, Any]]], say: str = "") -> None:
+        """Script the next streamed answer as calls of the request's tools (name, arguments), after ``say``:
+        OpenAI's ``delta.tool_calls`` chunks (the id, type and name first, the arguments in pieces) and
+        ``finish_reason: "tool_calls"``. The request must offer each tool (else 400, as a model cannot call what
+        it was not given)."""
+        self._tool_calls.append((calls, say))
 
     def set_responder(self, fn: Responder | None) -> None:
         """Compute replies from the request body when the queue is empty; None restores the default (500)."""
@@ -186,6 +194,9 @@ class FakeLLM:
             )
             if body.get("stream") and self._raw_streams:
                 return await self._stream_raw(request, self._raw_streams.popleft())
+            if body.get("stream") and self._tool_calls:
+                calls, say = self._tool_calls.popleft()
+                return await self._stream_raw(request, _tool_call_chunks(body, calls, say, next(self._ids)))
             text = await self._reply_for(body)
         except FakeLLMRequestError as exc:
             return exc.response()
@@ -342,6 +353,35 @@ class FakeLLM:
         return response
 
 
+def _tool_call_chunks(
+    body: dict[str, Any], calls: list[tuple[str, dict[str, Any]]], say: str, number: int
+) -> list[dict[str, Any]]:
+    offered = {t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+    for name, _ in calls:
+        if name not in offered or body.get("tool_choice") == "none":
+            raise FakeLLMRequestError(500, f"FakeLLM: scripted a call of {name!r}, which this request does not offer")
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-fake-{number}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+
+    chunks = [chunk({"role": "assistant", "content": say or None})]
+    for index, (name, arguments) in enumerate(calls):
+        text = json.dumps(arguments)
+        head = {"index": index, "id": f"call_{number}_{index}", "type": "function"}
+        chunks.append(chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]}))
+        for start in range(0, len(text), 7):
+            piece = {"index": index, "function": {"arguments": text[start : start + 7]}}
+            chunks.append(chunk({"tool_calls": [piece]}))
+    chunks.append(chunk({}, "tool_calls"))
+    return chunks
+
+
 def _json_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
@@ -416,6 +456,7 @@ def _validate_chat(
         raise FakeLLMRequestError(400, "'messages' must be a non-empty array of message objects", param="messages")
     for index, message in enumerate(messages):
         _validate_message(index, message, tolerate_extras=tolerate_message_extras)
+    _validate_tool_answers(messages)
     _validate_number(body, "temperature", 0.0, 2.0)
     _validate_number(body, "top_p", 0.0, 1.0)
     max_tokens = body.get("max_tokens")
@@ -461,6 +502,34 @@ def _validate_message(index: int, message: Any, *, tolerate_extras: bool = False
             f"got {type(message.get('content')).__name__}",
             param=f"messages[{index}].content",
         )
+
+
+def _validate_tool_answers(messages: list[dict[str, Any]]) -> None:
+    """As OpenAI does: a ``tool`` message answers a call of the assistant message just before the run of tool
+    messages it is in, and every such call is answered."""
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        if message["role"] == "tool":
+            if message.get("tool_call_id") not in open_calls:
+                raise FakeLLMRequestError(
+                    400,
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+                    "'tool_calls'.",
+                    param=f"messages.[{index}].role",
+                )
+            open_calls.discard(message["tool_call_id"])
+            continue
+        if open_calls:
+            raise FakeLLMRequestError(
+                400,
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                f"'tool_call_id'. The following tool_call_ids did not have response messages: {sorted(open_calls)}",
+                param="messages",
+            )
+        calls = message.get("tool_calls") if message["role"] == "assistant" else None
+        open_calls = {c.get("id") for c in calls if isinstance(c, dict)} if isinstance(calls, list) else set()
+    if open_calls:
+        raise FakeLLMRequestError(400, "Tool calls were not answered before the end of 'messages'.", param="messages")
 
 
 def _is_text_part(part: Any) -> bool:

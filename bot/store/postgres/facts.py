@@ -79,6 +79,43 @@ class PostgresFacts(PostgresFullText):
 
     # ---- post-call extraction results ------------------------------------------------------------------
 
+    async def add_told_fact(
+        self,
+        user_id: int,
+        text: str,
+        at: float,
+        *,
+        convo: Conversation | None = None,
+        supersedes: Sequence[int] = (),
+        generation: int | None = None,
+    ) -> int | None:
+        async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, convo):
+                return None
+            source = "" if convo is None else f", source_{convo.column}"
+            new_id = await db.fetchval(
+                f"INSERT INTO facts (user_id, text, created_at, updated_at, confirmed_at, told{source}) "
+                f"VALUES ($1, $2, $3, $3, $3, TRUE{'' if convo is None else ', $4'}) RETURNING fact_id",
+                user_id,
+                text,
+                at,
+                *(() if convo is None else (convo.ref_id,)),
+            )
+            if convo is not None:
+                await db.execute(
+                    f"INSERT INTO fact_sources (fact_id, {convo.column}) VALUES ($1, $2)", new_id, convo.ref_id
+                )
+            for old_id in dict.fromkeys(supersedes):
+                await db.execute(
+                    "UPDATE facts SET superseded_by = $2, invalidated_at = $3, updated_at = $3 WHERE fact_id = $1 "
+                    "AND fact_id != $2 AND user_id = $4 AND superseded_by IS NULL AND invalidated_at IS NULL",
+                    old_id,
+                    new_id,
+                    at,
+                    user_id,
+                )
+            return int(new_id)
+
     async def apply_extraction(
         self,
         job_id: int,
@@ -135,7 +172,7 @@ class PostgresFacts(PostgresFullText):
                 for old_id in dict.fromkeys(replaces):
                     await db.execute(
                         "UPDATE facts SET superseded_by = $2, invalidated_at = $4, updated_at = $4 "
-                        f"WHERE fact_id = $1 AND fact_id != $2 AND {current}",
+                        f"WHERE fact_id = $1 AND fact_id != $2 AND {current} AND NOT told",
                         old_id,
                         new_id,
                         user_id,

@@ -76,6 +76,39 @@ class SqliteFacts(SqliteFullText):
         )
         return [_fact(r) for r in rows]
 
+    async def add_told_fact(
+        self,
+        user_id: int,
+        text: str,
+        at: float,
+        *,
+        convo: Conversation | None = None,
+        supersedes: Sequence[int] = (),
+        generation: int | None = None,
+    ) -> int | None:
+        column = None if convo is None else convo.column
+        async with self._tx() as db:
+            if not await memory_write_allowed(db, user_id, generation, convo):
+                return None
+            source = "" if column is None else f", source_{column}"
+            cur = await db.execute(
+                f"INSERT INTO facts (user_id, text, created_at, updated_at, confirmed_at, told{source}) "
+                f"VALUES (?, ?, ?, ?, ?, 1{'' if convo is None else ', ?'})",
+                (user_id, text, at, at, at, *(() if convo is None else (convo.ref_id,))),
+            )
+            new_id = int(cur.lastrowid or 0)
+            if convo is not None:
+                await db.execute(
+                    f"INSERT INTO fact_sources (fact_id, {convo.column}) VALUES (?, ?)", (new_id, convo.ref_id)
+                )
+            for old_id in dict.fromkeys(supersedes):
+                await db.execute(
+                    "UPDATE facts SET superseded_by = ?, invalidated_at = ?, updated_at = ? WHERE fact_id = ? "
+                    "AND fact_id != ? AND user_id = ? AND superseded_by IS NULL AND invalidated_at IS NULL",
+                    (new_id, at, at, old_id, new_id, user_id),
+                )
+            return new_id
+
     # ---- post-call extraction results ------------------------------------------------------------------
 
     async def apply_extraction(
@@ -127,7 +160,7 @@ class SqliteFacts(SqliteFullText):
                 for old_id in dict.fromkeys(replaces):
                     await db.execute(
                         f"UPDATE facts SET superseded_by = ?, invalidated_at = ?, updated_at = ? "
-                        f"WHERE fact_id = ? AND fact_id != ? AND {current}",
+                        f"WHERE fact_id = ? AND fact_id != ? AND {current} AND told = 0",
                         (new_id, at, at, old_id, new_id, user_id),
                     )
             if summary is not None:
