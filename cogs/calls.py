@@ -69,7 +69,10 @@ def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: 
         learned = "What the agent learned will appear in `/memory` shortly."
     else:
         learned = f"The agent learned {plural(facts_learned, 'new thing')} about you."
-    return f"**Call ended.** {lines} of the conversation were kept. {learned}"
+    lost = ""
+    if ended.lines_lost:
+        lost = f" {plural(ended.lines_lost, 'thing')} you said while the bot was offline could not be saved."
+    return f"**Call ended.** {lines} of the conversation were kept.{lost} {learned}"
 
 
 class CardView(OwnedView):

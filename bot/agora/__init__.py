@@ -6,6 +6,7 @@ from bot.agora.client import (
     ConvoAIClient,
     History,
     HistoryItem,
+    TurnCounts,
     parse_history_items,
 )
 from bot.agora.errors import (
@@ -76,6 +77,7 @@ __all__ = [
     "Notification",
     "ParsedToken006",
     "ParsedToken007",
+    "TurnCounts",
     "build_rtc_token",
     "error_from_response",
     "parse_history_items",

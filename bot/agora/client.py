@@ -5,7 +5,7 @@ at most ``max_retries`` retries after the first attempt, every sleep through the
 
 * Retried: HTTP 429, 502, 503, 504 and transport errors (connection errors, timeouts, broken connections).
   Other 4xx and 500 are never retried.
-* ``query``, ``list_agents``, ``history``, ``ping``: GETs, always safe.
+* ``query``, ``list_agents``, ``history``, ``turns``, ``ping``: GETs, always safe.
 * ``leave``: idempotent. A 404 on the first attempt returns False (already gone). A 404 on a retry after an
   attempt that may have reached the service (a 5xx or a timeout/broken connection after sending) returns True:
   most likely our earlier attempt stopped the agent, and either way it is gone. After attempts that provably
@@ -51,6 +51,9 @@ USER_AGENT = "memory-call-bot/0.1 (Discord /call bot; ConvoAI client)"
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 ACTIVE_STATES = (0, 1, 2)
 MAX_LIST_PAGES = 1000
+TURNS_PAGE_SIZE = 200
+"""The largest page ``/turns`` serves (spec §4.10: 10 to 200): one request covers most calls."""
+MAX_TURN_PAGES = 100
 
 # Errors raised before the request left this process: the service cannot have acted on it.
 _NOT_SENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -107,6 +110,21 @@ def parse_history_items(raw_contents: Any) -> tuple[HistoryItem, ...]:
             continue  # an instruction injected through Agora's API: nobody said it
         items.append(HistoryItem(role=role, content=_text(raw.get("content"))))
     return tuple(items)
+
+
+@dataclass(frozen=True)
+class TurnCounts:
+    """What Agora's post-session turn analytics (``/turns``, spec §4.10) say about a session: counts only, since
+    turns carry timing and type but no text."""
+
+    agent_id: str
+    total: int
+    """Every turn Agora counted (``total_turn_count``): greetings, the member's, silence reminders, ``speak``."""
+    voice_inputs: int
+    """Turns the member started by speaking (``start.type`` ``voice_input``) that were not ``ignored``: an
+    ignored turn (semantic end-of-speech, a missing start keyword) got no reply and no line of its own."""
+    complete: bool = True
+    """False when not every page could be read (more than ``MAX_TURN_PAGES``)."""
 
 
 @dataclass
@@ -232,6 +250,36 @@ class ConvoAIClient:
             status=_text(data.get("status")),
             start_ts=_timestamp(data.get("start_ts")),
             contents=parse_history_items(data.get("contents")),
+        )
+
+    async def turns(self, agent_id: str) -> TurnCounts:
+        """Count a session's turns (served for sessions of the last 7 days, also once the agent stopped). Asks
+        for the largest page and follows further pages only when Agora says there are more."""
+        total = voice_inputs = 0
+        counted = 0
+        complete = False
+        for page_index in range(1, MAX_TURN_PAGES + 1):
+            params = {"page_index": str(page_index), "page_size": str(TURNS_PAGE_SIZE)}
+            outcome = await self._send("turns", "GET", f"/agents/{_segment(agent_id)}/turns", params=params)
+            data = self._json_object("turns", outcome.response)
+            total = _count(data.get("total_turn_count"))
+            raw_turns = data.get("turns")
+            page = [turn for turn in raw_turns if isinstance(turn, Mapping)] if isinstance(raw_turns, list) else []
+            counted += len(page)
+            voice_inputs += sum(1 for turn in page if _is_member_voice_turn(turn))
+            pagination = data.get("pagination")
+            if not isinstance(pagination, Mapping):
+                pagination = {}
+            last = pagination.get("is_last_page")
+            total_pages = _count(pagination.get("total_pages"))
+            if not page or last is True or (last is None and (page_index >= total_pages or counted >= total)):
+                complete = True
+                break
+        return TurnCounts(
+            agent_id=_text(data.get("agent_id")) or agent_id,
+            total=max(total, counted),
+            voice_inputs=voice_inputs,
+            complete=complete,
         )
 
     async def ping(self) -> None:
@@ -413,6 +461,19 @@ def _agent_info(data: Mapping[str, Any]) -> AgentInfo:
         stop_ts=_timestamp(data.get("stop_ts")),
         message=_optional_text(data.get("message")),
     )
+
+
+def _is_member_voice_turn(turn: Mapping[str, Any]) -> bool:
+    start, end = turn.get("start"), turn.get("end")
+    if not isinstance(start, Mapping) or start.get("type") != "voice_input":
+        return False
+    return not (isinstance(end, Mapping) and end.get("type") == "ignored")
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(int(value), 0)
 
 
 def _text(value: Any) -> str:

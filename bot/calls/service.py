@@ -37,6 +37,7 @@ from bot.calls.errors import (
 from bot.calls.inbox import WebhookInbox
 from bot.calls.links import LinkTokens
 from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
+from bot.calls.recovery import count_lost_lines
 from bot.config import Settings
 from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
@@ -127,6 +128,8 @@ class CallEnded:
     card: tuple[str, int] | None = None  # (interaction token, message id) of the member's card, if it was shown
     saved: bool = True
     """False when the disk was full: the call ended and its agent stopped, but it is stored later."""
+    lines_lost: int = 0
+    """Things the member said while no bot process ran that could not be stored (`bot.calls.recovery`)."""
 
 
 @dataclass
@@ -622,19 +625,20 @@ class CallService:
             raise NoActiveCall()
         return ended
 
-    async def finalize(self, call_id: str, reason: str) -> CallEnded | None:
+    async def finalize(self, call_id: str, reason: str, *, unwatched: bool = False) -> CallEnded | None:
         """End a call exactly once, whatever the trigger. Concurrent triggers in this process share the
-        winner's result; a trigger that loses to another process gets None."""
+        winner's result; a trigger that loses to another process gets None. ``unwatched``: its agent stopped
+        while no bot process watched the call, so what was said since the last checkpoint may be lost."""
         task = self._finalizing.get(call_id)
         if task is None:
             with bind(call_id=call_id):
-                task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason))
+                task = asyncio.get_running_loop().create_task(self._finalize_once(call_id, reason, unwatched))
             self._finalizing[call_id] = task
             task.add_done_callback(lambda _done: self._finalizing.pop(call_id, None))
         with self._member_waiting():
             return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
-    async def _finalize_once(self, call_id: str, reason: str) -> CallEnded | None:
+    async def _finalize_once(self, call_id: str, reason: str, unwatched: bool = False) -> CallEnded | None:
         now = self.clock()
         try:
             began = await self.store.begin_call_ending(
@@ -650,7 +654,7 @@ class CallService:
             return None
         call, generation = began
         async with self._holding_lease(call_id):
-            return await self._complete_ending(call, generation=generation)
+            return await self._complete_ending(call, generation=generation, unwatched=unwatched)
 
     async def _last_history(self, call: CallRecord, generation: int | None = None) -> _UnsavedEnding:
         """Read the history one last time (kept in memory); writes nothing. ``generation`` is the member's memory
@@ -690,7 +694,9 @@ class CallService:
                 current=call,
             )
 
-    async def _complete_ending(self, call: CallRecord, *, generation: int | None = None) -> CallEnded | None:
+    async def _complete_ending(
+        self, call: CallRecord, *, generation: int | None = None, unwatched: bool = False
+    ) -> CallEnded | None:
         """The idempotent tail of finalize: last history read, leave, mark ended, queue processing.
 
         The agent is stopped while the last history is stored (the history is read before, so nothing said
@@ -707,6 +713,8 @@ class CallService:
         finally:
             if leaving is not None:
                 ending.stopped = await leaving
+        if saved and unwatched and call.call_id not in self._final_history:
+            call = replace(call, lines_lost=await count_lost_lines(self.agora, self.store, call))
         now = self.clock()
         job = POST_CALL_JOB if saved and not call.private else None
         try:
@@ -739,6 +747,7 @@ class CallService:
             turns_stored=turns,
             private=call.private,
             card=_card_of(call),
+            lines_lost=call.lines_lost,
         )
         self.counters.call_ended(ended.reason, ended.turns_stored)
         ids = {"call_id": ended.call_id, "user_id": ended.user_id, "guild_id": ended.guild_id}
@@ -759,6 +768,7 @@ class CallService:
             turns_stored=await self.store.count_call_turns(call.call_id),
             private=call.private,
             card=_card_of(call),
+            lines_lost=call.lines_lost,
         )
 
     async def _end_without_storage(self, call_id: str, reason: str) -> CallEnded | None:
@@ -935,6 +945,8 @@ class CallService:
             # The final history is in: learning from the call need not wait any longer. A call that ended with
             # nothing stored (the agent had stopped before any checkpoint) is queued now that it has lines.
             current = await self.store.get_call(call.call_id)
+            if current is not None and current.state == "ended" and current.lines_lost:
+                await count_lost_lines(self.agora, self.store, current)  # the webhook came late, not never
             if (
                 current is not None
                 and current.state == "ended"
@@ -999,7 +1011,7 @@ class CallService:
             try:
                 info = await self.agora.query(call.agent_id)
             except AgoraNotFound:
-                await self.finalize(call.call_id, "agent_stopped")
+                await self.finalize(call.call_id, "agent_stopped", unwatched=True)
                 counts["finalized"] += 1
                 continue
             except AgoraError as exc:
@@ -1015,7 +1027,7 @@ class CallService:
                 self._watch(call.call_id)
                 counts["resumed"] += 1
             else:
-                await self.finalize(call.call_id, stop_reason(info.message))
+                await self.finalize(call.call_id, stop_reason(info.message), unwatched=True)
                 counts["finalized"] += 1
         return counts
 

@@ -77,6 +77,9 @@ class CallRecord:
     lease_until: float | None = None  # `owner` (a bot process) looks after the call until then
     card_message_id: int | None = None  # the member's Discord card (with `notify_token`), editable by any process
     turns_version: int = 0  # counts the writes of the call's turns, so concurrent merges cannot both apply
+    lines_lost: int = 0
+    """Things the member said that were never stored: counted by Agora's turn analytics after the call's agent
+    stopped while no bot process watched it and its history webhook never came (`bot.calls.recovery`)."""
 
 
 @dataclass(frozen=True)

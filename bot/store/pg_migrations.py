@@ -382,6 +382,16 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE facts ADD COLUMN told BOOLEAN NOT NULL DEFAULT FALSE;
         """,
     ),
+    (
+        15,
+        "lines lost while no bot process ran: how many things the member said were never stored",
+        """
+        -- Set when a call's agent stopped while no bot process watched it and Agora's history webhook never came:
+        -- Agora's turn analytics (which carry no text) counted more of the member's spoken turns than the call
+        -- has lines of theirs. Only the count; 0 when nothing is known to be missing.
+        ALTER TABLE calls ADD COLUMN lines_lost INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

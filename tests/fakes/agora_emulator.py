@@ -41,6 +41,15 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   report ``message: "agent exits with reason: <the 102 message>"`` (the docs' query example wraps the reason).
 * History is served only while the agent is RUNNING ("Only supports querying the running agent"): a STARTING
   agent gets 404 ``TaskNotFound`` like a stopped one.
+* ``/turns`` (spec §4.10, the SDK's ``GetTurnsAgentsResponse``) is derived from the agent's conversation: the
+  greeting starts a ``greeting`` turn, a user message from speech (source ``asr``) a ``voice_input`` turn, a
+  silence reminder a ``silence_timeout`` turn; the assistant reply after a voice input belongs to its turn. A
+  turn ends ``ok`` once spoken, ``interrupted`` (``start_of_speech``) when what it said was cut or the next turn
+  began first, ``error`` (``LLM_REQUEST_ERR``) with the LLM's failure message, ``interrupted`` (``api_leave``)
+  when the agent stopped before replying. Typed messages, ``think`` and ``speak`` start no listed turn (no
+  documented start type fits them). Only ended turns are listed, for running and stopped agents alike; an
+  agent stopped more than 7 days ago, or unknown, is 404 ``TaskNotFound``; ``page_size`` outside 10 to 200 or
+  ``page_index`` below 1 is 400 ``InvalidFieldValue``; a page past the last is empty.
 * ``start_status="STARTING"``: the agent reports STARTING until the user joins or one emulator-clock second
   has passed (checked on each request or :meth:`AgoraEmulator.advance`).
 * Custom LLM (``llm.url`` set): :meth:`AgoraEmulator.user_says` plays one user utterance the way ConvoAI does.
@@ -122,6 +131,9 @@ DEFAULT_MAX_HISTORY = 32
 MAX_CHANNEL_BYTES = 64
 MAX_SPEAK_BYTES = 512
 LIST_DEFAULT_WINDOW_SECONDS = 2 * 3600
+TURNS_RETENTION_SECONDS = 7 * 86400
+TURNS_PAGE_SIZES = (10, 200)
+TURNS_DEFAULT_PAGE_SIZE = 50
 
 ASR_PRESETS = frozenset({"deepgram_nova_2", "deepgram_nova_3"})
 LLM_PRESETS = frozenset({"openai_gpt_4o_mini", "openai_gpt_4_1_mini", "openai_gpt_5_nano", "openai_gpt_5_mini"})
@@ -699,7 +711,7 @@ class AgoraEmulator:
         legacy_body: bool = False,
     ) -> None:
         """The next ``n`` requests for ``operation`` (any operation when None) fail with ``status`` without
-        being processed. Operations: join, leave, query, list, update, history, speak, interrupt, think."""
+        being processed. Operations: join, leave, query, list, update, history, speak, interrupt, think, turns."""
         self._add_failure(n, status, operation, reason, detail, retry_after, legacy_body, after_processing=False)
 
     def fail_after_processing_next(
@@ -947,6 +959,7 @@ class AgoraEmulator:
         app.router.add_post(agent + "/leave", self._leave, name="leave")
         app.router.add_post(agent + "/update", self._update, name="update")
         app.router.add_get(agent + "/history", self._history, name="history")
+        app.router.add_get(agent + "/turns", self._turns, name="turns")
         app.router.add_post(agent + "/speak", self._speak, name="speak")
         app.router.add_post(agent + "/interrupt", self._interrupt, name="interrupt")
         app.router.add_post(agent + "/think", self._think, name="think")
@@ -1165,6 +1178,35 @@ class AgoraEmulator:
                 "start_ts": agent.start_ts,
                 "status": "RUNNING",
                 "contents": agent.history_contents(),
+            },
+        )
+
+    async def _turns(self, request: web.Request) -> web.Response:
+        agent = self._agent_or_404(request, running=False)
+        if agent.stop_ts is not None and not agent.is_active and self.now() - agent.stop_ts > TURNS_RETENTION_SECONDS:
+            raise ApiError(404, "TaskNotFound", "turns are kept for sessions of the last 7 days")
+        page_index = _query_int(request.query, "page_index", 1)
+        page_size = _query_int(request.query, "page_size", TURNS_DEFAULT_PAGE_SIZE)
+        if page_index < 1:
+            raise ApiError(400, "InvalidFieldValue", "page_index must be at least 1")
+        low, high = TURNS_PAGE_SIZES
+        if not low <= page_size <= high:
+            raise ApiError(400, "InvalidFieldValue", f"page_size must be between {low} and {high}")
+        turns = _session_turns(agent)
+        total_pages = max(1, -(-len(turns) // page_size))
+        return _json_response(
+            200,
+            {
+                "agent_id": agent.agent_id,
+                "name": agent.name,
+                "channel": agent.channel,
+                "total_turn_count": len(turns),
+                "pagination": {
+                    "page_index": page_index,
+                    "total_pages": total_pages,
+                    "is_last_page": page_index >= total_pages,
+                },
+                "turns": turns[(page_index - 1) * page_size : page_index * page_size],
             },
         )
 
@@ -1509,6 +1551,89 @@ def _substitute(text: str, variables: Any) -> str:
     if not isinstance(variables, dict):
         return text
     return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda match: str(variables.get(match[1], match[0])), text)
+
+
+_TURN_STARTS = {
+    ("assistant", "greeting"): "greeting",
+    ("user", "asr"): "voice_input",
+    ("assistant", "silence"): "silence_timeout",
+}
+_SPEECH_MS_PER_CHAR = 60
+_LATENCIES_MS = {"voice_input": (("asr_ttlw", 310), ("llm_ttft", 420), ("tts_ttfb", 95)), "other": (("tts_ttfb", 95),)}
+
+
+def _session_turns(agent: EmulatedAgent) -> list[dict[str, Any]]:
+    """The agent's ended turns as ``/turns`` lists them (see the module docstring), numbered from 1."""
+    spans: list[tuple[str, Message, list[Message]]] = []  # (start type, the starting message, its replies)
+    current: list[Message] | None = None
+    for message in agent.conversation:
+        kind = _TURN_STARTS.get((message.role, message.source))
+        if kind is not None:
+            current = []
+            spans.append((kind, message, current))
+        elif message.role == "assistant" and current is not None:
+            current.append(message)
+        elif message.role == "user":
+            current = None  # typed text or a think injection: no listed turn, nor its reply
+    turns: list[dict[str, Any]] = []
+    greetings = 0
+    for index, (kind, first, replies) in enumerate(spans):
+        following = spans[index + 1][1] if index + 1 < len(spans) else None
+        spoken = replies[-1] if replies else (first if kind != "voice_input" else None)
+        if following is None and spoken is None and agent.is_active:
+            break  # the member spoke and the reply is still to come
+        end = _turn_end(agent, spoken, following)
+        start_metadata: dict[str, Any]
+        if kind == "greeting":
+            greetings += 1
+            start_metadata = {"greeting_nth": greetings}
+        elif kind == "voice_input":
+            start_metadata = {
+                "speech_duration_ms": len(first.content) * _SPEECH_MS_PER_CHAR,
+                "interrupt_duration_ms": 160,
+            }
+        else:
+            start_metadata = {"action": "speak"}
+        segments = _LATENCIES_MS["voice_input" if kind == "voice_input" else "other"]
+        turns.append(
+            {
+                "agent_id": agent.agent_id,
+                "channel": agent.channel,
+                "turn_id": len(turns) + 1,
+                "start": {"start_at": first.timestamp_ms, "type": kind, "metadata": start_metadata},
+                "end": end,
+                "metrics": {
+                    "e2e_latency_ms": sum(latency for _name, latency in segments),
+                    "segmented_latency_ms": [{"name": name, "latency": latency} for name, latency in segments],
+                },
+            }
+        )
+    return turns
+
+
+def _turn_end(agent: EmulatedAgent, spoken: Message | None, following: Message | None) -> dict[str, Any]:
+    if spoken is None:
+        if following is not None:
+            return {
+                "end_at": following.timestamp_ms,
+                "type": "interrupted",
+                "metadata": {"caused_by": "start_of_speech"},
+            }
+        return {"end_at": (agent.stop_ts or 0) * 1000, "type": "interrupted", "metadata": {"caused_by": "api_leave"}}
+    if spoken.source == "llm_failure":
+        return {
+            "end_at": spoken.timestamp_ms,
+            "type": "error",
+            "metadata": {"reason": "LLM_REQUEST_ERR", "details": "the LLM request failed"},
+        }
+    if spoken.interrupted:
+        at = spoken.interrupt_timestamp_ms or spoken.timestamp_ms
+        return {"end_at": at, "type": "interrupted", "metadata": {"caused_by": "start_of_speech"}}
+    playback = len(spoken.content) * _SPEECH_MS_PER_CHAR
+    end_at = spoken.timestamp_ms + playback
+    if following is not None:
+        end_at = min(end_at, max(following.timestamp_ms, spoken.timestamp_ms))
+    return {"end_at": end_at, "type": "ok", "metadata": {"playback_duration_ms": playback}}
 
 
 def _random_id(length: int) -> str:
