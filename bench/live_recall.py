@@ -3,14 +3,15 @@
 Fills a SQLite store with ``--members`` members, each with 5,000 turns and 500 facts (the bulk fill of
 ``bench/memory_store.py``), gives each member an active call with a live-recall key, and serves the real route
 (``bot.web`` + ``bot.memory.live.LiveRecall`` + ``bot.llm.LLMClient``) in this process, the bot's. As in production,
-where the voice agent (Agora ConvoAI) and the upstream LLM are other machines, both run in processes of their own:
-the upstream is the fake LLM of the tests (``tests/fakes/llm_server.py``) streaming a fixed-size reply, and the
-agent is an HTTP client sending each request the way ConvoAI sends it (persona, the call-start memory message, the
-agent's last messages, the new user line, ``turn_id``, ``timestamp``). So the bot's process does only the bot's
-work, and neither the agent's parsing nor the upstream's streaming competes with it for the event loop or the GIL
-(both run on uvloop too, so that they take as little as they can of the cores they share with the bot here; the
-agent's client is aiohttp's, which takes a third of the CPU httpx's did for the same turns: with httpx the agent was
-the busiest of the three processes, and its own delays made up most of the direct path's p99).
+where the voice agent (Agora ConvoAI) and the upstream LLM are other machines, both run in processes of their own: the
+upstream is the fake LLM of the tests (``tests/fakes/llm_server.py``) streaming a fixed-size reply, and the agent is
+an HTTP client sending each request the way ConvoAI sends it with ``llm.vendor: "custom"`` (spec §4.11: persona, the
+call-start memory message, the agent's last messages with their ``turn_id``, ``timestamp`` and ``metadata``, the new
+user line, and at the top ``turn_id``, ``timestamp``, ``interruptable`` and ``model``). So the bot's process does only
+the bot's work, and neither the agent's parsing nor the upstream's streaming competes with it for the event loop or
+the GIL (both run on uvloop too, so that they take as little as they can of the cores they share with the bot here;
+the agent's client is aiohttp's, which takes a third of the CPU httpx's did for the same turns: with httpx the agent
+was the busiest of the three processes, and its own delays made up most of the direct path's p99).
 Every proxied turn stores the user line, builds that utterance's memory and stores the reply, as in a real call.
 The bot's start-up ends by freezing what it holds out of later garbage collections
 (``bot.loop.freeze_startup_objects``); so does this process's, before the members' calls start.
@@ -23,7 +24,10 @@ p50 and p99, measured by the agent, through the proxy and straight to the same u
 the p99 TTFB the proxy adds (target: <= 10 ms at 20 streams); one untimed turn through each path comes first
 (``warm_up``). Then the per-turn memory build alone (``MemoryService.build_context`` with the utterance as query,
 leaving out the running call), p50/p99 (target: <= 5 ms p99), measured before the last pass since that one
-pauses members' memory: the relay alone, the same level again with the members' memory paused. A machine-speed
+pauses members' memory: the relay alone, the same level again with the members' memory paused. Before that, the
+``--tools-level`` is run twice more, without and then with the memory tools offered to the model (remember,
+correct, forget: ``memory.voice_tools``), and the bot's CPU per proxied turn of the two is compared (target: at most
+1 ms more with the tools offered, when the model calls none). A machine-speed
 check is printed before and after the levels: figures from runs whose speed differs are not comparable.
 
     .venv/bin/python bench/live_recall.py [--members 100] [--levels 1,20,100] [--rounds N] [--builds 300]
@@ -52,12 +56,14 @@ import aiohttp
 from bench.memory_store import pct, sentence
 from bot import loop as event_loop
 from bot.agora import ConvoAIClient
+from bot.agora.custom_llm import read_request
 from bot.calls.llm_keys import hash_llm_key, new_llm_key
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
 from bot.llm import LLMClient
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.live import LiveRecall
+from bot.memory.own_words import OwnWords
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
 from bot.web.llm_route import LLM_ROUTE
@@ -146,12 +152,29 @@ class Member:
         self.call_id = call_id
         self.key = key
         self.system = [{"role": "system", "content": PERSONA}, {"role": "system", "content": memory_message}]
-        self.history: list[dict[str, str]] = [{"role": "assistant", "content": "Hi! Good to hear from you."}]
+        self.history: list[dict[str, Any]] = [
+            {
+                "role": "assistant",
+                "content": "Hi! Good to hear from you.",
+                "turn_id": 0,
+                "timestamp": int(time.time() * 1000),
+                "metadata": {"source": "greeting"},
+            }
+        ]
         self.turn = 0
 
     def request(self, rng: random.Random) -> dict[str, Any]:
         self.turn += 1
-        self.history.append({"role": "user", "content": sentence(rng, 10)})
+        now = int(time.time() * 1000)
+        self.history.append(
+            {
+                "role": "user",
+                "content": sentence(rng, 10),
+                "turn_id": self.turn,
+                "timestamp": now,
+                "metadata": {"source": "asr", "user": str(self.user_id)},
+            }
+        )
         self.history = self.history[-MAX_HISTORY:]
         return {
             "messages": [*self.system, *self.history],
@@ -159,7 +182,9 @@ class Member:
             "max_tokens": 400,
             "temperature": 0.7,
             "turn_id": self.turn,
-            "timestamp": int(time.time() * 1000),
+            "timestamp": now,
+            "interruptable": True,
+            "model": "",
         }
 
 
@@ -201,12 +226,20 @@ async def _run_agent(conn: Connection, calls: list[tuple[int, str, str, str]], o
 async def both_paths(
     http: aiohttp.ClientSession, member: Member, options: dict[str, Any], rng: random.Random, reply: str
 ) -> tuple[tuple[float, float], tuple[float, float]]:
-    """One turn of ``member``'s call through the proxy, then the same body straight to the upstream: the
-    (TTFB, TTLB) of each."""
+    """One turn of ``member``'s call through the proxy, then the same conversation straight to the upstream (as an
+    agent whose LLM is not custom sends it: OpenAI's fields only): the (TTFB, TTLB) of each."""
     body = member.request(rng)
     proxy = await timed_stream(http, options["proxy_url"], body, member.key)
-    member.history.append({"role": "assistant", "content": reply})
-    direct = {k: v for k, v in body.items() if k not in ("turn_id", "timestamp")}
+    member.history.append(
+        {
+            "role": "assistant",
+            "content": reply,
+            "turn_id": member.turn,
+            "timestamp": int(time.time() * 1000),
+            "metadata": {"source": "llm"},
+        }
+    )
+    direct = read_request(body, body["messages"]).upstream
     return proxy, await timed_stream(http, options["direct_url"], direct | {"model": "fake-model"})
 
 
@@ -285,8 +318,9 @@ class CollectorPauses:
             self.pauses.append(time.perf_counter() - self._began)
 
 
-async def measure_level(agent: Connection, level: int) -> float:
-    """Run one level in the agent's process, print its rows, return what the proxy adds to p99 TTFB (ms)."""
+async def measure_level(agent: Connection, level: int) -> tuple[float, float]:
+    """Run one level in the agent's process, print its rows, return what the proxy adds to p99 TTFB and the bot
+    process's CPU per proxied turn (both ms)."""
     cpu = time.process_time()
     with CollectorPauses() as collections:
         agent.send(level)
@@ -307,7 +341,8 @@ async def measure_level(agent: Connection, level: int) -> float:
     pauses = collections.pauses
     longest = f", the longest {max(pauses) * 1000:.1f} ms" if pauses else ""
     print(f"{level:>7} full garbage collections in the bot process meanwhile: {len(pauses)}{longest}")
-    return (pct([s[0] for s in results["proxy"]], 99) - pct([s[0] for s in results["direct"]], 99)) * 1000
+    added = (pct([s[0] for s in results["proxy"]], 99) - pct([s[0] for s in results["direct"]], 99)) * 1000
+    return added, cpu / max(1, turns) * 1000
 
 
 async def measure_builds(
@@ -355,7 +390,15 @@ async def run(args: argparse.Namespace) -> int:
         agora = ConvoAIClient(base_url="http://127.0.0.1:9/unused", app_id="x", customer_id="x", customer_secret="x")
         calls = CallService(store, memory, agora, settings, run_checkpoints=False)
         llm = LLMClient(base_url=upstream_url, model="fake-model", timeout=30)
-        live = LiveRecall(memory, llm, authorize=calls.call_for_llm_key, max_history=MAX_HISTORY, timeout_seconds=30)
+        own_words = OwnWords(memory)
+        live = LiveRecall(
+            memory,
+            llm,
+            authorize=calls.call_for_llm_key,
+            max_history=MAX_HISTORY,
+            timeout_seconds=30,
+            own_words=own_words,
+        )
         web = WebServer(
             CallPageAdapter(calls, store),
             host="127.0.0.1",
@@ -407,11 +450,23 @@ async def run(args: argparse.Namespace) -> int:
         try:
             try:
                 for level in args.levels:
-                    added = await measure_level(agent_conn, level)
+                    added, _cpu = await measure_level(agent_conn, level)
                     target = "  target <= 10 ms: " + ("ok" if added <= 10 else "OVER TARGET") if level == 20 else ""
                     if level == 20 and added > 10:
                         verdict = 1
                     print(f"{level:>7} proxy adds {added:.2f} ms to p99 TTFB{target}")
+                if args.tools_level:
+                    live.own_words = None
+                    _added, without = await measure_level(agent_conn, args.tools_level)
+                    live.own_words = own_words
+                    _added, offered = await measure_level(agent_conn, args.tools_level)
+                    extra = offered - without
+                    print(
+                        f"{args.tools_level:>7} memory tools offered: CPU per proxied turn {offered:.2f} ms against "
+                        f"{without:.2f} ms without ({extra:+.2f} ms)   target <= +1 ms: "
+                        + ("ok" if extra <= 1 else "OVER TARGET")
+                    )
+                    verdict = verdict or int(extra > 1)
                 # Before the relay-only pass, which pauses members' memory (a paused member's build reads nothing).
                 build_p50, build_p99 = await measure_builds(memory, members, args.builds, rng)
                 if args.relay_only_level:
@@ -422,7 +477,7 @@ async def run(args: argparse.Namespace) -> int:
                     level = args.relay_only_level
                     for user_id, *_ in members[:level]:
                         await store.set_memory_enabled(user_id, False, time.time())
-                    added = await measure_level(agent_conn, level)
+                    added, _cpu = await measure_level(agent_conn, level)
                     print(f"{level:>7} of which relaying alone (memory paused): {added:.2f} ms")
             finally:
                 agent_conn.send(None)
@@ -469,13 +524,20 @@ def main(argv: list[str] | None = None) -> int:
         help="last, run this level again with memory paused (relay cost alone); 0: do not",
     )
     parser.add_argument("--burst", action="store_true", help="all streams of a level start at the same instant")
+    parser.add_argument(
+        "--tools-level",
+        type=int,
+        default=20,
+        help="run this level without and with the memory tools offered, and compare CPU per turn; 0: do not",
+    )
     parser.add_argument("--builds", type=int, default=300, help="runs of the per-turn memory build")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrent streams, comma-separated")
     args = parser.parse_args(argv)
     args.levels = [int(level) for level in args.levels.split(",")]
-    if args.members < max(args.levels):
-        parser.error(f"--members must be at least {max(args.levels)} (one member per concurrent stream)")
+    most = max(*args.levels, args.tools_level, args.relay_only_level)
+    if args.members < most:
+        parser.error(f"--members must be at least {most} (one member per concurrent stream)")
     return event_loop.run(run(args))  # the bot's event loop (uvloop), as `python -m bot run` runs it
 
 

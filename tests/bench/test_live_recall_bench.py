@@ -26,6 +26,8 @@ def test_quick_run_prints_both_paths_and_stores_each_turn(capsys: pytest.Capture
             "2",
             "--stream-seconds",
             "0.05",
+            "--tools-level",
+            "2",
         ]
     )
     out = capsys.readouterr().out
@@ -35,6 +37,11 @@ def test_quick_run_prints_both_paths_and_stores_each_turn(capsys: pytest.Capture
         assert re.search(rf"^ +{level} proxy adds -?[\d.]+ ms to p99 TTFB", out, re.MULTILINE), out
     assert re.search(r"^ +2 of which relaying alone \(memory paused\): -?[\d.]+ ms", out, re.MULTILINE), out
     assert re.search(r"^per-turn memory build \(5,000 turns, 500 facts, 5 runs\): p50 [\d.]+ ms", out, re.MULTILINE)
-    # member 1 took the warm-up turn and 4 rounds: the greeting (first in the agent's window), then a user line and
-    # a reply each
-    assert "lines stored by the route in member 1's call: 11" in out, out
+    assert re.search(
+        r"^ +2 memory tools offered: CPU per proxied turn [\d.]+ ms against [\d.]+ ms without \([-+][\d.]+ ms\)",
+        out,
+        re.MULTILINE,
+    ), out
+    # member 1 took the warm-up turn and 8 rounds (2 levels, then the level without and with the tools): the
+    # greeting (first in the agent's window), then a user line and a reply each
+    assert "lines stored by the route in member 1's call: 19" in out, out
