@@ -46,6 +46,8 @@ from bot.config import DEFAULT_PERSONA
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
 from bot.llm.client import LLMClient
+from bot.memory.dense import DenseRetriever, MemberEmbedder
+from bot.memory.embedded import EmbeddedEmbedder
 from bot.memory.importer import import_conversations, parse_conversations
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
@@ -173,6 +175,7 @@ async def evaluate_case(
     llm: LLMClient | None,
     encrypted: bool = False,
     database_url: str | None = None,
+    embedder: EmbeddedEmbedder | None = None,
 ) -> list[CaseResult]:
     store: Store = PostgresStore(database_url) if database_url else SqliteStore(workdir / f"{case.test_id}.db")
     keys: SqliteKeyStore | None = None
@@ -191,6 +194,11 @@ async def evaluate_case(
             processor = PostCallProcessor(store, llm)
             while await processor.run_once():
                 pass
+        if embedder is not None:  # what the post-call queue's embed jobs store, then fused in query-aware builds
+            member = MemberEmbedder(store, embedder)
+            while (await member.embed_member(USER_ID))[1]:
+                pass
+            memory.context.dense = DenseRetriever(store, embedder)
         history = [m for s in case.sessions for m in s.messages]
         facts_stored = await store.count_facts(USER_ID)
         results = []
@@ -224,6 +232,7 @@ async def run(
     concurrency: int = 1,
     encrypted: bool = False,
     new_postgres_database: Callable[[], str] | None = None,
+    embedder: EmbeddedEmbedder | None = None,
 ) -> list[CaseResult]:
     """Every case at every budget: results ordered by budget, then case. On SQLite, or with
     `new_postgres_database` (a fresh database's URL per case) on PostgreSQL."""
@@ -234,7 +243,13 @@ async def run(
             async with limit:
                 url = new_postgres_database() if new_postgres_database else None
                 return await evaluate_case(
-                    case, Path(tmp), budgets=budgets, llm=llm, encrypted=encrypted, database_url=url
+                    case,
+                    Path(tmp),
+                    budgets=budgets,
+                    llm=llm,
+                    encrypted=encrypted,
+                    database_url=url,
+                    embedder=embedder,
                 )
 
         per_case = await asyncio.gather(*(one(c) for c in cases))
@@ -338,6 +353,7 @@ async def _main(args: argparse.Namespace) -> int:
     if args.limit is not None:
         cases = cases[: args.limit]
     llm = _llm_from_env() if args.llm else None
+    embedder = None if args.lexical else EmbeddedEmbedder()
     concurrency = args.concurrency if llm else 1
     by_backend: dict[str, list[CaseResult]] = {}
     try:
@@ -352,10 +368,16 @@ async def _main(args: argparse.Namespace) -> int:
                         concurrency=concurrency,
                         new_postgres_database=cluster.new_database,
                         encrypted=args.encrypted,
+                        embedder=embedder,
                     )
             else:
                 results = await run(
-                    cases, budgets=args.budgets, llm=llm, concurrency=concurrency, encrypted=args.encrypted
+                    cases,
+                    budgets=args.budgets,
+                    llm=llm,
+                    concurrency=concurrency,
+                    encrypted=args.encrypted,
+                    embedder=embedder,
                 )
             by_backend[backend] = results
             print(f"== {backend}")
@@ -398,6 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="cases processed at once with --llm")
     parser.add_argument("--verbose", action="store_true", help="per-case recall and the facts missed")
     parser.add_argument("--encrypted", action="store_true", help="store every text encrypted with the member's key")
+    parser.add_argument(
+        "--lexical", action="store_true", help="the embedded model off (memory.semantic_search false): BM25 only"
+    )
     parser.add_argument("--backends", default="sqlite", help="comma-separated: sqlite, postgresql (both: compared)")
     return asyncio.run(_main(parser.parse_args(argv)))
 

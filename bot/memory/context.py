@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from bot.memory.defuse import defuse
 from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer, Rows, forget_cached_terms
+from bot.memory.recall import keep_core, neighbour_positions, neighbours
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_uncached
 from bot.store.memo import memo
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
@@ -227,6 +228,10 @@ class _BudgetedBlock:
     def empty(self) -> bool:
         return not self.groups
 
+    def reopen(self) -> None:
+        """Forget the lines that did not fit (the budget grew)."""
+        self._misfits = 0
+
     @property
     def full(self) -> bool:
         """No line can be added any more (the smallest line costs about MIN_LINE_TOKENS), or the last
@@ -387,9 +392,10 @@ class ContextBuilder:
         index: MemberIndex | None,
         query: str,
     ) -> None:
-        """Facts matching the utterance, then the member's lines by relevance (BM25 from the stemmed index)
-        plus a smaller prior for lines that carry specifics (see ``_priors``), each question line with the line
-        that answers it; then the rest of the facts, summaries and the latest lines while anything fits."""
+        """Facts matching the utterance, the call start's core (``bot.memory.recall``), then the member's lines by
+        relevance (BM25 from the stemmed index, fused with the nearest by meaning) plus a smaller prior for lines
+        that carry specifics (see ``_priors``), each retrieved line with its neighbours; then the rest of the facts,
+        summaries and the latest lines while anything fits."""
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
         if index is not None:
             ranked_facts = index.rank_facts(terms, FACT_CANDIDATES)
@@ -402,24 +408,26 @@ class ContextBuilder:
                 user_id, query, ranked_facts, ranked, limit=candidates, exclude_call_id=exclude
             )
         lines: Sequence[TurnRecord]
+        hits = [t for t, _ in ranked]
         if index is not None:
             lines, priors, _, base = _indexed_lines(index)
-            answers = _answers([t for t, _ in ranked], index.turns_at)
+            around = neighbours(hits, index.turns_at)
         else:
             lines = await self.store.recent_turns_of(user_id, CALL_START_LINES, exclude_call_id=exclude)
             priors = _priors(lines)
             base = _QueryBase.of(lines, priors)
-            questions = [t for t, _ in ranked if "?" in t.content]
-            following = await self.store.turns_at([(t.call_id or t.chat_id or "", t.seq + 1) for t in questions])
-            answers = _answers(questions, lambda _: following)
+            found = await self.store.turns_at(neighbour_positions(hits))
+            around = neighbours(hits, lambda _: found)
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
+        await keep_core(block, lambda: self._fill_for_call_start(block, user_id, index))
         for turn, hit in _by_score(ranked, priors, base, lines):
             if block.full:
                 break
-            if block.add_turn(turn) and hit and (answer := answers.get(turn.turn_id)) is not None:
-                block.add_turn(answer)
+            if block.add_turn(turn) and hit:
+                for near in around.get(turn.turn_id, ()):
+                    block.add_turn(near)
         await self._fill_rest(block, user_id, reversed(lines), index)
 
     async def _fill_for_call_start(self, block: _BudgetedBlock, user_id: int, index: MemberIndex | None) -> None:
@@ -670,22 +678,6 @@ class _QueryBase:
             if priors[t.turn_id] > 0
         )
         return cls(tuple(keys), {t.turn_id: position for position, t in enumerate(lines)})
-
-
-def _answers(
-    hits: list[TurnRecord], turns_at: Callable[[list[tuple[str, int]]], list[TurnRecord]]
-) -> dict[int, TurnRecord]:
-    """For each hit that asks something, the next line of its conversation when the other side said it
-    (``turns_at`` finds lines by position)."""
-    questions = [t for t in hits if "?" in t.content]
-    following = turns_at([(t.call_id or t.chat_id or "", t.seq + 1) for t in questions])
-    by_position = {(t.call_id or t.chat_id, t.seq): t for t in following}
-    answers = {}
-    for question in questions:
-        answer = by_position.get((question.call_id or question.chat_id, question.seq + 1))
-        if answer is not None and answer.role != question.role:
-            answers[question.turn_id] = answer
-    return answers
 
 
 def _render_fact_line(
