@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bot.keys.crypto import MemberCipher
+from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.reading import ReadKeys
 from bot.keys.records import raise_forgotten
 from bot.store.models import FactRecord, TurnRecord
@@ -25,6 +25,10 @@ TURN_TEXT, FACT_TEXT = "turns.content", "facts.text"
 
 def _column(kind: ItemKind, item_id: int) -> str:
     return f"{VECTOR_COLUMN}/{kind}/{item_id}"
+
+
+def _opened_vectors(cipher: MemberCipher, stored: Sequence[StoredVector]) -> list[StoredVector]:
+    return [dataclasses.replace(v, vector=cipher.decrypt_bytes(_column(v.kind, v.item_id), v.vector)) for v in stored]
 
 
 class EncryptedVectors:
@@ -68,9 +72,10 @@ class EncryptedVectors:
         if not stored:
             return []
         cipher = await self._vector_cipher(user_id)
-        return [
-            dataclasses.replace(v, vector=cipher.decrypt_bytes(_column(v.kind, v.item_id), v.vector)) for v in stored
-        ]
+        try:
+            return _opened_vectors(cipher, stored)
+        except DecryptionFailed:  # a key cached from before a forget elsewhere: read it again, once
+            return _opened_vectors(await self._vector_cipher(user_id, fresh=True), stored)
 
     async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
         return await self.backend.vectors_stamp(user_id, model)

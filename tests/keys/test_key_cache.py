@@ -134,3 +134,20 @@ async def test_every_generation_read_drops_an_older_cached_key(two: tuple[Encryp
     await shell.backend.forget_user(ALICE)  # bumps the generation
     await bot.memory_stamp(ALICE)  # what the live path reads each turn
     assert await bot.keys.cipher(ALICE, create=False) is None, "read again from the key store: gone"
+
+
+async def test_a_stale_key_reads_embeddings_again(two: tuple[EncryptedStore, EncryptedStore]) -> None:
+    reader, writer = two
+    await writer.set_consent(ALICE, True, time.time())
+    await writer.create_chat(make_chat(ALICE, chat_id="one"))
+    await say(writer, "First words.", "one")
+    assert len(await reader.recent_turns(ALICE, 10)) == 1  # the reader caches the first key
+    await writer.keys.delete(ALICE)
+    await writer.backend.forget_user(ALICE)
+    await writer.set_consent(ALICE, True, time.time())
+    await writer.create_chat(make_chat(ALICE, chat_id="two"))
+    await say(writer, "Fresh start.", "two")
+    turn = (await writer.backend.recent_turns(ALICE, 1))[0]
+    vector = bytes(range(16))
+    assert await writer.put_vectors(ALICE, "model", [("turn", turn.turn_id, vector)]) == 1
+    assert [v.vector for v in await reader.member_vectors(ALICE, "model")] == [vector]
