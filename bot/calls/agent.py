@@ -1,10 +1,12 @@
-"""The join request for one call's agent, from settings, server overrides and the memory context.
+"""The join request for one call's agent, from settings, server overrides and the memory context, and what the
+agent's status and exit message mean for the call.
 
 This module is the one place that shapes the ``/join`` body (and the ``/update`` that renews the agent's token).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bot.config import AgoraSettings
@@ -139,3 +141,30 @@ def join_properties(
 def token_update(agent_token: str) -> dict[str, Any]:
     """The ``/update`` properties that give a running agent a fresh token (nothing else changes)."""
     return {"token": agent_token}
+
+
+STOP_REASONS = {
+    "Idle for too long": "idle_timeout",
+    "Task lifetime limit exceeded": "agent_lifetime",
+    "Connecting for too long": "agent_failed",
+    "RTC connection error": "agent_failed",
+    "OK": "agent_stopped",
+}
+RUNNING_STATUSES = frozenset({"IDLE", "STARTING", "RUNNING", "RECOVERING"})
+_REASON_WRAPPER = re.compile(r"reason:\s*(?P<reason>.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def stop_reason(message: str | None) -> str:
+    """Our end reason for Agora's exit message, bare ("Idle for too long") as NCS 102 sends it or wrapped
+    ("agent exits with reason: Idle for too long") as the query endpoint does."""
+    text = (message or "").strip()
+    wrapped = _REASON_WRAPPER.search(text)
+    if wrapped:
+        text = wrapped.group("reason").strip().rstrip(".").strip()
+    if text in STOP_REASONS:
+        return STOP_REASONS[text]
+    lowered = text.lower()
+    for known, reason in STOP_REASONS.items():
+        if known != "OK" and known.lower() in lowered:
+            return reason
+    return "agent_stopped"

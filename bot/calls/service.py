@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import re
 import secrets
 import time
 import uuid
@@ -23,7 +22,7 @@ from typing import Protocol
 from bot.agora import AgoraError, AgoraLimitExceeded, AgoraNotFound, ConvoAIClient
 from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS, build_rtc_token
 from bot.agora.webhooks import EVENT_AGENT_TOKEN_EXPIRING, Notification, parse_notification, verify_signature
-from bot.calls.agent import join_properties, preset_for, token_update
+from bot.calls.agent import RUNNING_STATUSES, join_properties, preset_for, stop_reason, token_update
 from bot.calls.errors import (
     CallAlreadyActive,
     CallsDisabled,
@@ -78,32 +77,6 @@ hang-ups in flight: saving a running call's history can wait a moment, a member 
 WEBHOOK_GRACE_SECONDS = 15.0
 """Post-call processing waits at most this long after a call ends, so Agora's history webhook (NCS 103) can land
 first; it starts at once when that webhook already arrived or when no webhook is configured."""
-
-STOP_REASONS = {
-    "Idle for too long": "idle_timeout",
-    "Task lifetime limit exceeded": "agent_lifetime",
-    "Connecting for too long": "agent_failed",
-    "RTC connection error": "agent_failed",
-    "OK": "agent_stopped",
-}
-RUNNING_STATUSES = frozenset({"IDLE", "STARTING", "RUNNING", "RECOVERING"})
-_REASON_WRAPPER = re.compile(r"reason:\s*(?P<reason>.*)$", re.IGNORECASE | re.DOTALL)
-
-
-def stop_reason(message: str | None) -> str:
-    """Our end reason for Agora's exit message, bare ("Idle for too long") as NCS 102 sends it or wrapped
-    ("agent exits with reason: Idle for too long") as the query endpoint does."""
-    text = (message or "").strip()
-    wrapped = _REASON_WRAPPER.search(text)
-    if wrapped:
-        text = wrapped.group("reason").strip().rstrip(".").strip()
-    if text in STOP_REASONS:
-        return STOP_REASONS[text]
-    lowered = text.lower()
-    for known, reason in STOP_REASONS.items():
-        if known != "OK" and known.lower() in lowered:
-            return reason
-    return "agent_stopped"
 
 
 @dataclass(frozen=True)
