@@ -1,0 +1,56 @@
+"""How a remembered fact reads to the member it is about: in the second person.
+
+Facts are stored as the extractor writes them, about "the user" in the third person ("The user's dog is called
+Biscuit."), because the agent reads them as notes about the person it talks to. Shown to that person (``/memory``,
+the call card, the call page), "The user is learning Portuguese" reads like a note about a stranger; it is shown
+as "You are learning Portuguese". Only unambiguous references are turned: "the user" anywhere, and "they"/"their"
+only as a fact's first word (further in, they may be about someone else). Facts the member told in their own
+words are shown as they said them.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BE_HAVE = {"is": "are", "was": "were", "has": "have", "does": "do", "isn't": "aren't", "wasn't": "weren't"}
+_ADVERBS = frozenset({"also", "still", "often", "usually", "always", "never", "now", "really", "mostly", "just"})
+_SUBJECT = re.compile(r"^(?:The user|They)\b(?!')", re.IGNORECASE)
+_POSSESSIVE_START = re.compile(r"^(?:The user's|Their)\b", re.IGNORECASE)
+_USERS = re.compile(r"\bthe user's\b", re.IGNORECASE)
+_USER = re.compile(r"\bthe user\b", re.IGNORECASE)
+
+
+def _base_form(verb: str) -> str:
+    """The verb a third-person-singular form comes from: "lives" -> "live", "teaches" -> "teach"."""
+    lower = verb.lower()
+    if lower in _BE_HAVE:
+        return _BE_HAVE[lower]
+    if lower.endswith("ies") and len(lower) > 4:
+        return verb[:-3] + "y"
+    if lower.endswith(("ches", "shes", "sses", "xes", "zes", "oes")):
+        return verb[:-2]
+    if lower.endswith("s") and not lower.endswith("ss"):
+        return verb[:-1]
+    return verb
+
+
+def second_person(fact: str) -> str:
+    """``fact`` about "the user" as said to them: "The user lives in Leeds" -> "You live in Leeds"."""
+    text = fact.strip()
+    possessive = _POSSESSIVE_START.match(text)
+    if possessive:
+        text = "Your" + text[possessive.end() :]
+    else:
+        subject = _SUBJECT.match(text)
+        if subject:
+            was_they = subject.group(0).lower() == "they"
+            rest = text[subject.end() :].lstrip()
+            words = rest.split(" ")
+            at = 0
+            while at < len(words) - 1 and words[at].lower() in _ADVERBS:
+                at += 1
+            if words and not was_they:
+                words[at] = _base_form(words[at])
+            text = "You " + " ".join(words)
+    text = _USERS.sub("your", text)
+    return _USER.sub("you", text)
