@@ -91,6 +91,7 @@ async def call_and_hang_up(fake: FakeDiscord, emu: object, said: str, *, consent
         card = await next_of_kind(fake, token, "followup", "edit")
     assert SOMETHING_WENT_WRONG not in str(card.get("content")), card
     agent = max(emu.agents.values(), key=lambda a: a.sequence)  # type: ignore[attr-defined]
+    assert "4417" not in str(agent.system_messages), "nothing forgotten reaches the agent"
     emu.user_joined(agent.agent_id)  # type: ignore[attr-defined]
     emu.script(agent.agent_id, [("user", said), ("assistant", "Noted.")])  # type: ignore[attr-defined]
     ended = await next_of_kind(fake, await fake.slash("hangup", ALICE), "followup", "edit")
@@ -169,6 +170,7 @@ async def test_a_forget_from_the_shell_reaches_the_running_bots_key_cache(
 
             shown = await next_of_kind(fake, await fake.slash("memory", ALICE), "followup", "edit")
             assert SOMETHING_WENT_WRONG not in str(shown.get("content")) and shown.get("embeds"), shown
+            assert "4417" not in str(shown), "the forgotten memory is gone from /memory"
         finally:
             if bot is not None and bot.returncode is None:
                 bot.send_signal(signal.SIGTERM)
