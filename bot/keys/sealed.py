@@ -42,6 +42,10 @@ _SEALED = re.compile(r"[0-9a-f ]*" + SEAL + r"[\u2800-\u28ff]+")
 
 
 def seal(cipher: MemberCipher, column: str, text: str, *, indexed: bool) -> str:
+    """``text`` sealed; an empty text stays empty: it has nothing to hide, and a line forgotten while its call was
+    open is stored with no text, where the merge finds it (``bot.memory.merge``)."""
+    if not text:
+        return ""
     body = _to_braille(cipher.encrypt(column, text))
     if indexed:
         terms = hashed_document(cipher, text)
@@ -57,6 +61,8 @@ def is_sealed(value: str) -> bool:
 
 def unseal(cipher: MemberCipher, column: str, value: str) -> str:
     """The plain text; ``DecryptionFailed`` when the value is not this member's and column's (or not sealed)."""
+    if not value:
+        return ""
     at = value.rfind(SEAL)
     raw = _from_braille(value[at + 1 :]) if at >= 0 else None
     if raw is None:

@@ -115,6 +115,8 @@ def render_transcript(turns: Sequence[TurnRecord], max_chars: int = MAX_TRANSCRI
     lines: list[str] = []
     size = 0
     for turn in reversed(turns):
+        if not turn.content:
+            continue  # forgotten while its call was open
         cut = " (cut off by the user)" if turn.interrupted else ""
         line = f"{turn.role.upper()}{cut}: {_one_line(turn.content)}"
         size += len(line) + 1

@@ -59,7 +59,7 @@ def _compatible(stored: Utterance, role: Role, content: str, incoming_is_last: b
     when ``heard``), or None."""
     if stored.role != role:
         return None
-    if stored.content == content:
+    if stored.content == content or not stored.content:  # a stored line with no text was forgotten: its place
         return "eq"
     if role == "assistant" and (stored.partial or incoming_is_last or heard):
         if content.startswith(stored.content) or stored.content.startswith(content):
@@ -78,6 +78,8 @@ def _kept(content: str, before: str, authoritative: bool) -> str:
 def _merged(before: Utterance, content: str, authoritative: bool, heard: bool) -> Utterance:
     """``before`` as a merge keeps it given the incoming ``content`` of the same line (see `_kept`): marked
     interrupted when the member is known to have cut it short, or the authoritative text is shorter than stored."""
+    if not before.content:
+        return replace(before, partial=False)  # forgotten: the agent's history never brings its text back
     kept = _kept(content, before.content, authoritative)
     interrupted = before.interrupted or heard or len(kept) < len(before.content)
     return replace(before, content=kept, partial=False, interrupted=interrupted)

@@ -32,6 +32,8 @@ def build_export(
     """`turns` in export order (spoken_at, seq); rows are mappings with the tables' column names."""
     by_conversation: dict[str, list[dict[str, Any]]] = {}
     for t in turns:
+        if not t["content"]:
+            continue  # a line forgotten while its call was open: no text, only its place was kept
         key = t["call_id"] or t["chat_id"]
         line = {"role": t["role"], "content": t["content"], "at": iso(t["spoken_at"]), "source": t["source"]}
         if t["interrupted"]:

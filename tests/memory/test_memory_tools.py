@@ -177,3 +177,35 @@ async def test_the_agents_own_tools_are_kept_and_their_calls_relayed(world: Call
     assert offered(fake_llm.last_request) == NAMES | {"lookup_order"}
     assert turn.outcome == "ok", "the agent got the call as the model streamed it, with its [DONE]"
     assert len(fake_llm.requests) == 1, "the bot never answers a call of the agent's tool itself"
+
+
+async def test_a_fact_forgotten_mid_call_never_comes_back_from_the_agents_history(
+    world: CallWorld, fake_llm: FakeLLM
+) -> None:
+    """The agent still holds the line that said it; the next turns, a checkpoint and webhook 103 must neither store
+    it again nor write the call's window twice."""
+    call_id, agent_id = await world.start_member_call(ALICE)
+    fake_llm.queue_tool_calls([("remember", {"fact": "My ex is called Sam Okonjo"})])
+    fake_llm.queue_reply("Noted.")
+    await world.emu.user_says(agent_id, "Remember that my ex is called Sam Okonjo.")
+    fake_llm.queue_tool_calls([("forget", {"fact": "ex is called Sam Okonjo"})])
+    fake_llm.queue_reply("Forgotten.")
+    await world.emu.user_says(agent_id, "Actually, forget what I said about my ex.")
+    fake_llm.queue_reply("Sunny.")
+    await world.emu.user_says(agent_id, "What's the weather?")
+    assert await world.calls.checkpoint(call_id)
+    assert world.live is not None
+    await world.live.wait_idle()
+
+    said = [(role, text) for role, text in (await world.call_lines(call_id)) if text]
+    assert said == [
+        (role, text)
+        for role, text in ((m.role, m.content) for m in world.emu.agent(agent_id).conversation)
+        if "Okonjo" not in text
+    ], "every other line once, in order"
+    await world.calls.hang_up(ALICE)
+    await world.emu.wait_webhooks_idle()
+    await world.calls.wait_background()
+    assert not any("Okonjo" in text for _, text in await world.call_lines(call_id))
+    exported = json.dumps(await world.memory.export(ALICE))
+    assert "Okonjo" not in exported and '"content": ""' not in exported

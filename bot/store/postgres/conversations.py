@@ -43,7 +43,7 @@ from bot.store.specifics import stored_specifics
 _GUILD_NAMES = sorted(_GUILD_SETTING_NAMES)
 _CALL_START_MEMORY = (
     f"(SELECT {_TURN_COLUMNS}, NULL::double precision, NULL::double precision, true FROM turns WHERE user_id = $1 "
-    "ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT $2) UNION ALL "
+    "AND content <> '' ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT $2) UNION ALL "
     "(SELECT fact_id, user_id, source_call_id, source_chat_id, mentions, NULL, text, confirmed_at, NULL, NULL, NULL, "
     "NULL, NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
     "AND invalidated_at IS NULL ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT $3) "
@@ -483,7 +483,8 @@ class PostgresConversations(PostgresFullText):
 
     async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
         rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at DESC, seq DESC LIMIT $2",
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 AND content <> '' "
+            "ORDER BY spoken_at DESC, seq DESC LIMIT $2",
             user_id,
             limit,
         )
@@ -527,7 +528,8 @@ class PostgresConversations(PostgresFullText):
     ) -> list[TurnRecord]:
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 "
-            "AND (call_id IS NULL OR call_id IS DISTINCT FROM $2) ORDER BY spoken_at DESC, seq DESC LIMIT $3",
+            "AND (call_id IS NULL OR call_id IS DISTINCT FROM $2) AND content <> '' "
+            "ORDER BY spoken_at DESC, seq DESC LIMIT $3",
             user_id,
             exclude_call_id,
             limit,
@@ -546,7 +548,8 @@ class PostgresConversations(PostgresFullText):
             return []
         rows = await self._all(
             f"SELECT {_prefixed(_TURN_COLUMNS, 't')} FROM unnest($1::text[], $2::integer[]) WITH ORDINALITY "
-            "AS p(ref, seq, i) JOIN turns t ON (t.call_id = p.ref OR t.chat_id = p.ref) AND t.seq = p.seq ORDER BY p.i",
+            "AS p(ref, seq, i) JOIN turns t ON (t.call_id = p.ref OR t.chat_id = p.ref) AND t.seq = p.seq "
+            "AND t.content <> '' ORDER BY p.i",
             [ref for ref, _ in positions],
             [seq for _, seq in positions],
         )

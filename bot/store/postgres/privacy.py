@@ -47,8 +47,20 @@ class PostgresPrivacy(PostgresBase):
             if row is None:
                 return None
             await _forgotten(db, user_id, time.time())
+            # A line of a call still open keeps its place with no text (content ''): the agent's history still
+            # holds it, and the merges of that call's next windows must find it there, not store it again.
+            ids = list(turn_ids)
             await db.execute(
-                "DELETE FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2", list(turn_ids), user_id
+                "UPDATE turns SET content = '', specifics = 0 WHERE turn_id = ANY($1::bigint[]) AND user_id = $2 "
+                "AND call_id IN (SELECT call_id FROM calls WHERE state IN ('starting', 'active', 'ending'))",
+                ids,
+                user_id,
+            )
+            await db.execute(
+                "DELETE FROM memory_vectors WHERE turn_id = ANY($1::bigint[]) AND user_id = $2", ids, user_id
+            )
+            await db.execute(
+                "DELETE FROM turns WHERE turn_id = ANY($1::bigint[]) AND user_id = $2 AND content <> ''", ids, user_id
             )
             for target in summaries:
                 table, column, ref_id = target.table, target.column, target.ref_id

@@ -276,7 +276,8 @@ class SqliteConversations(SqliteFullText):
 
     async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
         rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND content <> '' "
+            "ORDER BY spoken_at DESC, seq DESC LIMIT ?",
             (user_id, limit),
         )
         return [_turn(r) for r in reversed(rows)]
@@ -319,7 +320,7 @@ class SqliteConversations(SqliteFullText):
         """Like ``recent_turns``, leaving out the lines of ``exclude_call_id``."""
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND (call_id IS NULL OR call_id IS NOT ?) "
-            "ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            "AND content <> '' ORDER BY spoken_at DESC, seq DESC LIMIT ?",
             (user_id, exclude_call_id, limit),
         )
         return [_turn(r) for r in reversed(rows)]
@@ -335,8 +336,8 @@ class SqliteConversations(SqliteFullText):
         if not positions:
             return []
         lookups = " UNION ALL ".join(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? AND seq = ? UNION ALL "
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? AND seq = ?"
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = ? AND seq = ? AND content <> '' UNION ALL "
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? AND seq = ? AND content <> ''"
             for _ in positions
         )
         rows = await self._all(lookups, [v for ref, seq in positions for v in (ref, seq, ref, seq)])

@@ -56,9 +56,16 @@ class SqlitePrivacy(SqliteBase):
         async with self._tx() as db:
             await db.execute("DELETE FROM facts WHERE fact_id = ? AND user_id = ?", (fact_id, user_id))
             await _forgotten(db, user_id, self._now())
+            # A line of a call still open keeps its place with no text (content ''): the agent's history still
+            # holds it, and the merges of that call's next windows must find it there, not store it again.
+            ids = [(turn_id, user_id) for turn_id in turn_ids]
             await db.executemany(
-                "DELETE FROM turns WHERE turn_id = ? AND user_id = ?", [(turn_id, user_id) for turn_id in turn_ids]
+                "UPDATE turns SET content = '', specifics = 0 WHERE turn_id = ? AND user_id = ? AND call_id IN "
+                "(SELECT call_id FROM calls WHERE state IN ('starting', 'active', 'ending'))",
+                ids,
             )
+            await db.executemany("DELETE FROM memory_vectors WHERE turn_id = ? AND user_id = ?", ids)
+            await db.executemany("DELETE FROM turns WHERE turn_id = ? AND user_id = ? AND content <> ''", ids)
             for target in summaries:
                 table, column, ref_id = target.table, target.column, target.ref_id
                 await db.execute(

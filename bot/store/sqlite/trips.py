@@ -363,7 +363,8 @@ _CURRENT_FACTS = (
     "ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT ?"
 )
 _LATEST_LINES = (
-    f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT ?"
+    f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = ? AND content <> '' "
+    "ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT ?"
 )
 
 
