@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The two commands: `python3 tasks.py run` (set up and run the bot) and `python3 tasks.py test` (set up and
-run the whole test suite). Both create ./.venv and install what they need; only Python 3.11+ is required."""
+"""The commands: `python3 tasks.py run` (set up and run the bot), `python3 tasks.py test` (set up and run the whole
+test suite) and `python3 tasks.py demo` (try the bot locally against stand-ins of Discord, Agora and an LLM, no
+accounts). Each creates ./.venv and installs what it needs; only Python 3.11+ is required."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 CHROMIUM = Path("/usr/bin/chromium")
 POSTGRES_BIN = Path("/usr/lib/postgresql")
-SOURCES = ["bot", "cogs", "tests", "bench", "tasks.py"]
+SOURCES = ["bot", "cogs", "demo", "tests", "bench", "tasks.py"]
 
 
 def say(message: str) -> None:
@@ -28,7 +29,9 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
-def ensure_venv(extra: str) -> None:
+def ensure_venv(extra: str, *, or_extras: tuple[str, ...] = ()) -> None:
+    """Install the bot (with `extra`) into .venv unless it is current: installed from this pyproject.toml with
+    `extra`, or with one of `or_extras`, which hold everything `extra` does."""
     if sys.version_info < (3, 11):  # noqa: UP036 - this script runs under the system Python
         sys.exit(f"Python 3.11 or newer is needed; this is {sys.version.split()[0]}.")
     if not PYTHON.exists():
@@ -36,7 +39,8 @@ def ensure_venv(extra: str) -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
     stamp = VENV / f".installed-{extra or 'base'}"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if stamp.exists() and stamp.read_text() == digest:
+    stamps = [stamp, *(VENV / f".installed-{other}" for other in or_extras)]
+    if any(s.exists() and s.read_text() == digest for s in stamps):
         return
     target = f".[{extra}]" if extra else "."
     say(f"installing {target} into .venv")
@@ -128,11 +132,29 @@ def run_tests(args: list[str]) -> int:
     return subprocess.run([str(PYTHON), "-m", "pytest", *args]).returncode
 
 
+def run_demo(args: list[str]) -> int:
+    """The bot against loopback stand-ins (the `demo` package); `--no-setup` uses .venv as it is (offline)."""
+    if "--no-setup" in args:
+        if not PYTHON.exists():
+            sys.exit("--no-setup needs an existing .venv: run `python3 tasks.py demo` once without it.")
+    else:
+        ensure_venv("demo", or_extras=("test",))
+    os.chdir(ROOT)
+    rest = [arg for arg in args if arg != "--no-setup"]
+    os.execv(str(PYTHON), [str(PYTHON), "-m", "demo", *rest])
+    return 0
+
+
+COMMANDS = {"run": run_bot, "test": run_tests, "demo": run_demo}
+
+
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in {"run", "test"}:
-        sys.exit("usage: python3 tasks.py run [--config FILE] | python3 tasks.py test [pytest options]")
-    command, rest = sys.argv[1], sys.argv[2:]
-    return run_bot(rest) if command == "run" else run_tests(rest)
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(
+            "usage: python3 tasks.py run [--config FILE] | python3 tasks.py test [pytest options] | "
+            "python3 tasks.py demo [--data DIR] [--no-setup]"
+        )
+    return COMMANDS[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

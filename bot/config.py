@@ -35,6 +35,7 @@ DEFAULT_PERSONA = (
 
 
 MAX_LINK_TTL_MINUTES = 1440
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def _http_url(value: str, expected: str) -> str:
@@ -137,6 +138,11 @@ class AgoraSettings(_Section):
     request_timeout_seconds: float = Field(default=10.0, gt=0)
     greeting: str = "Hi! Good to hear from you. What's on your mind?"
     sdk_url: str = AGORA_DEFAULT_SDK_URL
+    emulator: bool = False
+    """The Agora API is the local emulator of ``python3 tasks.py demo`` (tests/fakes/agora_emulator.py): the call
+    page offers a "type instead of speaking" box whose lines the emulator's agent hears as the member's speech.
+    Refused unless ``api_base_url`` is on this machine (127.0.0.1, ::1 or localhost), so a bot talking to the real
+    Agora never shows it."""
 
     @field_validator("api_base_url")
     @classmethod
@@ -161,6 +167,23 @@ class AgoraSettings(_Section):
         if value is not None and (len(value) != 32 or any(c not in "0123456789abcdefABCDEF" for c in value)):
             raise ValueError("must be the 32-character hex App ID from Agora Console")
         return value
+
+    @model_validator(mode="after")
+    def _emulator_only_on_loopback(self) -> AgoraSettings:
+        if self.emulator and urlsplit(self.api_base_url).hostname not in LOOPBACK_HOSTS:
+            raise ValueError(
+                "agora.emulator (AGORA_EMULATOR) is only for the local Agora emulator of `python3 tasks.py demo`: "
+                f"agora.api_base_url must then be on 127.0.0.1, ::1 or localhost, not {self.api_base_url!r}"
+            )
+        return self
+
+    @property
+    def emulator_controls_url(self) -> str | None:
+        """The emulator's test controls (``/_emulator`` beside its API), when ``emulator`` is set."""
+        if not self.emulator:
+            return None
+        parts = urlsplit(self.api_base_url)
+        return f"{parts.scheme}://{parts.netloc}/_emulator"
 
 
 class LLMSettings(_Section):

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -128,6 +128,7 @@ class _PageSettings:
     invalid_html: str
     preview_html: str
     status_poll_interval: float
+    emulator_controls_url: str | None = None
 
 
 BACKEND_KEY = web.AppKey("call_page_backend", CallPageBackend)
@@ -179,9 +180,11 @@ def _origin(url: str) -> str | None:
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
-def build_csp(sdk_url: str) -> str:
+def build_csp(sdk_url: str, emulator_controls_url: str | None = None) -> str:
     sdk_origin = _origin(sdk_url)
     extra = f" {sdk_origin}" if sdk_origin else ""
+    emulator_origin = _origin(emulator_controls_url) if emulator_controls_url else None
+    connect_extra = extra + (f" {emulator_origin}" if emulator_origin and emulator_origin != sdk_origin else "")
     return "; ".join(
         [
             "default-src 'self'",
@@ -190,7 +193,7 @@ def build_csp(sdk_url: str) -> str:
             "img-src 'self' data: blob:",
             "media-src 'self' blob: mediastream:",
             # The Agora SDK talks to many edge servers (https + wss) chosen at run time.
-            f"connect-src 'self' https: wss:{extra}",
+            f"connect-src 'self' https: wss:{connect_extra}",
             "worker-src 'self' blob:",
             "object-src 'none'",
             "base-uri 'none'",
@@ -209,10 +212,12 @@ def create_app(
     monitor: OperatorView | None = None,
     live_recall: LLMBackend | None = None,
     read_timeout: float = READ_TIMEOUT_SECONDS,
+    emulator_controls_url: str | None = None,
 ) -> web.Application:
     """Build the aiohttp application. ``sdk_url`` is the Agora Web SDK (UMD build exposing global AgoraRTC);
     ``public_url`` is the externally visible base URL (https in production), used to check the Origin of
-    hang-up requests; ``read_timeout`` bounds how long a request's body may take to arrive (``bot.web.limits``)."""
+    hang-up requests; ``read_timeout`` bounds how long a request's body may take to arrive (``bot.web.limits``);
+    ``emulator_controls_url`` (``agora.emulator``, the demo only) gives the page its "type instead of speaking" box."""
     public_origin = _origin(public_url)
     if public_origin is None:
         raise ValueError("public_url must be an absolute http(s) URL")
@@ -220,11 +225,12 @@ def create_app(
         sdk_url=sdk_url,
         public_url=public_url.rstrip("/"),
         public_origin=public_origin,
-        csp=build_csp(sdk_url),
+        csp=build_csp(sdk_url, emulator_controls_url),
         call_template=(STATIC_DIR / "call.html").read_text(encoding="utf-8"),
         invalid_html=(STATIC_DIR / "invalid.html").read_text(encoding="utf-8"),
         preview_html=_PREVIEW_HTML,
         status_poll_interval=status_poll_interval,
+        emulator_controls_url=emulator_controls_url,
     )
     app = web.Application(middlewares=[_security_middleware, read_deadline], client_max_size=MAX_WEBHOOK_BYTES)
     app[READ_TIMEOUT_KEY] = read_timeout
@@ -310,9 +316,12 @@ def _iso_utc(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def page_config(session: PageSession, *, status_poll_interval: float) -> dict[str, object]:
-    """The join parameters as embedded in the call page (element #call-config)."""
-    return {
+def page_config(
+    session: PageSession, *, status_poll_interval: float, emulator_controls_url: str | None = None
+) -> dict[str, object]:
+    """The join parameters as embedded in the call page (element #call-config); with the Agora emulator, also
+    where typed lines go (``typeUrl``: the emulator hears them as the member's speech in this channel)."""
+    config: dict[str, object] = {
         "appId": session.app_id,
         "channel": session.channel,
         "token": session.rtc_token,
@@ -324,12 +333,21 @@ def page_config(session: PageSession, *, status_poll_interval: float) -> dict[st
         "pollIntervalMs": max(100, round(status_poll_interval * 1000)),
         "pageId": session.page_id,
     }
+    if emulator_controls_url is not None:
+        config["typeUrl"] = f"{emulator_controls_url}/channels/{quote(session.channel, safe='')}/user_says"
+    return config
 
 
 def render_call_page(settings: _PageSettings, session: PageSession) -> str:
     values = {
         "SDK_URL": html.escape(settings.sdk_url, quote=True),
-        "CONFIG_JSON": _json_for_script(page_config(session, status_poll_interval=settings.status_poll_interval)),
+        "CONFIG_JSON": _json_for_script(
+            page_config(
+                session,
+                status_poll_interval=settings.status_poll_interval,
+                emulator_controls_url=settings.emulator_controls_url,
+            )
+        ),
         "MAX_MINUTES": html.escape(str(int(session.max_minutes))),
     }
     return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), settings.call_template)
@@ -509,6 +527,7 @@ class WebServer:
         monitor: OperatorView | None = None,
         live_recall: LLMBackend | None = None,
         read_timeout: float = READ_TIMEOUT_SECONDS,
+        emulator_controls_url: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -520,6 +539,7 @@ class WebServer:
             monitor=monitor,
             live_recall=live_recall,
             read_timeout=read_timeout,
+            emulator_controls_url=emulator_controls_url,
         )
         self.read_timeout = read_timeout
         self.public_url = public_url.rstrip("/")

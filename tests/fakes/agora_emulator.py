@@ -86,6 +86,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, NamedTuple, Self
 
 import aiohttp
@@ -1741,6 +1742,17 @@ class ControlledAgoraEmulator(AgoraEmulator):
       → ``{"agents": [{"agent_id", "status", "labels"}]}``
     * ``GET /_emulator/stats`` → ``{"requests", "operations": {op: n}, "statuses": {op: {status: n}},
       "agents": {"total", "active"}}``, counting ConvoAI operations only.
+    * ``POST /_emulator/agents/{agent_id}/user_says`` with ``{"text": ...}``: :meth:`user_says` (the agent calls its
+      custom LLM) → ``{"agent_id", "outcome", "error", "said": [what the agent said after the line]}``
+
+    The member's browser side, for a call page running against the emulator (``python3 tasks.py demo``):
+
+    * ``GET /_emulator/sdk.js``: the Agora Web SDK stand-in (``agora_sdk_stub.js`` followed by
+      ``agora_sdk_emulated.js``): joining the channel calls ``user_joined`` below, leaving ``user_left``.
+    * ``POST /_emulator/channels/{channel}/user_joined`` → ``{"agent_id", "agent_uid", "said": [the greeting]}``,
+      ``POST .../user_left`` → ``{"agent_id"}`` and ``POST .../user_says`` (as above) act on the channel's running
+      agent. The page posts a plain-text JSON body (a CORS "simple" request, no preflight); every control answer
+      carries ``Access-Control-Allow-Origin: *``: the emulator binds only 127.0.0.1.
 
     Errors: unknown agent 404 ``AgentNotFound``, agent not STARTING/RUNNING 409 ``AgentNotRunning``, bad body or
     query 400 ``InvalidControl``, in the emulator's ``{"detail", "reason"}`` shape."""
@@ -1761,6 +1773,12 @@ class ControlledAgoraEmulator(AgoraEmulator):
         app.router.add_post(agent + "/script", self._control_script, name=name + "script")
         app.router.add_get(CONTROL_PREFIX + "/agents", self._control_agents, name=name + "agents")
         app.router.add_get(CONTROL_PREFIX + "/stats", self._control_stats, name=name + "stats")
+        app.router.add_post(agent + "/user_says", self._control_user_says, name=name + "user_says")
+        app.router.add_get(CONTROL_PREFIX + "/sdk.js", self._control_sdk, name=name + "sdk")
+        channel = CONTROL_PREFIX + "/channels/{channel}"
+        app.router.add_post(channel + "/user_joined", self._channel_joined, name=name + "channel_joined")
+        app.router.add_post(channel + "/user_left", self._channel_left, name=name + "channel_left")
+        app.router.add_post(channel + "/user_says", self._control_user_says, name=name + "channel_says")
 
     @web.middleware
     async def _pipeline(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
@@ -1769,10 +1787,13 @@ class ControlledAgoraEmulator(AgoraEmulator):
         try:
             response: web.StreamResponse = await handler(request)
         except ApiError as exc:
-            return _error_response(exc.status, exc.reason, exc.detail)
+            response = _error_response(exc.status, exc.reason, exc.detail)
+        response.headers["Access-Control-Allow-Origin"] = "*"
         return response
 
     def _control_agent(self, request: web.Request) -> EmulatedAgent:
+        if "channel" in request.match_info:
+            return self._channel_agent(request)
         agent_id = request.match_info["agent_id"]
         agent = self.agents.get(agent_id)
         if agent is None:
@@ -1851,6 +1872,50 @@ class ControlledAgoraEmulator(AgoraEmulator):
                 "agents": {"total": len(self.agents), "active": active},
             },
         )
+
+    def _channel_agent(self, request: web.Request) -> EmulatedAgent:
+        channel = request.match_info["channel"]
+        running = [agent for agent in self.agents.values() if agent.channel == channel and agent.is_active]
+        if not running:
+            raise ApiError(404, "AgentNotFound", f"no running agent in channel {channel!r}")
+        return max(running, key=lambda agent: agent.sequence)
+
+    async def _control_user_says(self, request: web.Request) -> web.Response:
+        agent = self._control_agent(request)
+        try:
+            text = (await _json_object_body(request)).get("text")
+        except ApiError as exc:
+            raise ApiError(400, "InvalidControl", exc.detail) from None
+        if not isinstance(text, str) or not text.strip():
+            raise ApiError(400, "InvalidControl", "text must be a non-empty string")
+        if not agent.llm.get("url"):
+            raise ApiError(409, "NoCustomLLM", f"agent {agent.agent_id} has no llm.url: its LLM is an Agora preset")
+        before = len(agent.conversation)
+        turn = await self.user_says(agent.agent_id, text.strip())
+        said = [m.content for m in agent.conversation[before:] if m.role == "assistant"]
+        body = {"agent_id": agent.agent_id, "outcome": turn.outcome, "error": turn.error, "said": said}
+        return _json_response(200, body)
+
+    async def _channel_joined(self, request: web.Request) -> web.Response:
+        agent = self._channel_agent(request)
+        before = len(agent.conversation)
+        self.user_joined(agent.agent_id)
+        said = [m.content for m in agent.conversation[before:] if m.role == "assistant"]
+        return _json_response(200, {"agent_id": agent.agent_id, "agent_uid": agent.agent_rtc_uid, "said": said})
+
+    async def _channel_left(self, request: web.Request) -> web.Response:
+        agent = self._channel_agent(request)
+        self.user_left(agent.agent_id)
+        return _json_response(200, {"agent_id": agent.agent_id})
+
+    async def _control_sdk(self, request: web.Request) -> web.Response:
+        here = Path(__file__).parent
+        script = "\n".join((here / name).read_text(encoding="utf-8") for name in SDK_PARTS)
+        return web.Response(text=script, content_type="text/javascript", charset="utf-8")
+
+
+SDK_PARTS = ("agora_sdk_stub.js", "agora_sdk_emulated.js")
+"""What ``GET /_emulator/sdk.js`` serves, in order: the recording stub, then its link to the emulator."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

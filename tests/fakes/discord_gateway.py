@@ -645,6 +645,10 @@ class FakeDiscord:
         self.messages: dict[str, dict[str, Any]] = {}
         #: Bodies the bot POSTed to /channels/{id}/messages, per channel id (guild channel and DM channels).
         self.channel_messages: dict[str, list[dict[str, Any]]] = {}
+        #: Bodies the bot PATCHed to /channels/{id}/messages/{message id} (its own messages), per channel id.
+        self.channel_message_edits: dict[str, list[dict[str, Any]]] = {}
+        #: Channel ids the bot showed "typing…" in (POST /channels/{id}/typing), in order.
+        self.typing: list[str] = []
         #: Uploaded files, keyed by interaction token (files sent through that interaction) and by message id.
         self.files: dict[str, list[UploadedFile]] = {}
         #: Every ``(kind, body)`` the bot sent per interaction token (what :meth:`next_response` hands out).
@@ -696,6 +700,8 @@ class FakeDiscord:
             "DELETE /webhooks/{webhook_id}/{webhook_token}/messages/@original": self._delete_webhook_message,
             "DELETE /webhooks/{webhook_id}/{webhook_token}/messages/{message_id}": (self._delete_webhook_message),
             "POST /channels/{channel_id}/messages": self._post_channel_message,
+            "PATCH /channels/{channel_id}/messages/{message_id}": self._patch_channel_message,
+            "POST /channels/{channel_id}/typing": self._post_typing,
             "POST /users/@me/channels": self._post_dm_channel,
         }
         # Routes called with the bot token; webhook and interaction-callback routes carry their own token.
@@ -1079,6 +1085,10 @@ class FakeDiscord:
             return await asyncio.wait_for(queue.get(), timeout)
         except TimeoutError:
             raise TimeoutError(self._silence_report(f"channel {channel_id}", timeout)) from None
+
+    def ephemeral_recipient(self, message_id: int | str) -> str | None:
+        """The only user who sees an ephemeral message; None for a message everyone in its channel sees."""
+        return self._visible_to.get(str(message_id))
 
     def _silence_report(self, what: str, timeout: float) -> str:
         text = f"the bot sent nothing for {what} within {timeout}s"
@@ -1553,6 +1563,31 @@ class FakeDiscord:
         self._channel_queues.setdefault(channel_id, asyncio.Queue()).put_nowait(body)
         return 200, message
 
+    def _check_channel(self, channel_id: str) -> None:
+        if channel_id != self.channel_id and channel_id not in self._dm_channels.values():
+            raise _unknown("Channel", 10003)
+
+    async def _patch_channel_message(self, req: _IncomingRequest) -> tuple[int, Any]:
+        """Edit a message the bot sent in a channel (how it streams an answer into a DM). Discord lets a bot edit
+        only its own messages (403, code 50005)."""
+        channel_id, message_id = req.params["channel_id"], req.params["message_id"]
+        self._check_channel(channel_id)
+        message = self.messages.get(message_id)
+        if message is None or message["channel_id"] != channel_id:
+            raise _unknown("Message", 10008)
+        if message["author"]["id"] != self.bot_user_id:
+            raise _Reject(403, "Cannot edit a message authored by another user", 50005)
+        edited = self._edit_message(None, message_id, req.body or {}, req.files)
+        self.channel_message_edits.setdefault(channel_id, []).append(req.body or {})
+        return 200, edited
+
+    async def _post_typing(self, req: _IncomingRequest) -> tuple[int, Any]:
+        """The "typing…" indicator: Discord answers 204 and shows it for about ten seconds."""
+        channel_id = req.params["channel_id"]
+        self._check_channel(channel_id)
+        self.typing.append(channel_id)
+        return 204, None
+
     async def _post_dm_channel(self, req: _IncomingRequest) -> tuple[int, Any]:
         recipient = (req.body or {}).get("recipient_id")
         if recipient is None:
@@ -1656,7 +1691,7 @@ class FakeDiscord:
 
     def _edit_message(
         self,
-        interaction: _Interaction,
+        interaction: _Interaction | None,
         message_id: str | None,
         body: Mapping[str, Any],
         files: Sequence[tuple[int, str, bytes, str | None]],
@@ -1674,10 +1709,12 @@ class FakeDiscord:
             # "attachments" lists the existing attachments to keep; new uploads come as files[n].
             keep = {str(a["id"]) for a in body["attachments"] or []}
             message["attachments"] = [a for a in message["attachments"] if a["id"] in keep]
-        message["attachments"] += self._attachments(message_id, files, interaction.token)
+        token = interaction.token if interaction is not None else None
+        message["attachments"] += self._attachments(message_id, files, token)
         message["flags"] &= ~LOADING
         message["edited_timestamp"] = _now()
-        interaction.message_ids.add(message_id)
+        if interaction is not None:
+            interaction.message_ids.add(message_id)
         return message
 
 
@@ -1831,3 +1868,33 @@ __all__ = [
     "UploadedFile",
     "openapi",
 ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tests.fakes.discord_gateway``: serves the fake on a free port of 127.0.0.1 until SIGTERM or
+    SIGINT and prints where (``fake-discord ready <REST base URL> <gateway URL>``), the two addresses discord.py is
+    pointed at (``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, see ``FakeDiscord.patch``)."""
+    import argparse
+    import signal
+
+    argparse.ArgumentParser(prog="python -m tests.fakes.discord_gateway", description=main.__doc__).parse_args(argv)
+
+    async def serve() -> None:
+        fake = FakeDiscord()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await fake.start()
+        try:
+            print(f"fake-discord ready {fake.base_url} {fake.gateway_url}", flush=True)
+            await stop.wait()
+        finally:
+            await fake.stop()
+
+    asyncio.run(serve())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

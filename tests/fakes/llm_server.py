@@ -573,3 +573,32 @@ async def running_fake_llm(**kwargs: Any) -> AsyncIterator[FakeLLM]:
         yield llm
     finally:
         await llm.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.fakes.llm_server [--api-key KEY] [--model ID]``: serves the fake on a free port of
+    127.0.0.1 until SIGTERM or SIGINT and prints ``fake-llm ready <base URL>`` (what ``llm.base_url`` takes). On its
+    own nothing queues replies, so chat completions answer 500 "no scripted reply"; models and embeddings work."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.llm_server", description=main.__doc__)
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--model", action="append", default=None, help="a model id to list (repeatable)")
+    args = parser.parse_args(argv)
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        async with running_fake_llm(api_key=args.api_key, model_ids=tuple(args.model or ("fake-model",))) as llm:
+            print(f"fake-llm ready {llm.base_url}", flush=True)
+            await stop.wait()
+
+    asyncio.run(serve())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

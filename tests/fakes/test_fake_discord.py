@@ -169,6 +169,11 @@ class ThrowawayBot(commands.Bot):
 
     async def on_message(self, message: discord.Message) -> None:
         if message.guild is None and self.user is not None and message.author.id != self.user.id:
+            if message.content.startswith("slowly "):  # as the product bot answers a DM: typing, then edits
+                await message.channel.typing()
+                sent = await message.channel.send("…")
+                await sent.edit(content=f"echo: {message.content}")
+                return
             await message.channel.send(f"echo: {message.content}")
 
 
@@ -346,6 +351,33 @@ async def test_dm_reply_and_bot_initiated_dm(bot: ThrowawayBot, fake: FakeDiscor
     assert (kind, body["data"]["content"]) == ("callback", "Sent you a DM")
     dm_bodies = fake.channel_messages[fake.dm_channel_id(ALICE)]
     assert [b["content"] for b in dm_bodies] == ["echo: hello bot", "Hello in private"]
+
+
+async def test_dm_answer_shows_typing_then_edits_its_message(bot: ThrowawayBot, fake: FakeDiscord) -> None:
+    sent = await fake.send_dm(ALICE, "slowly hello")
+    channel = sent["channel_id"]
+    assert (await fake.next_channel_message(channel))["content"] == "…"
+    for _ in range(100):
+        if fake.channel_message_edits.get(channel):
+            break
+        await asyncio.sleep(0.02)
+    assert fake.typing == [channel]
+    assert [edit["content"] for edit in fake.channel_message_edits[channel]] == ["echo: slowly hello"]
+    answer = next(m for m in fake.messages.values() if m["channel_id"] == channel and m["author"].get("bot"))
+    assert answer["content"] == "echo: slowly hello" and answer["edited_timestamp"] is not None
+    fake.assert_no_invalid_requests()
+
+    own = bot.get_partial_messageable(int(channel)).get_partial_message(int(sent["id"]))
+    with pytest.raises(discord.Forbidden, match="authored by another user"):
+        await own.edit(content="rewritten by the bot")
+    assert fake.messages[sent["id"]]["content"] == "slowly hello"
+    with pytest.raises(discord.NotFound):
+        await bot.get_partial_messageable(123).typing()
+    assert [(r.operation, r.status) for r in fake.invalid_requests] == [
+        ("PATCH /channels/{channel_id}/messages/{message_id}", 403),
+        ("POST /channels/{channel_id}/typing", 404),
+    ]
+    fake.invalid_requests.clear()
 
 
 async def test_modal_roundtrip(bot: ThrowawayBot, fake: FakeDiscord) -> None:

@@ -28,6 +28,9 @@ const ui = {
   footer: $("footer"),
   transcript: $("transcript"),
   transcriptEmpty: $("transcript-empty"),
+  typeForm: $("type-form"),
+  typeInput: $("type-input"),
+  typeSend: $("type-send"),
 };
 
 const cfg = JSON.parse($("call-config").textContent);
@@ -77,6 +80,10 @@ function setPhase(next, text) {
   phase = next;
   ui.status.textContent = text ?? STATUS_TEXT[next] ?? "";
   ui.dot.dataset.state = next;
+  if (cfg.typeUrl) {
+    ui.typeForm.hidden = !["connecting", "waiting", "active"].includes(next);
+    setTypingEnabled(next === "active");
+  }
   clearTimeout(slowAgentTimer);
   if (next === "waiting") {
     // Spec pitfall: the agent may take a moment to publish after the bot started it.
@@ -389,6 +396,45 @@ function upsertTurn(role, turnId, text, { final = true, interrupted = false } = 
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// "Type instead of speaking": only when the bot runs against the local Agora emulator (agora.emulator, which
+// `python3 tasks.py demo` sets and the bot refuses unless Agora's address is on loopback). Each line goes to the
+// emulator, whose agent hears it as the member's speech and answers through the bot's own LLM route.
+
+let typing = false;
+let typedLines = 0;
+
+function setTypingEnabled(enabled) {
+  const on = enabled && !typing;
+  ui.typeInput.disabled = !on;
+  ui.typeSend.disabled = !on;
+}
+
+async function sayTyped(event) {
+  event.preventDefault();
+  const text = ui.typeInput.value.trim();
+  if (!text || typing || phase !== "active") return;
+  typing = true;
+  setTypingEnabled(false);
+  ui.typeInput.value = "";
+  typedLines += 1;
+  const turn = `typed-${typedLines}`;
+  upsertTurn("user", turn, text);
+  try {
+    // A plain-text body keeps this a CORS "simple" request: the emulator is another origin on this machine.
+    const res = await fetch(cfg.typeUrl, { method: "POST", body: JSON.stringify({ text }), cache: "no-store" });
+    const answer = res.ok ? await res.json() : null;
+    if (!answer || !Array.isArray(answer.said)) throw new Error(`HTTP ${res.status}`);
+    answer.said.forEach((line, i) => upsertTurn("assistant", `${turn}-${i}`, String(line)));
+  } catch {
+    showError("The agent didn't hear that line.", "Type it again, or end the call.");
+  } finally {
+    typing = false;
+    setTypingEnabled(phase === "active");
+    if (phase === "active") ui.typeInput.focus();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Agora client
 
 const isAgent = (uid) => String(uid) === String(cfg.agentUid);
@@ -694,6 +740,7 @@ async function waitForFacts() {
 // Wiring
 
 ui.start.addEventListener("click", startCall);
+if (cfg.typeUrl) ui.typeForm.addEventListener("submit", sayTyped);
 ui.mute.addEventListener("click", toggleMute);
 ui.end.addEventListener("click", () => hangUp());
 ui.enableAudio.addEventListener("click", () => {

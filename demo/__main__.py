@@ -1,0 +1,186 @@
+"""``python -m demo [--data DIR]`` (what ``python3 tasks.py demo`` runs): the bot on this machine, no accounts."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import stat
+import sys
+from pathlib import Path
+
+from demo.session import BotDidNotStart, DemoSession
+from demo.terminal import DEMO_MEMBER, DEMO_MEMBER_NAME, HELP, Command, CommandError, Screen, parse_command
+
+REFRESH_SECONDS = 0.1
+AUTOCOMPLETE_SECONDS = 10.0
+
+
+def write(text: str) -> None:
+    """A line of output; it starts by returning to the line's start, over a prompt left waiting there."""
+    sys.stdout.write("\r" + text + "\n")
+    sys.stdout.flush()
+
+
+def prompt() -> None:
+    sys.stdout.write("> ")
+    sys.stdout.flush()
+
+
+def banner(session: DemoSession) -> str:
+    if session.llm is None:
+        llm = (
+            "LLM      a scripted stand-in: short, canned answers, not a real model (set LLM_BASE_URL and "
+            "LLM_API_KEY for one)"
+        )
+    else:
+        llm = f"LLM      {session.llm.base_url} (model {session.llm.model}), from LLM_BASE_URL"
+    data = "kept" if session.keep_data else "deleted when you quit"
+    return "\n".join(
+        [
+            "Memory Call, a local trial: the real bot against stand-ins, all on 127.0.0.1 (nothing is reachable "
+            "from other machines).",
+            f"Discord  a stand-in server with #general and you, {DEMO_MEMBER_NAME}",
+            "Agora    the ConvoAI emulator: no audio; on the call page you type instead of speaking",
+            llm,
+            f"Data     {session.data} ({data}); the bot's log is {session.log_path}",
+        ]
+    )
+
+
+def pollable(fd: int) -> bool:
+    """Whether the event loop can wait for input on ``fd``: a terminal, a pipe or a socket (not a file)."""
+    mode = os.fstat(fd).st_mode
+    return os.isatty(fd) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+async def run(session: DemoSession) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    write(banner(session))
+    write("Starting the bot…")
+    try:
+        await session.start()
+    except BotDidNotStart as exc:
+        write(f"The demo cannot start: {exc}")
+        return 1
+    assert session.bot is not None
+    write(f"The bot is running (process {session.bot.pid}).\n\n{HELP}\n")
+    session.discord.user(DEMO_MEMBER, DEMO_MEMBER_NAME)
+    screen = Screen(session.discord, write)
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def read_lines() -> None:
+        if pollable(sys.stdin.fileno()):
+            reader = asyncio.StreamReader()
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+            while raw := await reader.readline():
+                await lines.put(raw.decode("utf-8", "replace").strip())
+        else:  # a file or /dev/null: reading it never blocks
+            while text := sys.stdin.readline():
+                await lines.put(text.strip())
+        await lines.put(None)
+
+    async def watch() -> None:
+        while True:
+            if screen.refresh():
+                prompt()
+            await asyncio.sleep(REFRESH_SECONDS)
+
+    tasks = [loop.create_task(read_lines()), loop.create_task(watch()), loop.create_task(stop.wait())]
+    prompt()
+    try:
+        while not stop.is_set():
+            getting = loop.create_task(lines.get())
+            await asyncio.wait({getting, tasks[2]}, return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():
+                getting.cancel()
+                break
+            line = getting.result()
+            if line is None or line.lower() in ("quit", "exit"):
+                break
+            if await handle(session, screen, line):
+                prompt()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        write("Stopping the bot and the stand-ins…")
+        await session.stop()
+        write("Stopped. Nothing of the demo is running any more.")
+    return 0
+
+
+async def handle(session: DemoSession, screen: Screen, line: str) -> bool:
+    """Act on one typed line; True when the prompt should be shown again at once."""
+    if not line:
+        return True
+    if line.lower() in ("help", "?"):
+        write(HELP)
+        return True
+    fake = session.discord
+    if line.isdigit():
+        choice = screen.choices.get(int(line))
+        if choice is None:
+            write(f"There is no choice {line} on screen.")
+            return True
+        if isinstance(choice, Command):
+            return await run_command(session, screen, choice)
+        try:
+            await fake.click(choice.message_id, choice.custom_id, DEMO_MEMBER, values=choice.values)
+        except LookupError:
+            write("That choice is no longer there.")
+            return True
+        return False
+    try:
+        command = parse_command(fake.commands.get("global", []), line)
+    except CommandError as exc:
+        write(str(exc))
+        return True
+    return await run_command(session, screen, command)
+
+
+async def run_command(session: DemoSession, screen: Screen, command: Command) -> bool:
+    """Send the command; an option still to be searched is searched first (Discord's autocomplete) and its
+    results offered as numbered choices, each the command with that value."""
+    fake = session.discord
+    if command.search is None:
+        await fake.slash(command.name, DEMO_MEMBER, command.options, command.subcommand, command.permissions)
+        return False
+    option, typed = command.search
+    token = await fake.autocomplete(
+        command.name,
+        DEMO_MEMBER,
+        option,
+        typed,
+        command.subcommand,
+        options=command.options,
+        permissions=command.permissions,
+    )
+    _kind, answer = await fake.next_response(token, timeout=AUTOCOMPLETE_SECONDS)
+    found = answer["data"]["choices"]
+    if not found:
+        write(f"Nothing to pick for {option}" + (f" matching “{typed}”." if typed else "."))
+        return True
+    lines = [f"Pick the {option}:"]
+    for item in found:
+        picked = Command(
+            command.name, command.subcommand, {**command.options, option: item["value"]}, command.permissions
+        )
+        lines.append("  " + screen.offer(picked, item["name"]))
+    write("\n".join(lines))
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 tasks.py demo", description=__doc__)
+    parser.add_argument("--data", type=Path, help="keep the bot's data in DIR (default: a folder deleted on quit)")
+    args = parser.parse_args(argv)
+    return asyncio.run(run(DemoSession(args.data, dict(os.environ))))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""`python3 tasks.py demo` as a person runs it: in a terminal (a pseudo-terminal here), with the call page in a
+browser (headless Chromium). Every step checks what the member sees; at the end, every process the demo started
+is gone and its throwaway data folder with them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page, expect
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSWER = "(scripted reply, no real model) I heard: “{}”"
+
+
+class Terminal:
+    """A program on a pseudo-terminal: ``send`` types a line, ``expect`` waits for output matching a pattern."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the demo, as started from a shell in the checkout
+            os.chdir(ROOT)
+            os.execvpe(argv[0], argv, env)
+        self.output = ""
+        self.seen = 0
+
+    def _read(self) -> None:
+        while select.select([self.fd], [], [], 0)[0]:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # the program exited and the terminal closed
+                return
+            if not chunk:
+                return
+            self.output += chunk.decode("utf-8", "replace").replace("\r", "")
+
+    def send(self, line: str) -> None:
+        os.write(self.fd, (line + "\n").encode())
+
+    async def expect(self, pattern: str, within: float = 20.0) -> re.Match[str]:
+        """The first match of ``pattern`` in what was printed since the last match."""
+        deadline = time.monotonic() + within
+        while True:
+            self._read()
+            found = re.compile(pattern).search(self.output, self.seen)
+            if found is not None:
+                self.seen = found.end()
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {pattern!r} within {within} s; the terminal shows:\n{self.output[-4000:]}")
+            await asyncio.sleep(0.05)
+
+    def exit_status(self, within: float = 30.0) -> int:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            self._read()
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, signal.SIGKILL)
+        raise AssertionError(f"the demo did not exit after quit:\n{self.output[-3000:]}")
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid``, from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # it exited meanwhile
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def learned(line: str) -> re.Pattern[str]:
+    """The scripted stand-in's fact about a line the member said, as the member is shown it (the bot may turn the
+    stored "The user ..." into "You ...")."""
+    return re.compile(rf"(The user|You) said: {re.escape(line)}")
+
+
+def exists(path: Path) -> bool:
+    return path.exists()
+
+
+def press(terminal: Terminal, found: re.Match[str]) -> None:
+    terminal.send(found.group(1))
+
+
+async def say(page: Page, line: str) -> None:
+    await page.get_by_role("textbox", name="Type instead of speaking").fill(line)
+    await page.get_by_role("button", name="Say it").click()
+    agent_lines = page.locator('#transcript li[data-role="assistant"] .text')
+    await expect(agent_lines.last).to_have_text(ANSWER.format(line))
+
+
+async def test_a_person_tries_the_bot_in_the_demo(browser) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST"))}
+    python3 = shutil.which("python3")
+    assert python3 is not None
+    terminal = Terminal([python3, "tasks.py", "demo", "--no-setup"], env)
+    page: Page | None = None
+    try:
+        assert "a scripted stand-in: short, canned answers, not a real model" in (
+            await terminal.expect(r"LLM .*")
+        ).group(0)
+        data = Path((await terminal.expect(r"Data +(\S+) \(deleted when you quit\)")).group(1))
+        bot_pid = int((await terminal.expect(r"The bot is running \(process (\d+)\)", within=60)).group(1))
+        started_processes = descendants(terminal.pid)
+        assert bot_pid in started_processes
+
+        terminal.send("call")
+        await terminal.expect(r"may the agent remember you\?")
+        press(terminal, await terminal.expect(r"\[(\d+)\] Remember me"))
+        await terminal.expect(r"\[\d+\] Call without memory")
+        link = (await terminal.expect(r"Open call page: (http://127\.0\.0\.1:(\d+)/call/\S+)")).group(1)
+        web_port = int(link.split(":")[2].split("/")[0])
+        await terminal.expect(r"\[\d+\] Hang up")
+
+        page = await browser.new_page()
+        await page.goto(link)
+        await page.get_by_role("button", name="Start call").click()
+        await expect(page.get_by_role("status")).to_have_text("Agent joined — speak any time")
+        await expect(page.locator('#transcript li[data-role="assistant"] .text').first).to_have_text(
+            "Hi! Good to hear from you. What's on your mind?"
+        )
+        await say(page, "My name is Mirela.")
+        await say(page, "I love hiking in the Carpathians.")
+        you = page.locator('#transcript li[data-role="user"] .text')
+        await expect(you).to_have_text(["My name is Mirela.", "I love hiking in the Carpathians."])
+
+        terminal.send("hangup")
+        await terminal.expect(r"Call ended\. 5 lines of the conversation were kept\.")
+        await terminal.expect(r"The agent learned 2 new things about you\.", within=30)
+        await expect(page.get_by_role("status")).to_have_text("Call ended")
+        await expect(page.locator("#summary-learned-list li")).to_have_text(
+            [learned("My name is Mirela."), learned("I love hiking in the Carpathians.")], timeout=30_000
+        )
+        assert await page.locator("#type-form").is_hidden()
+
+        terminal.send("memory")
+        await terminal.expect(r"WHAT I REMEMBER ABOUT YOU")
+        facts = await terminal.expect(r"What I know about you \(2\)\n  \| • (.*)\n  \| • (.*)\n")
+        shown = sorted(re.sub(r" — from a call, \d{4}-\d\d-\d\d$", "", line) for line in facts.groups())
+        assert learned("I love hiking in the Carpathians.").fullmatch(shown[0]), shown
+        assert learned("My name is Mirela.").fullmatch(shown[1]), shown
+        await terminal.expect(r"\[\d+\] Export")
+
+        terminal.send("forget everything")
+        press(terminal, await terminal.expect(r"\[(\d+)\] Forget everything\n"))
+        await terminal.expect(r"Forgot everything: ")
+
+        terminal.send("quit")
+        await terminal.expect(r"Stopped\. Nothing of the demo is running any more\.")
+        assert terminal.exit_status() == 0
+    finally:
+        if page is not None:
+            await page.close()
+        if alive(terminal.pid):
+            os.kill(terminal.pid, signal.SIGTERM)
+            terminal.exit_status()
+        os.close(terminal.fd)
+
+    assert [pid for pid in started_processes | {terminal.pid} if alive(pid)] == []
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", web_port), timeout=2).close()
+    assert not exists(data), "the throwaway data folder is deleted"
