@@ -270,6 +270,7 @@ def build_web_server(
         "sdk_url": settings.agora.sdk_url,
         "public_url": settings.web.public_url,
         "monitor": monitor,
+        "emulator_controls_url": settings.agora.emulator_controls_url,
     }
     return WebServer(backend, **{**options, **overrides})
 
@@ -284,7 +285,6 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
     store = build_store(settings, keys)
     try:
         await store.open()
-        "emulator_controls_url": settings.agora.emulator_controls_url,
         if keys is None and await store.get_meta(ENCRYPTION_META) is not None:
             raise KeyStoreLocked(
                 f"the memory database is encrypted, but {MASTER_KEY_ENV} is not set and the key store "
