@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.memory.service import MemoryService
-from bot.store.models import Conversation, FactRecord
+from bot.store.models import Conversation, FactRecord, UserRecord, remembers
 from bot.store.terms import query_terms
 
 MAX_FACT_CHARS = 500
@@ -29,7 +29,19 @@ VAGUE_WORDS = frozenset(
 )
 """Words that say how to treat a fact, not which fact it is."""
 
-Outcome = Literal["remembered", "corrected", "forgotten", "unclear", "not_found", "refused", "empty"]
+Outcome = Literal["remembered", "corrected", "forgotten", "unclear", "not_found", "refused", "empty", "too_many"]
+Refusal = Literal["not_chosen", "declined", "paused"]
+"""Why nothing a member tells can be remembered now: they never chose, chose without memory, or paused it."""
+
+
+def refusal(user: UserRecord | None) -> Refusal | None:
+    """Why ``user`` cannot have something remembered now (the consent rule, ``remembers``), or None when they
+    can."""
+    if remembers(user):
+        return None
+    if user is None or user.consent is None:
+        return "not_chosen"
+    return "declined" if user.consent != "remember" else "paused"
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,16 @@ class OwnWords:
             return Act("empty")
         written = await self.memory.store.add_told_fact(user_id, fact, self.clock(), convo=convo, generation=generation)
         return Act("refused") if written is None else Act("remembered", fact)
+
+    async def tell(self, user_id: int, text: str) -> Act | Refusal:
+        """``/remember``: store ``text`` as the member said it, outside any conversation, when their memory is
+        on; otherwise why not."""
+        why = refusal(await self.memory.store.get_user(user_id))
+        if why is not None:
+            return why
+        generation = await self.memory.store.memory_generation(user_id)
+        act = await self.remember(user_id, text, generation=generation)
+        return "paused" if act.outcome == "refused" else act
 
     async def correct(
         self,

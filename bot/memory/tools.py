@@ -17,6 +17,9 @@ from bot.memory.own_words import Act, OwnWords
 from bot.store.models import Conversation
 
 REMEMBER, CORRECT, FORGET = "remember", "correct", "forget"
+MAX_CALLS = 4
+"""Calls carried out per answer of the model: a member asks for one or two things at a time; more is a model
+looping or words steering it, and the rest are answered as not done."""
 
 
 def _tool(name: str, description: str, properties: dict[str, str]) -> dict[str, Any]:
@@ -129,13 +132,42 @@ class ToolCalls:
         }
 
 
+MAX_ROUNDS = 2
+"""How many times one answer asks the model again after it called the memory tools; the last time it may not."""
+
+
+@dataclass
+class ToolTurn:
+    """One answer to a member whose model is offered the memory tools: the request as sent (its ``messages`` grow
+    by each round of calls and their results), the calls of the round being streamed, and who they act for."""
+
+    own_words: OwnWords
+    user_id: int
+    convo: Conversation
+    generation: int
+    request: dict[str, Any]
+    calls: ToolCalls = field(default_factory=ToolCalls)
+    rounds: int = 0
+
+    async def ask_again(self, said: str) -> dict[str, Any]:
+        """Carry out the calls the model just made (``said``: its text before them), for this member only, and
+        return the request that asks it again with their results; after the last round it may call no more."""
+        called = self.calls.assistant_message(said)
+        results = await carry_out(self.calls, self.own_words, self.user_id, self.convo, self.generation)
+        self.rounds += 1
+        self.request["messages"] = [*self.request["messages"], called, *results]
+        if self.rounds >= MAX_ROUNDS:
+            self.request["tool_choice"] = "none"
+        return self.request
+
+
 async def carry_out(
     calls: ToolCalls, own_words: OwnWords, user_id: int, convo: Conversation, generation: int
 ) -> list[dict[str, Any]]:
     """Each call carried out for the call's member; the ``tool`` messages that answer them, in order."""
     results = []
-    for _, call in sorted(calls.calls.items()):
-        act = await _run(call, own_words, user_id, convo, generation)
+    for done, (_, call) in enumerate(sorted(calls.calls.items())):
+        act = await _run(call, own_words, user_id, convo, generation) if done < MAX_CALLS else Act("too_many")
         results.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(_said(act))})
     calls.calls.clear()
     return results
@@ -164,8 +196,9 @@ INSTRUCTIONS = {
     "forgotten": "Forgotten for good. Tell the user briefly that it is forgotten.",
     "unclear": "Nothing was changed: several remembered facts could be meant. Ask the user which one.",
     "not_found": "Nothing like that is remembered. Tell the user so; nothing was changed.",
-    "refused": "Memory is off for this call, so nothing was saved. Tell the user.",
+    "refused": "Memory is off for this conversation, so nothing was saved. Tell the user.",
     "empty": "Nothing was given to save or change. Ask the user what they meant.",
+    "too_many": "Not done: too many changes at once. Ask the user to say them one at a time.",
 }
 
 

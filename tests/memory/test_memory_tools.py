@@ -209,3 +209,16 @@ async def test_a_fact_forgotten_mid_call_never_comes_back_from_the_agents_histor
     assert not any("Okonjo" in text for _, text in await world.call_lines(call_id))
     exported = json.dumps(await world.memory.export(ALICE))
     assert "Okonjo" not in exported and '"content": ""' not in exported
+
+
+async def test_a_model_looping_on_remember_stores_only_a_few_facts_per_answer(
+    world: CallWorld, fake_llm: FakeLLM
+) -> None:
+    _call_id, agent_id = await world.start_member_call(ALICE)
+    fake_llm.queue_tool_calls([("remember", {"fact": f"Fact number {n}"}) for n in range(12)])
+    fake_llm.queue_reply("I saved some of that.")
+    turn = await world.emu.user_says(agent_id, "Remember all of these twelve things.")
+    assert turn.reply == "I saved some of that."
+    statuses = [r["status"] for r in tool_results(fake_llm.last_request)]
+    assert statuses == ["remembered"] * 4 + ["too_many"] * 8
+    assert len(await current_facts(world, ALICE)) == 4
