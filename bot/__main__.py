@@ -14,6 +14,7 @@ from bot.doctor import StartupProblem
 from bot.keys import KeyStoreLocked
 from bot.keys.setup import check_key_store
 from bot.logs import setup_logging
+from bot.store.inuse import DatabaseInUse
 
 KEYS_NOT_REQUIRED = frozenset({"forget-unreadable", "backup", "restore", "copy-db", "rotate-master-key"})
 """Commands that run while encrypted members' keys are missing from the key store: they repair it or copy files."""
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return event_loop.run(handlers[args.command](settings, args))
     except KeyboardInterrupt:
         return 130
-    except cli.CommandFailed as exc:
+    except (cli.CommandFailed, DatabaseInUse) as exc:
         print(exc, file=sys.stderr)
         return 1
     except StartupProblem as exc:

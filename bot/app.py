@@ -21,8 +21,9 @@ from bot.config import Settings
 from bot.doctor import StartupProblem
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked
 from bot.keys.encrypted import ENCRYPTION_META, EncryptedStore
+from bot.keys.pg_store import key_store_state_pg
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
-from bot.keys.store import KeyStore
+from bot.keys.store import KeyStore, key_store_state
 from bot.llm import LLMClient, LLMError
 from bot.llm.embeddings import EmbeddingClient
 from bot.memory import embedded, tokens
@@ -33,6 +34,7 @@ from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.monitor import Counters, Monitor
+from bot.store.inuse import DatabaseUse, PostgresUse, SqliteUse
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
@@ -155,6 +157,18 @@ def build_store(settings: Settings, keys: KeyStore | None = None) -> Store:
     return backend if keys is None else EncryptedStore(backend, keys)
 
 
+def database_use(settings: Settings) -> DatabaseUse:
+    """The lock that shows which bot processes use the configured database (``bot.store.inuse``)."""
+    if settings.memory.database_url is not None:
+        from bot.store.copy import describe
+
+        return PostgresUse(
+            settings.memory.database_url.get_secret_value(),
+            f"memory.database_url {describe(settings.memory.database_url.get_secret_value())}",
+        )
+    return SqliteUse(settings.memory.database_path)
+
+
 async def open_key_store(settings: Settings) -> KeyStore | None:
     """The member key store when a master key is set; None when none is set and no member keys exist yet.
     Raises ``KeyStoreLocked`` (writing nothing) when member keys exist and the master key is missing or wrong."""
@@ -270,19 +284,30 @@ def build_web_server(
         "sdk_url": settings.agora.sdk_url,
         "public_url": settings.web.public_url,
         "monitor": monitor,
-        "emulator_controls_url": settings.agora.emulator_controls_url,
     }
     return WebServer(backend, **{**options, **overrides})
 
 
-@asynccontextmanager
-async def open_services(settings: Settings, *, full: bool = False) -> AsyncIterator[Services]:
-    """The store and memory always; with `full`, everything the running bot needs (clients, calls, web).
+SEALING = "encrypt the memory database in place"
 
-    The key store is checked first: a missing or wrong master key for existing member keys raises
-    ``KeyStoreLocked`` before anything (the memory database included) is opened for writing."""
+
+async def _first_encryption(settings: Settings) -> bool:
+    """A master key is set and the key store was never opened with one: opening it creates it, and the memory
+    database is encrypted in place next."""
+    if settings.memory.master_key is None:
+        return False
+    if settings.memory.key_store_url is not None:
+        verifier, count = await key_store_state_pg(settings.memory.key_store_url.get_secret_value())
+    else:
+        verifier, count = await key_store_state(settings.memory.key_store_path)
+    return verifier is None and count == 0
+
+
+async def _open_store(settings: Settings, use: DatabaseUse | None) -> tuple[KeyStore | None, Store]:
     keys = await open_key_store(settings)
     store = build_store(settings, keys)
+    if isinstance(store, EncryptedStore) and use is not None:
+        store.sealing_guard = use.alone
     try:
         await store.open()
         if keys is None and await store.get_meta(ENCRYPTION_META) is not None:
@@ -297,6 +322,22 @@ async def open_services(settings: Settings, *, full: bool = False) -> AsyncItera
         if keys is not None:
             await keys.close()
         raise
+    return keys, store
+
+
+@asynccontextmanager
+async def open_services(
+    settings: Settings, *, full: bool = False, in_use: DatabaseUse | None = None
+) -> AsyncIterator[Services]:
+    """The store and memory always; with `full`, everything the running bot needs (clients, calls, web).
+    ``in_use``: the running bot's held lock on the database, through which it may encrypt it in place.
+
+    The key store is checked first: a missing or wrong master key for existing member keys raises
+    ``KeyStoreLocked`` before anything (the memory database included) is opened for writing."""
+    use = in_use if in_use is not None else database_use(settings)
+    first = await _first_encryption(settings)  # creating the key store: only where no other bot writes plain text
+    async with use.alone(SEALING) if first else contextlib.nullcontext():
+        keys, store = await _open_store(settings, None if first else use)
     memory = MemoryService(
         store,
         budget_tokens=settings.memory.context_budget_tokens,

@@ -10,7 +10,14 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.app import build_agora_client, build_embedding_client, build_llm_client, build_store, open_services
+from bot.app import (
+    build_agora_client,
+    build_embedding_client,
+    build_llm_client,
+    build_store,
+    database_use,
+    open_services,
+)
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import (
     Finding,
@@ -29,8 +36,9 @@ from bot.memory.embedded import available as embedded_model_installed
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.memory.service import MemoryService
 from bot.messages import plural
-from bot.store.copy import CopyFailed, copy_database, describe, store_for_url
-from bot.store.repository import SchemaTooNew
+from bot.store.copy import CopyFailed, CopyReport, copy_database, describe, store_for_url
+from bot.store.inuse import use_for_url
+from bot.store.repository import SchemaTooNew, Store
 
 
 class CommandFailed(Exception):
@@ -247,12 +255,13 @@ async def rotate_master_key(settings: Settings, args: argparse.Namespace) -> int
     new = parse_master_key(settings.memory.new_master_key.get_secret_value())
     if new == current:
         raise CommandFailed("MEMORY_NEW_MASTER_KEY is the current master key: create a new one with keygen.")
-    keys = build_key_store(settings.memory, current)
-    await keys.open()
-    try:
-        count = await keys.rotate(new)
-    finally:
-        await keys.close()
+    async with database_use(settings).alone("rotate the master key"):  # a running bot wraps new keys with the old
+        keys = build_key_store(settings.memory, current)
+        await keys.open()
+        try:
+            count = await keys.rotate(new)
+        finally:
+            await keys.close()
     _out(f"Rewrapped {plural(count, 'member key')} in {key_store_label(settings.memory)} with the new master key.")
     _out(
         f"Now set {MASTER_KEY_ENV} to the value of MEMORY_NEW_MASTER_KEY in .env, remove MEMORY_NEW_MASTER_KEY, "
@@ -324,21 +333,26 @@ async def copy_db(settings: Settings, args: argparse.Namespace) -> int:
     """Copy a whole database to another (either backend), then compare every member's export on both sides."""
     try:
         source, target = store_for_url(args.source), store_for_url(args.target)
-        await source.open()
-        try:
-            await target.open()
-            try:
-                report = await copy_database(source, target)
-            finally:
-                await target.close()
-        finally:
-            await source.close()
+        async with use_for_url(args.target).alone(f"copy a database into {describe(args.target)}"):
+            report = await _copy(source, target)
     except (CopyFailed, SchemaTooNew) as exc:
         raise CommandFailed(f"copy-db: {exc}") from exc
     rows = ", ".join(f"{table} {count}" for table, count in report.rows.items())
     _out(f"Copied {describe(args.source)} to {describe(args.target)}: {rows}.")
     _out(f"Every member's export is identical on both sides ({report.members} members).")
     return 0
+
+
+async def _copy(source: Store, target: Store) -> CopyReport:
+    await source.open()
+    try:
+        await target.open()
+        try:
+            return await copy_database(source, target)
+        finally:
+            await target.close()
+    finally:
+        await source.close()
 
 
 async def sync(settings: Settings, args: argparse.Namespace) -> int:
@@ -471,16 +485,17 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
 async def restore(settings: Settings, args: argparse.Namespace) -> int:
     from bot.store.backup import BackupError, restore_database
 
-    _sqlite_only(settings, "restore")
-    try:
-        saved = await asyncio.to_thread(
-            restore_database,
-            args.file,
-            settings.memory.database_path,
-            lock_timeout_seconds=settings.memory.lock_timeout_seconds,
-        )
-    except BackupError as exc:
-        raise CommandFailed(str(exc)) from exc
+    async with database_use(settings).alone(f"restore {args.file}"):  # a running bot would write to the old file
+        _sqlite_only(settings, "restore")
+        try:
+            saved = await asyncio.to_thread(
+                restore_database,
+                args.file,
+                settings.memory.database_path,
+                lock_timeout_seconds=settings.memory.lock_timeout_seconds,
+            )
+        except BackupError as exc:
+            raise CommandFailed(str(exc)) from exc
     kept = f" The database it replaced is kept as {saved}." if saved is not None else ""
     _out(f"Restored {settings.memory.database_path} from {args.file}.{kept} Start the bot again.")
     return 0

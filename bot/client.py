@@ -19,11 +19,12 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot import __version__, messages
-from bot.app import Services, open_services
+from bot.app import Services, database_use, open_services
 from bot.config import Settings
 from bot.doctor import StartupProblem
 from bot.invite import invite_url
 from bot.monitor import Gateway
+from bot.store.inuse import DatabaseInUse, DatabaseUse
 from bot.store.repository import SchemaTooNew
 from bot.web.server import PortInUse
 
@@ -178,7 +179,7 @@ async def run_bot(settings: Settings) -> int:
     """Run until closed. Known start-up problems (database, web address) raise StartupProblem: one line."""
     try:
         return await _run_bot(settings)
-    except SchemaTooNew as exc:
+    except (SchemaTooNew, DatabaseInUse) as exc:
         raise StartupProblem(str(exc)) from None
     except sqlite3.DatabaseError as exc:
         raise StartupProblem(f"memory.database_path {settings.memory.database_path}: {exc}") from None
@@ -187,7 +188,16 @@ async def run_bot(settings: Settings) -> int:
 async def _run_bot(settings: Settings) -> int:
     log.info("memory-call-bot %s starting", __version__)
     token = settings.discord.token.get_secret_value() if settings.discord.token else ""
-    async with open_services(settings, full=True) as services:
+    in_use = database_use(settings)
+    await in_use.hold()  # for as long as it runs: restore and the other rewriting commands refuse meanwhile
+    try:
+        return await _run_with_services(settings, token, in_use)
+    finally:
+        await in_use.release()
+
+
+async def _run_with_services(settings: Settings, token: str, in_use: DatabaseUse) -> int:
+    async with open_services(settings, full=True, in_use=in_use) as services:
         bot = build_bot(services)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -11,8 +11,9 @@ refused (``AttributeError``), so a new text-bearing method cannot bypass encrypt
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
@@ -99,6 +100,9 @@ class EncryptedStore(OpenedReads, EncryptedVectors):
     def __init__(self, backend: Store, keys: KeyStore):
         self.backend = backend
         self.keys = keys
+        self.sealing_guard: Callable[[str], contextlib.AbstractAsyncContextManager[None]] | None = None
+        """Exclusive use of the database while encrypting it in place (``bot.store.inuse``): refused while
+        another bot process writes plain text to it."""
         hashed_search = getattr(backend, "search_hashed_terms", None)
         if hashed_search is not None:
             hashed_search()  # PostgreSQL: its queries now carry keyed hashes, not words to stem
@@ -116,9 +120,11 @@ class EncryptedStore(OpenedReads, EncryptedVectors):
             reseal = getattr(self.backend, "reseal_texts", None)
             if reseal is None:
                 raise RuntimeError(f"{type(self.backend).__name__} cannot encrypt existing memory in place")
-            if await reseal(self._seal_existing):
-                await self.backend.scrub()
-            await self.backend.set_meta(ENCRYPTION_META, ENCRYPTION_SCHEME)
+            guard = self.sealing_guard
+            async with guard("encrypt the memory database in place") if guard else contextlib.nullcontext():
+                if await reseal(self._seal_existing):
+                    await self.backend.scrub()
+                await self.backend.set_meta(ENCRYPTION_META, ENCRYPTION_SCHEME)
         count = getattr(self.backend, "count_specifics", None)
         if count is not None:
             await count(self._count_sealed)
