@@ -361,6 +361,7 @@ async def open_services(
                 services.llm,
                 idle_minutes=settings.memory.chat_idle_minutes,
                 persona=settings.memory.persona,
+                own_words=OwnWords(memory) if settings.memory.voice_tools else None,
             )
             adapter = None
             if settings.agora_configured:

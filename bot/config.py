@@ -255,8 +255,9 @@ class MemorySettings(_Section):
     """The bot is the voice agent's LLM (memory per utterance, every turn stored at once). None: on when
     llm.base_url is set."""
     voice_tools: bool = True
-    """With live recall: the model is offered the memory tools (remember, correct, forget), so members can shape
-    their memory by voice. False for an upstream that refuses OpenAI's ``tools``."""
+    """The model is offered the memory tools (remember, correct, forget) in calls with live recall and in
+    remembered text chats, so members can shape their memory by asking. False for an upstream that refuses
+    OpenAI's ``tools``."""
     semantic_search: bool = True
     """Lines and facts are also matched by meaning, with the embedded model (``bot.memory.embedded``) unless
     ``llm.embedding_model`` names a server's; false: by words (BM25) only, unless ``llm.embedding_model`` is set."""

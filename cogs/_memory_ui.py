@@ -23,6 +23,7 @@ from bot.memory.service import MemoryPage, MemoryService
 from bot.messages import plural
 from bot.store.models import ConversationSummary, FactRecord, ForgetResult
 from bot.store.repository import Store
+from cogs._own_words import EDIT_CONTROLS, edit_menu
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,9 @@ def _safe(text: str, limit: int) -> str:
 
 
 def fact_source(fact: FactRecord) -> str:
-    if fact.source_call_id:
+    if fact.told:
+        where = "told by you"
+    elif fact.source_call_id:
         where = "from a call"
     elif fact.source_chat_id:
         where = "from a chat"
@@ -256,7 +259,7 @@ def picker_options(page: MemoryPage) -> list[discord.SelectOption]:
         discord.SelectOption(
             label=shorten(f.text, 100) or f"Fact {f.fact_id}",
             value=f"fact:{f.fact_id}",
-            description=f"Fact · learned {plain_date(f.created_at)}",
+            description=f"Fact · {'told by you' if f.told else 'learned'} {plain_date(f.created_at)}",
             emoji="🧠",
         )
         for f in page.facts
@@ -499,6 +502,13 @@ class MemoryView(OwnedView):
                 custom_id=f"memory:{action}:{self.owner_id}:{index}",
             )
             self.add_item(PanelButton(button, self.owner_id, action, index))  # type: ignore[arg-type]
+        menu = edit_menu(self.owner_id, page.facts)
+        if menu is not None:
+            self.add_item(menu)
+
+    def current_fact(self, fact_id: int) -> FactRecord | None:
+        """The current fact ``fact_id`` as this panel shows it, if it does."""
+        return next((f for f in self.page.facts if f.fact_id == fact_id), None)
 
     def embed(self) -> discord.Embed:
         return render_page(self.page, self.index, self.pages)
@@ -738,5 +748,6 @@ PERSISTENT_CONTROLS: tuple[type[discord.ui.DynamicItem[Any]], ...] = (
     CancelButton,
     ConfirmEverythingButton,
     ConfirmFactButton,
+    *EDIT_CONTROLS,
 )
 """Registered by the memory cog, so a click on any of them is handled whatever process sent the message."""

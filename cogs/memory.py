@@ -1,4 +1,5 @@
-"""/memory and /forget: see what the agent remembers, export it, pause it, and forget one thing or everything.
+"""/memory, /remember and /forget: see what the agent remembers, tell it something, edit it, export it, pause
+it, and forget one thing or everything.
 
 Thin by design: every command parses the interaction, calls the memory service (or a simple store read), and renders
 the answer. Every reply is ephemeral. Memory text goes to the member who owns it and nowhere else: log lines carry
@@ -6,7 +7,8 @@ ids and counts only.
 
 Commands:
     /memory                      the memory panel: facts with source and date, calls and chats, ◀ ▶ pages,
-                                 **Export**, **Pause memory** / **Resume memory**, **Forget…**
+                                 **Export**, **Pause memory** / **Resume memory**, **Forget…**, **Edit a fact…**
+    /remember text:<…>           one fact in the member's own words, marked as told by them
     /forget item item:<…>        one fact (autocomplete lists the caller's current facts)
     /forget call call:<…>        one call or text chat, its lines and the facts that came only from it
     /forget everything           everything, after a confirmation
@@ -21,6 +23,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.client import MemoryBot
+from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
 from cogs._memory_ui import (
@@ -37,6 +40,7 @@ from cogs._memory_ui import (
     forget_fact_or_ask,
     shorten,
 )
+from cogs._own_words import NO_MENTIONS, remember_text
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,18 @@ class Memory(commands.Cog):
         await interaction.response.defer(ephemeral=True, thinking=True)  # the store may wait for another writer
         view = await MemoryView.open(self.actions, interaction.user.id, 0)
         await view.send(interaction, embed=view.embed())
+
+    # ---- /remember -------------------------------------------------------------------------------------
+
+    @app_commands.command(name="remember", description="Tell the agent something to remember about you, in your words")
+    @app_commands.describe(text="What to remember, e.g. My daughter's birthday is 4 May")
+    async def remember_command(
+        self, interaction: discord.Interaction, text: app_commands.Range[str, 1, MAX_FACT_CHARS]
+    ) -> None:
+        await interaction.response.defer(ephemeral=True, thinking=True)  # first: the fact is written to the store
+        result = await OwnWords(self.memory).tell(interaction.user.id, text)
+        log.info("user %s told a fact to remember: %s", interaction.user.id, getattr(result, "outcome", result))
+        await interaction.followup.send(remember_text(result), ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     # ---- /forget ---------------------------------------------------------------------------------------
 

@@ -178,14 +178,23 @@ class LLMClient:
         *,
         temperature: float = 0.7,
         max_tokens: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | None = None,
+        on_chunk: Callable[[dict[str, Any]], object] | None = None,
     ) -> AsyncGenerator[str, None]:
         """Yield the reply's content deltas as the server streams them (SSE).
 
-        A consumer that stops early should close the generator (``contextlib.aclosing``) so the connection is
-        released at once rather than when the generator is garbage-collected.
+        ``tools`` (and ``tool_choice``) are offered to the model as OpenAI tool definitions; ``on_chunk`` is given
+        every streamed chunk object, where the model's tool calls are (``delta.tool_calls``): only content is
+        yielded. A consumer that stops early should close the generator (``contextlib.aclosing``) so the
+        connection is released at once rather than when the generator is garbage-collected.
         """
         payload = self._payload(messages, temperature, max_tokens)
         payload["stream"] = True
+        if tools:
+            payload["tools"] = tools
+            if tool_choice is not None:
+                payload["tool_choice"] = tool_choice
         response = await self._send("POST", CHAT_PATH, payload, stream=True)
         try:
             if response.headers.get("content-type", "").startswith("application/json"):
@@ -202,7 +211,10 @@ class LLMClient:
                     continue
                 if data == "[DONE]":
                     return
-                delta, chunk_finished = self._parse_chunk(data)
+                chunk = self._load_chunk(data)
+                if on_chunk is not None:
+                    on_chunk(chunk)
+                delta, chunk_finished = self._chunk_delta(chunk)
                 finished = finished or chunk_finished
                 if delta:
                     yield delta
@@ -403,8 +415,8 @@ class LLMClient:
             status=response.status_code,
         )
 
-    def _parse_chunk(self, data: str) -> tuple[str, bool]:
-        """Return the content delta of one SSE chunk and whether it carries a finish_reason."""
+    def _load_chunk(self, data: str) -> dict[str, Any]:
+        """One SSE chunk's object."""
         try:
             chunk = json.loads(data)
         except ValueError as exc:
@@ -412,6 +424,10 @@ class LLMClient:
             raise LLMBadResponse(f"LLM at {self._base_url} streamed a chunk that is not JSON: {snippet!r}") from exc
         if not isinstance(chunk, dict):
             raise LLMBadResponse(f"LLM at {self._base_url} streamed a chunk that is not an object")
+        return chunk
+
+    def _chunk_delta(self, chunk: dict[str, Any]) -> tuple[str, bool]:
+        """Return the content delta of one SSE chunk and whether it carries a finish_reason."""
         if "error" in chunk:
             detail = self._redact(_truncate(str(chunk["error"])))
             raise LLMUnavailable(f"LLM at {self._base_url} reported an error mid-stream: {detail}")

@@ -7,6 +7,10 @@ so what is said here reaches the next call's context, and the other way round.
 The memory block is built before the new message is stored: otherwise the query-aware retrieval would find
 the message itself as the best "related line". Private messages, and messages of a member whose memory is
 paused, are neither stored nor given any memory: the model sees only the persona and that message.
+
+While the member's memory is on, the model is also offered the memory tools (``bot.memory.tools``: remember,
+correct, forget), so "remember that…" or "that's wrong, I moved to Leeds" work here as in a call: its calls are
+carried out for this member only, and it is asked again with their results; only what it says reaches the member.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from bot.llm.client import LLMClient
+from bot.memory.own_words import OwnWords
 from bot.memory.postcall import POST_CHAT_JOB
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
-from bot.store.models import ChatRecord, remembers
+from bot.memory.tools import MAX_ROUNDS, MEMORY_TOOLS, ToolTurn
+from bot.store.models import ChatRecord, Conversation, remembers
 from bot.store.repository import AccountStore, ConversationStore, JobStore
 
 
@@ -53,8 +59,11 @@ class ChatService:
         clock: Callable[[], float] = time.time,
         history_turns: int = HISTORY_TURNS,
         history_tokens: int = HISTORY_TOKENS,
+        own_words: OwnWords | None = None,
     ):
+        """``own_words``: offer the model the memory tools while the member's memory is on."""
         self.store = store
+        self.own_words = own_words
         self.memory = memory
         self.llm = llm
         self.idle_seconds = idle_minutes * 60
@@ -100,10 +109,14 @@ class ChatService:
             await self.store.append_chat_turn(
                 chat.chat_id, user_id, "user", message, self._clock(), generation=generation
             )
-        messages = [*context, *history, {"role": "user", "content": message}]
+        request: dict[str, Any] = {"messages": [*context, *history, {"role": "user", "content": message}]}
+        tools = None
+        if self.own_words is not None:
+            request["tools"] = MEMORY_TOOLS
+            tools = ToolTurn(self.own_words, user_id, Conversation("chat", chat.chat_id), generation, request)
 
         parts: list[str] = []
-        async with contextlib.aclosing(llm.stream(messages)) as stream:
+        async with contextlib.aclosing(self._answer(llm, request, tools)) as stream:
             async for delta in stream:
                 parts.append(delta)
                 yield delta
@@ -112,6 +125,27 @@ class ChatService:
             await self.store.append_chat_turn(
                 chat.chat_id, user_id, "assistant", answer, self._clock(), generation=generation
             )
+
+    async def _answer(
+        self, llm: LLMClient, request: dict[str, Any], tools: ToolTurn | None
+    ) -> AsyncGenerator[str, None]:
+        """The model's text for ``request``; with ``tools``, each round of memory tool calls is carried out and
+        the model asked again, and its text before and after them is the answer."""
+        while True:
+            said: list[str] = []
+            stream = llm.stream(
+                request["messages"],
+                tools=request.get("tools"),
+                tool_choice=request.get("tool_choice"),
+                on_chunk=None if tools is None else tools.calls.take,
+            )
+            async with contextlib.aclosing(stream) as deltas:
+                async for delta in deltas:
+                    said.append(delta)
+                    yield delta
+            if tools is None or not tools.calls.pending or tools.rounds >= MAX_ROUNDS:
+                return  # after the last round, calls the model was told it may not make are not carried out
+            request = await tools.ask_again("".join(said))
 
     async def close_idle_sessions(self) -> int:
         """End every session silent for longer than the idle gap and queue it; returns how many were ended."""

@@ -12,6 +12,7 @@ from bot.app import Services
 from bot.client import EXTENSIONS, MemoryBot
 from bot.llm import LLMClient
 from bot.memory.chat import ChatService
+from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld, call_world
@@ -50,7 +51,14 @@ async def services(world: CallWorld, fake_llm: FakeLLM) -> AsyncIterator[Service
         monitor=world.monitor,
     )
     services.postcall = PostCallProcessor(world.store, llm, clock=world.clock, on_processed=services.notify_processed)
-    services.chat = ChatService(world.store, world.memory, llm, idle_minutes=30, persona=world.settings.memory.persona)
+    services.chat = ChatService(
+        world.store,
+        world.memory,
+        llm,
+        idle_minutes=30,
+        persona=world.settings.memory.persona,
+        own_words=OwnWords(world.memory),
+    )
     yield services
     await llm.aclose()
 

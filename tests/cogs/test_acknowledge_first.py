@@ -43,6 +43,7 @@ from tests.fakes.discord_gateway import (
     DEFERRED_CHANNEL_MESSAGE,
     DEFERRED_UPDATE,
     EPHEMERAL,
+    MODAL,
     UPDATE_MESSAGE,
     FakeDiscord,
 )
@@ -221,6 +222,8 @@ async def run_case(fake: FakeDiscord, lock: WriteLock, case: Case) -> Seen:
     first_held, first_seconds = lock.held, time.monotonic() - pushed
     if first[1]["type"] != case.first and first[1]["type"] in (CHANNEL_MESSAGE, UPDATE_MESSAGE):
         return Seen(token, first, first_held, first_seconds, [first], first_held)  # answered without deferring
+    if first[1]["type"] == MODAL:
+        return Seen(token, first, first_held, first_seconds, [], first_held)  # a modal is the whole answer
     answers = [await fake.next_response(token, timeout=HOLD_SECONDS + 10)]
     answer_held = lock.held
     while not case.complete(answers):
@@ -261,6 +264,10 @@ def streamed(kind: str, text: str) -> Check:
         assert answers[-1][1]["content"] == text
 
     return check
+
+
+def no_answer(answers: list[Response]) -> None:
+    assert answers == [], f"answered {answers} besides the modal"
 
 
 def chat_complete(answers: list[Response]) -> bool:
@@ -393,6 +400,47 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
             DEFERRED_UPDATE,
             content("followup", PICK_PROMPT),
             waits=False,  # the picker lists the page the panel already shows: nothing to read
+        )
+    )
+
+    # /remember, and Edit a fact… in the panel: its modal opens at once (the live panel holds the text), and its
+    # submission is acknowledged before the edit is written
+    teller = scene.member()
+    await store.set_consent(teller, True, T0)
+    cases.append(
+        Case(
+            "/remember",
+            slash("remember", teller, text="Plays the oboe"),
+            DEFERRED_CHANNEL_MESSAGE,
+            content("followup", "Got it, I'll remember: “Plays the oboe”"),
+        )
+    )
+    opener = scene.member()
+    [open_id] = await scene.facts(opener, "Plays the harp")
+    await scene.command("memory", opener)
+    cases.append(
+        Case(
+            "panel Edit a fact…",
+            click(opener, f"memory:edit:{opener}", [str(open_id)]),
+            MODAL,
+            no_answer,
+            waits=False,
+        )
+    )
+    editor = scene.member()
+    await store.set_consent(editor, True, T0)
+    [edit_id] = await scene.facts(editor, "Plays the violin")
+    await scene.command("memory", editor)
+    opened = await fake.click(
+        scene.message_with(f"memory:edit:{editor}"), f"memory:edit:{editor}", editor, values=[str(edit_id)]
+    )
+    assert (await fake.next_response(opened, timeout=SETUP_SECONDS))[1]["type"] == MODAL
+    cases.append(
+        Case(
+            "edit modal: submit",
+            lambda: fake.submit_modal(f"fact:modal:{editor}:{edit_id}", editor, {"fact": "Plays the viola"}),
+            DEFERRED_CHANNEL_MESSAGE,
+            content("edit", "Updated: “Plays the viola”"),
         )
     )
 
@@ -570,6 +618,11 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
     assert await store.get_chat(chat_id) is None and await store.get_chat(forget_chat_id) is None
     assert (await store.get_user(chooser)).consent == "remember"
     assert (await store.get_user(new_chatter)).consent == "remember"
+    assert [(f.text, f.told) for f in await store.list_facts(teller)] == [("Plays the oboe", True)]
+    assert [f.text for f in await store.list_facts(editor)] == ["Plays the viola"]
+    assert [f.text for f in await store.list_facts(editor, superseded_only=True)] == ["Plays the violin"]
+    assert fake.modals[f"fact:modal:{opener}:{open_id}"]["title"] == "Edit what I remember"
+    assert [f.text for f in await store.list_facts(opener)] == ["Plays the harp"]
     assert await store.open_call_for_user(caller) is not None
     assert await store.open_call_for_user(chooser) is not None
     assert await store.open_call_for_user(hanging) is None and await store.open_call_for_user(hangup_user) is None

@@ -12,8 +12,10 @@ import pytest
 from bot.app import Services
 from bot.client import EXTENSIONS
 from bot.memory.postcall import PostCallProcessor
+from bot.store.models import FactRecord
 from cogs._consent import ChoiceButton
 from cogs._memory_ui import CancelButton, ConfirmEverythingButton
+from cogs._own_words import EditButton, edit_menu
 from cogs.calls import HangUpButton
 from tests.cogs.conftest import SimBot
 from tests.factories import seed_fact
@@ -128,6 +130,31 @@ async def test_forget_picker_and_confirmation_work_after_a_restart(
     assert await world.store.count_facts(alice.id) == 0
 
 
+async def test_a_fact_is_edited_from_a_panel_shown_before_a_restart(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    """No live panel holds the text: the menu reads the fact first, then an **Edit** button opens the modal."""
+    _, channel, alice = member
+    await world.store.set_consent(alice.id, True, T0)
+    fact = await seed_fact(world.store, alice.id, "Lives in York", T0)
+    shown = await alice.slash(channel, "memory")
+
+    await restart(simcord_env, world, services)
+    asked = await alice.select(shown.response, [str(fact.fact_id)])
+    assert asked.ephemeral and asked.modal is None
+    assert asked.response.content.startswith("**Edit “Lives in York”?**")
+    await restart(simcord_env, world, services)
+    again = await alice.click(asked.response, label="Edit")
+    assert again.modal is None and again.response.content.startswith("**Edit “Lives in York”?**")
+    opened = await alice.click(again.response, label="Edit")
+    assert opened.modal is not None
+    done = await alice.submit_modal(opened, {"fact": "Lives in Leeds"})
+
+    assert done.response.content.startswith("Updated: “Lives in Leeds”.")
+    assert [f.text for f in await world.store.list_facts(alice.id)] == ["Lives in Leeds"]
+    assert [f.text for f in await world.store.list_facts(alice.id, superseded_only=True)] == ["Lives in York"]
+
+
 class _Response:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bool]] = []
@@ -143,6 +170,8 @@ class _Response:
         ChoiceButton.make(1, "call", remember=True, label="Remember me"),
         ConfirmEverythingButton.make(1),
         CancelButton.make(1),
+        EditButton.make(1, 7),
+        edit_menu(1, [FactRecord(7, 1, "Lives in York", None, None, T0, T0, T0, 1)]),
     ],
 )
 async def test_a_control_answers_only_its_owner(control) -> None:

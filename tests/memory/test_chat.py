@@ -13,6 +13,7 @@ from bot.llm.client import LLMClient
 from bot.llm.errors import LLMUnavailable
 from bot.memory.chat import ChatDisabled, ChatService
 from bot.memory.context import MEMORY_HEADER
+from bot.memory.own_words import OwnWords
 from bot.memory.postcall import POST_CHAT_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
@@ -242,3 +243,28 @@ async def test_forget_everything_while_an_answer_streams_stores_nothing_of_it(st
     assert result.turns == 1
     assert await store.count_turns(USER) == 0, "the answer finished after the forget was stored anyway"
     assert await store.open_chat_for_user(USER) is None
+
+
+async def test_memory_tools_are_asked_again_at_most_twice_then_the_model_must_answer(
+    store: SqliteStore, memory: MemoryService, llm: LLMClient, clock: FakeClock, fake_llm
+) -> None:
+    await store.set_consent(USER, True, T0)
+    chat = ChatService(store, memory, llm, idle_minutes=30, persona=PERSONA, clock=clock, own_words=OwnWords(memory))
+    fake_llm.queue_tool_calls([("remember", {"fact": "I play the oboe"})])
+    fake_llm.queue_tool_calls([("remember", {"fact": "I sing in a choir"})], say="And ")
+    fake_llm.queue_reply("noted both.")
+
+    assert await say(chat, "Remember that I play the oboe and sing in a choir.") == "And noted both."
+
+    first, second, last = fake_llm.requests
+    assert "tool_choice" not in first and "tool_choice" not in second
+    assert last["tool_choice"] == "none", "after two rounds the model may only answer"
+    assert [m["role"] for m in last["messages"] if m["role"] in ("assistant", "tool")] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert sorted(f.text for f in await store.list_facts(USER)) == ["I play the oboe", "I sing in a choir"]
+    session = await store.open_chat_for_user(USER)
+    assert [t.content for t in await store.chat_turns(session.chat_id)][-1] == "And noted both."
