@@ -117,6 +117,24 @@ async def test_stream_yields_content_deltas(fake_llm: FakeLLM, client: LLMClient
     }
 
 
+async def test_stream_offers_tools_and_hands_every_chunk_over_yielding_only_content(
+    fake_llm: FakeLLM, client: LLMClient
+) -> None:
+    tool = {"type": "function", "function": {"name": "remember", "parameters": {"type": "object"}}}
+    fake_llm.queue_tool_calls([("remember", {"fact": "I like tea"})], say="One moment.")
+    chunks: list[dict[str, Any]] = []
+    deltas = [d async for d in client.stream(MESSAGES, tools=[tool], tool_choice="auto", on_chunk=chunks.append)]
+    assert deltas == ["One moment."]
+    assert fake_llm.last_request["tools"] == [tool] and fake_llm.last_request["tool_choice"] == "auto"
+    arguments = "".join(
+        call["function"].get("arguments") or ""
+        for c in chunks
+        for call in c["choices"][0]["delta"].get("tool_calls") or []
+    )
+    assert json.loads(arguments) == {"fact": "I like tea"}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
 async def test_stream_retries_before_the_first_byte(
     fake_llm: FakeLLM, client: LLMClient, sleep: RecordingSleep
 ) -> None:
