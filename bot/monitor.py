@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from bot import __version__
+from bot.store.health import WriteHealth
 from bot.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ class Monitor:
         self._agora: dict[str, object] = {"configured": agora is not None}
         self._agora_checked = float("-inf")
         self._agora_task: asyncio.Task[None] | None = None
+        self.write_health: WriteHealth | None = getattr(store, "write_health", None)
+        """The store's record of failed writes (bot.store.health): counted as errors, and degraded while failing."""
 
     # ---- Agora, cached -------------------------------------------------------------------------------
 
@@ -118,8 +121,9 @@ class Monitor:
     # ---- the report ----------------------------------------------------------------------------------
 
     async def report(self) -> dict[str, object]:
-        """The /healthz document. `status` is "ok", "degraded" (Discord or Agora not reachable) or
-        "unavailable" (the database does not answer: the only state /healthz answers 503 to)."""
+        """The /healthz document. `status` is "ok", "degraded" (Discord or Agora not reachable, or the last write
+        to the database failed: `problems` says why) or "unavailable" (the database does not answer: the only
+        state /healthz answers 503 to)."""
         now = self.clock()
         report: dict[str, Any] = {"version": __version__}
         try:
@@ -131,21 +135,31 @@ class Monitor:
             report.update(status="unavailable", database={"ok": False, "error": type(exc).__name__})
             return report
         report["database"] = {"ok": True}
+        problems: list[str] = []
+        writes = self.write_health
+        if writes is not None:
+            report["database"]["writable"] = writes.failing is None
+            failing = writes.failing
+            if failing is not None:
+                ago = max(0.0, writes.clock() - (writes.last_failed_at or 0.0))
+                problems.append(f"database: a write failed {ago:.0f} s ago: {failing}")
         report["queue"] = {"depth": depth, "oldest_age_seconds": None if oldest is None else max(0.0, now - oldest)}
         report["calls"] = {"active": active}
-        degraded = False
         if self.gateway is not None:
             gateway = self.gateway()
             report["discord"] = {"connected": gateway.connected, "latency_seconds": gateway.latency_seconds}
-            degraded |= not gateway.connected
+            if not gateway.connected:
+                problems.append("discord: the gateway is not connected")
         report["agora"] = await self.agora_status()
-        degraded |= report["agora"].get("reachable") is False
+        if report["agora"].get("reachable") is False:
+            problems.append(f"agora: the last check failed ({report['agora'].get('error')})")
         for section in self.sections:
             try:
                 extra = await section()
             except Exception as exc:
                 log.warning("health: a section failed: %s", type(exc).__name__)
-                extra, degraded = {"error": type(exc).__name__}, True
+                extra = {"error": type(exc).__name__}
+                problems.append(f"a health figure failed: {type(exc).__name__}")
             for key, value in extra.items():
                 if isinstance(value, dict) and isinstance(report.get(key), dict):
                     report[key] = {**report[key], **value}
@@ -155,9 +169,11 @@ class Monitor:
             "calls_started": self.counters.calls_started,
             "calls_ended": dict(self.counters.calls_ended),
             "turns_stored": self.counters.turns_stored,
-            "errors": dict(self.counters.errors),
+            "errors": dict(self.counters.errors + (writes.failures if writes is not None else Counter())),
         }
-        report["status"] = "degraded" if degraded else "ok"
+        report["status"] = "degraded" if problems else "ok"
+        if problems:
+            report["problems"] = problems
         return report
 
     async def prometheus(self) -> bytes:
@@ -180,6 +196,15 @@ class _ReportCollector(Collector):
         if r["status"] == "unavailable":
             return
         yield _gauge("memory_call_bot_database_ok", "1 when the database answers", 1)
+        if "writable" in r["database"]:
+            yield _gauge(
+                "memory_call_bot_database_writable",
+                "0 while the last write failed (disk full?)",
+                r["database"]["writable"],
+            )
+        yield _gauge(
+            "memory_call_bot_degraded", "1 while /healthz says degraded (see its problems)", bool(r.get("problems"))
+        )
         yield _gauge("memory_call_bot_active_calls", "Calls not ended yet", r["calls"]["active"])
         yield _gauge("memory_call_bot_queue_depth", "Post-call jobs waiting or running", r["queue"]["depth"])
         oldest = r["queue"]["oldest_age_seconds"]

@@ -54,6 +54,7 @@ PASS_THROUGH = frozenset(
         "close",
         "schema_version",
         "ping",
+        "write_health",  # counts of failed writes by kind, and why the last one failed: no member text
         "get_user",
         "set_consent",
         "set_memory_enabled",

@@ -19,6 +19,7 @@ from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.columns import fact_record, turn_record
+from bot.store.health import WriteHealth
 from bot.store.models import (
     CallRecord,
     ChatRecord,
@@ -65,6 +66,7 @@ class PostgresBase:
         self._min = min_connections
         self._max = max_connections
         self._pool: asyncpg.Pool | None = None
+        self.write_health = WriteHealth()
 
     def __repr__(self) -> str:  # never show a password from the URL
         return f"PostgresStore({re.sub(r'//[^@/]*@', '//***@', self.url)!r})"
@@ -146,7 +148,7 @@ class PostgresBase:
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[Connection]:
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             async with self.pool.acquire() as db, db.transaction():
                 yield db
 
@@ -158,7 +160,7 @@ class PostgresBase:
         return row
 
     async def _write(self, sql: str, *params: Any) -> int:
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             return _count(await self.pool.execute(sql, *params))
 
 

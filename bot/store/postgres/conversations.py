@@ -246,7 +246,7 @@ class PostgresConversations(PostgresFullText):
     ) -> tuple[CallRecord, int] | None:
         _check_call_fields(fields)
         assignments = ", ".join(["state = 'ending'", *(f"{k} = ${i}" for i, k in enumerate(fields, start=3))])
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             row = await self._one(
                 f"WITH began AS (UPDATE calls SET {assignments} WHERE call_id = $1 AND state = ANY($2::text[]) "
                 "RETURNING *) SELECT began.*, (SELECT generation FROM memory_fences f WHERE f.user_id = began.user_id) "
@@ -266,7 +266,7 @@ class PostgresConversations(PostgresFullText):
         post_call_job: str | None = None,
         not_before: float = 0.0,
     ) -> CallEnd:
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             row = await self._one(_END_CALL, call_id, ended_at, agent_stop_pending, post_call_job, not_before)
         assert row is not None
         return CallEnd(won=bool(row["won"]), turns=int(row["turns"] or 0) if row["won"] else 0)
@@ -390,7 +390,7 @@ class PostgresConversations(PostgresFullText):
         expected_version: int | None = None,
         live_key: str | None = None,
     ) -> bool:
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             row = await self._one(
                 _APPLY_CALL_TURNS,
                 *_apply_params(

@@ -25,6 +25,7 @@ import aiosqlite
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import fact_record, turn_record
+from bot.store.health import WriteHealth
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
 from bot.store.models import (
     CallRecord,
@@ -92,6 +93,7 @@ class SqliteBase:
         self._reader_lock = asyncio.Lock()
         self.checkpoint_seconds = checkpoint_seconds
         self._checkpoints: WalCheckpoints | None = None
+        self.write_health = WriteHealth()
 
     async def open(self) -> None:
         if self.path.parent and str(self.path) != ":memory:":
@@ -217,7 +219,7 @@ class SqliteBase:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             await self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
@@ -236,7 +238,7 @@ class SqliteBase:
     async def _one_trip(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``work(conn, *args, **kwargs)`` (see bot.store.sqlite.trips) in one transaction, in ONE trip to the
         database thread, however many statements it runs."""
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             async with self._lock:
                 return await trips.on_thread(self.db, in_transaction, work, *args, **kwargs)
 
@@ -255,7 +257,7 @@ class SqliteBase:
     async def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
         """A single-statement write: atomic on its own, so no explicit transaction; returns the rows changed.
         One trip to the database thread (execute and close together)."""
-        with _storage_errors():
+        with self.write_health.write(), _storage_errors():
             async with self._lock:
                 return await trips.on_thread(self.db, trips.changes, sql, tuple(params))
 
