@@ -42,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.memory_eval_cases import EvalCase, Fact, audit, fact_present, load_cases, where
+from bench.memory_hard_cases import HardCase, hard_cases
 from bot.config import DEFAULT_PERSONA
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
@@ -256,6 +257,64 @@ async def run(
     return [r for budget in budgets for results in per_case for r in results if r.budget == budget]
 
 
+HARD_COLUMNS = ("call_start", "query_aware", "query_lexical", "bm25_all", "recent_fit")
+HARD_LABELS = {**LABELS, "query_lexical": "qa-lexical"}
+
+
+def evidence_recall(case: HardCase, text: str) -> float:
+    lowered = text.lower()
+    return sum(line.lower() in lowered for line in case.evidence) / len(case.evidence)
+
+
+async def evaluate_hard(
+    case: HardCase, workdir: Path, budget: int, embedder: EmbeddedEmbedder | None
+) -> dict[str, float]:
+    """Evidence recall of each builder for one hard case (``bench/memory_hard_cases.py``) at ``budget`` tokens:
+    the bot's blocks (query-aware with the embedded model and without it, as ``qa-lexical``) and the baselines."""
+    store = SqliteStore(workdir / f"hard-{case.case_id}.db")
+    await store.open()
+    try:
+        memory = MemoryService(store, budget_tokens=budget, persona=DEFAULT_PERSONA)
+        conversations = parse_conversations([{"started_at": t.isoformat(), "messages": m} for t, m in case.sessions])
+        await import_conversations(store, memory, USER_ID, conversations)
+        history = [m for _, messages in case.sessions for m in messages]
+
+        async def block(query: str | None) -> str:
+            return "\n".join(m["content"] for m in (await memory.build_context(USER_ID, query=query))[1:])
+
+        texts = {"call_start": await block(None), "query_lexical": await block(case.question)}
+        if embedder is not None:
+            member = MemberEmbedder(store, embedder)
+            while (await member.embed_member(USER_ID))[1]:
+                pass
+            memory.context.dense = DenseRetriever(store, embedder)
+        texts["query_aware"] = await block(case.question)
+        texts["bm25_all"] = bm25_block(history, case.question, budget)
+        texts["recent_fit"] = recent_fit_block(history, budget)
+        await memory.wait_scrubbed()
+        return {column: evidence_recall(case, text) for column, text in texts.items()}
+    finally:
+        await store.close()
+
+
+async def run_hard(cases: Sequence[HardCase], budget: int, embedder: EmbeddedEmbedder | None) -> list[dict[str, float]]:
+    with tempfile.TemporaryDirectory(prefix="memory-hard-") as tmp:
+        return [await evaluate_hard(case, Path(tmp), budget, embedder) for case in cases]
+
+
+def hard_report(cases: Sequence[HardCase], results: Sequence[dict[str, float]], budget: int) -> str:
+    out = [
+        f"Evidence recall on {len(cases)} hard cases (bench/memory_hard_cases.py) at {budget} tokens",
+        f"{'kind':12} {'cases':>5} | " + " ".join(f"{HARD_LABELS[c]:>11}" for c in HARD_COLUMNS),
+    ]
+    kinds = sorted({case.kind for case in cases})
+    for kind in [*kinds, "all"]:
+        rows = [r for case, r in zip(cases, results, strict=True) if kind in ("all", case.kind)]
+        recall = " ".join(f"{_mean([r[c] for r in rows]):>11.3f}" for c in HARD_COLUMNS)
+        out.append(f"{kind:12} {len(rows):>5} | {recall}")
+    return "\n".join(out)
+
+
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
@@ -389,6 +448,11 @@ async def _main(args: argparse.Namespace) -> int:
             await llm.aclose()
     if len(by_backend) == 2:
         print(backend_difference(by_backend["sqlite"], by_backend["postgresql"]))
+    if args.hard:
+        hard = hard_cases()
+        for budget in args.budgets:
+            print()
+            print(hard_report(hard, await run_hard(hard, budget, embedder), budget))
     return 0
 
 
@@ -420,6 +484,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="cases processed at once with --llm")
     parser.add_argument("--verbose", action="store_true", help="per-case recall and the facts missed")
     parser.add_argument("--encrypted", action="store_true", help="store every text encrypted with the member's key")
+    parser.add_argument(
+        "--hard", action="store_true", help="also the hard cases (paraphrase, distractor, multi-hop, temporal)"
+    )
     parser.add_argument(
         "--lexical", action="store_true", help="the embedded model off (memory.semantic_search false): BM25 only"
     )

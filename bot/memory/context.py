@@ -422,7 +422,7 @@ class ContextBuilder:
             if fact.current:
                 block.add_fact(fact)
         await keep_core(block, lambda: self._fill_for_call_start(block, user_id, index))
-        for turn, hit in _by_score(ranked, priors, base, lines):
+        for turn, hit in _by_score(ranked, priors, _QueryBase((), base.positions), lines):  # the core has the rest
             if block.full:
                 break
             if block.add_turn(turn) and hit:

@@ -48,6 +48,9 @@ DENSE_FACTS = 10
 """Lines and facts taken from the dense ranking. The BM25 side lists only lines sharing a word with the query,
 but every line has some cosine similarity to it; with RRF_K = 60 even rank 100 would score more than half of
 rank 1, so only the head of the dense ranking takes part."""
+REPEATS_SLACK = 4
+"""The nearest ``limit * REPEATS_SLACK`` rows are read to keep ``limit`` distinct ones: a text said many times (an
+assistant's "That sounds lovely.") has as many identical vectors, which would otherwise fill the whole head."""
 CACHED_MEMBERS = 256
 CACHED_BYTES = 256 << 20
 """Kept matrices are also bounded by size: a member with 5,500 vectors of 1536 numbers takes 34 MB."""
@@ -256,8 +259,11 @@ class DenseRetriever:
             scores = await asyncio.to_thread(np.einsum, "ij,j->i", matrix, query)
         else:
             scores = np.einsum("ij,j->i", matrix, query)
-        top = np.argpartition(-scores, limit - 1)[:limit] if limit < len(ids) else np.arange(len(ids))
+        depth = limit * REPEATS_SLACK
+        top = np.argpartition(-scores, depth - 1)[:depth] if depth < len(ids) else np.arange(len(ids))
         best = top[np.argsort(-scores[top], kind="stable")]
+        ordered = scores[best]
+        best = best[np.concatenate(([True], ordered[1:] != ordered[:-1]))][:limit]  # a repeated text once
         return [int(ids[i]) for i in best if scores[i] > 0]
 
     async def fuse(

@@ -20,7 +20,7 @@ from bot.store.models import TurnRecord
 
 CORE_SHARE = 0.7
 """The share of a query-aware block's budget kept for the call start's core (measured: bench/memory_quality.py)."""
-NEIGHBOURED_HITS = 4
+NEIGHBOURED_HITS = 8
 """The best hits that bring their neighbours: further down, a hit's neighbours would crowd out better hits."""
 Position = tuple[str, int]
 
