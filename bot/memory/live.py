@@ -38,7 +38,7 @@ from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.own_words import OwnWords
 from bot.memory.service import MemoryService
-from bot.memory.tools import ToolCalls, carry_out, offered
+from bot.memory.tools import ToolTurn, offered
 from bot.store.models import CallMemoryState, CallRecord, Conversation
 from bot.web.llm_backend import LLMRouteError, bad_request, unauthorized
 
@@ -47,26 +47,12 @@ log = logging.getLogger(__name__)
 ATTEMPTS = 2
 """The upstream is tried at most twice, and only until its first byte."""
 DONE_EVENT = "[DONE]"
-MAX_TOOL_ROUNDS = 2
-"""How many times one turn asks the model again after it called the memory tools; the last time it may not."""
 
 
 def error_event(message: str, code: str) -> bytes:
     """An SSE event carrying an OpenAI-format error, for a failure after the stream started."""
     payload = {"error": {"message": message, "type": "server_error", "param": None, "code": code}}
     return f"data: {json.dumps(payload)}\n\n".encode()
-
-
-@dataclass
-class _ToolUse:
-    """A turn whose model was offered the memory tools: what to ask it again with, once it called them."""
-
-    own_words: OwnWords
-    request: dict[str, Any]
-    calls: ToolCalls = field(default_factory=ToolCalls)
-    rounds: int = 0
-    said_from: int = 0
-    """Where in the reply's parts the current round's text starts."""
 
 
 @dataclass
@@ -96,7 +82,7 @@ class LiveTurn:
         chunks: AsyncGenerator[bytes],
         first: bytes,
         line_write: asyncio.Future[None] | None = None,
-        tools: _ToolUse | None = None,
+        tools: ToolTurn | None = None,
     ) -> None:
         """``line_write``: the write of the user line this turn answers, still running while the reply starts.
         ``tools``: the memory tools were offered (their calls are carried out, not relayed)."""
@@ -110,6 +96,8 @@ class LiveTurn:
         self._first = first
         self._line_write = line_write
         self._tools = tools
+        self._said_from = 0
+        """Where in the reply's parts the current round of the model's answer starts (``tools``)."""
         self._reply = _Reply()
         self._finished = False
         self.content_type = response.content_type
@@ -173,21 +161,14 @@ class LiveTurn:
         finally:
             await self._finish()
 
-    async def _ask_again(self, tools: _ToolUse) -> bytes:
+    async def _ask_again(self, tools: ToolTurn) -> bytes:
         """Carry out the memory tools the model called, for this call's member only, and ask the model again with
         the results; its answer's first bytes (the rest comes through ``self._chunks``)."""
-        said = "".join(self._reply.parts[tools.said_from :])
-        called = tools.calls.assistant_message(said)
-        convo = Conversation("call", self._call.call_id)
-        results = await carry_out(tools.calls, tools.own_words, self._call.user_id, convo, self._generation)
-        tools.rounds += 1
-        tools.request["messages"] = [*tools.request["messages"], called, *results]
-        if tools.rounds >= MAX_TOOL_ROUNDS:
-            tools.request["tool_choice"] = "none"
+        request = await tools.ask_again("".join(self._reply.parts[self._said_from :]))
         await self._chunks.aclose()
         await self._response.aclose()
-        self._response, self._chunks, first = await self._recall.open_upstream(self._call, tools.request)
-        tools.said_from = len(self._reply.parts)
+        self._response, self._chunks, first = await self._recall.open_upstream(self._call, request)
+        self._said_from = len(self._reply.parts)
         return first
 
     async def close(self) -> None:
@@ -302,10 +283,11 @@ class LiveRecall:
                 # the reply is stored only after it (`LiveTurn._store_reply`).
                 write = asyncio.ensure_future(self.store_line(call, agent, agent.transcript, "user", generation))
                 self.track(write)
-        tools: _ToolUse | None = None
+        tools: ToolTurn | None = None
         if remember and self.own_words is not None and outgoing.get("stream") is True:
             outgoing["tools"] = offered(outgoing.get("tools"))
-            tools = _ToolUse(self.own_words, outgoing)
+            convo = Conversation("call", call.call_id)
+            tools = ToolTurn(self.own_words, call.user_id, convo, generation, outgoing)
         try:
             response, chunks, first = await self._open(call, outgoing)
         except BaseException:

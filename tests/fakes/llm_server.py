@@ -529,7 +529,12 @@ def _validate_tool_answers(messages: list[dict[str, Any]]) -> None:
         calls = message.get("tool_calls") if message["role"] == "assistant" else None
         open_calls = {c.get("id") for c in calls if isinstance(c, dict)} if isinstance(calls, list) else set()
     if open_calls:
-        raise FakeLLMRequestError(400, "Tool calls were not answered before the end of 'messages'.", param="messages")
+        raise FakeLLMRequestError(
+            400,
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: {sorted(open_calls)}",
+            param="messages",
+        )
 
 
 def _is_text_part(part: Any) -> bool:

@@ -80,13 +80,19 @@ async def test_boundary_temperatures_are_accepted(fake_llm: FakeLLM) -> None:
 
 
 async def test_content_part_arrays_and_tool_call_turns_are_accepted(fake_llm: FakeLLM) -> None:
-    """As OpenAI's API accepts them: text parts, and an assistant turn that is only tool calls."""
+    """As OpenAI's API accepts them: text parts, and an assistant turn that is only tool calls, answered; as it
+    refuses them: a tool call left unanswered, or a tool message that answers no call."""
     fake_llm.queue_reply("fine")
     fake_llm.queue_reply("fine")
     parts = _body(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
-    tools = _body(messages=[USER, {"role": "assistant", "content": None, "tool_calls": [{"id": "t1"}]}])
+    called = {"role": "assistant", "content": None, "tool_calls": [{"id": "t1"}]}
+    answer = {"role": "tool", "tool_call_id": "t1", "content": "{}"}
     assert (await _post(fake_llm, parts)).status_code == 200
-    assert (await _post(fake_llm, tools)).status_code == 200
+    assert (await _post(fake_llm, _body(messages=[USER, called, answer]))).status_code == 200
+    unanswered = await _post(fake_llm, _body(messages=[USER, called]))
+    stray = await _post(fake_llm, _body(messages=[USER, answer]))
+    assert unanswered.status_code == 400 and "tool_call_ids did not have response messages" in unanswered.text
+    assert stray.status_code == 400 and "must be a response to a preceeding message" in stray.text
 
 
 async def test_api_key_is_enforced() -> None:
