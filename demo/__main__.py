@@ -56,6 +56,7 @@ def pollable(fd: int) -> bool:
 
 
 async def run(session: DemoSession) -> int:
+    """Start everything, run the member's session until quit, end of input or a signal, then stop everything."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
@@ -63,12 +64,38 @@ async def run(session: DemoSession) -> int:
     write(banner(session))
     write("Starting the bot…")
     try:
-        await session.start()
+        if not await started(session, stop):
+            return 130
+        assert session.bot is not None
+        write(f"The bot is running (process {session.bot.pid}).\n\n{HELP}\n")
+        await member_session(session, stop)
     except BotDidNotStart as exc:
         write(f"The demo cannot start: {exc}")
         return 1
-    assert session.bot is not None
-    write(f"The bot is running (process {session.bot.pid}).\n\n{HELP}\n")
+    finally:
+        write("Stopping the bot and the stand-ins…")
+        await session.stop()
+        write("Stopped. Nothing of the demo is running any more.")
+    return 0
+
+
+async def started(session: DemoSession, stop: asyncio.Event) -> bool:
+    """Start the session; False when a signal came first (Ctrl-C while the bot starts)."""
+    starting = asyncio.ensure_future(session.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        return False
+    starting.result()
+    return True
+
+
+async def member_session(session: DemoSession, stop: asyncio.Event) -> None:
+    """Read the member's lines and print what they see, until quit, end of input, a signal, or the bot exiting."""
+    loop = asyncio.get_running_loop()
     session.discord.user(DEMO_MEMBER, DEMO_MEMBER_NAME)
     screen = Screen(session.discord, write)
     lines: asyncio.Queue[str | None] = asyncio.Queue()
@@ -85,17 +112,21 @@ async def run(session: DemoSession) -> int:
         await lines.put(None)
 
     async def watch() -> None:
-        while True:
+        assert session.bot is not None
+        while session.bot.returncode is None:
             if screen.refresh():
                 prompt()
             await asyncio.sleep(REFRESH_SECONDS)
+        write(f"The bot stopped (exit status {session.bot.returncode}). The end of its log:\n{session.log_tail()}")
+        stop.set()
 
-    tasks = [loop.create_task(read_lines()), loop.create_task(watch()), loop.create_task(stop.wait())]
+    tasks = [loop.create_task(read_lines()), loop.create_task(watch())]
+    stopping = loop.create_task(stop.wait())
     prompt()
     try:
         while not stop.is_set():
             getting = loop.create_task(lines.get())
-            await asyncio.wait({getting, tasks[2]}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not getting.done():
                 getting.cancel()
                 break
@@ -105,13 +136,9 @@ async def run(session: DemoSession) -> int:
             if await handle(session, screen, line):
                 prompt()
     finally:
-        for task in tasks:
+        for task in (*tasks, stopping):
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        write("Stopping the bot and the stand-ins…")
-        await session.stop()
-        write("Stopped. Nothing of the demo is running any more.")
-    return 0
+        await asyncio.gather(*tasks, stopping, return_exceptions=True)
 
 
 async def handle(session: DemoSession, screen: Screen, line: str) -> bool:
@@ -160,7 +187,11 @@ async def run_command(session: DemoSession, screen: Screen, command: Command) ->
         options=command.options,
         permissions=command.permissions,
     )
-    _kind, answer = await fake.next_response(token, timeout=AUTOCOMPLETE_SECONDS)
+    try:
+        _kind, answer = await fake.next_response(token, timeout=AUTOCOMPLETE_SECONDS)
+    except TimeoutError:
+        write(f"The bot offered nothing to pick for {option}.")
+        return True
     found = answer["data"]["choices"]
     if not found:
         write(f"Nothing to pick for {option}" + (f" matching “{typed}”." if typed else "."))

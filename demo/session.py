@@ -179,7 +179,7 @@ class DemoSession:
             await asyncio.gather(exited, ready, return_exceptions=True)
         if ready not in done:
             why = "stopped" if exited in done else f"did not connect within {BOT_START_SECONDS:.0f} s"
-            raise BotDidNotStart(f"the bot {why}; its log: {self.log_path}\n{self._log_tail()}")
+            raise BotDidNotStart(f"the bot {why}; its log: {self.log_path}\n{self.log_tail()}")
 
     async def _connected_with_commands(self) -> None:
         """Connected to the fake Discord with its commands synced, and the call page's server answering (the bot
@@ -196,7 +196,7 @@ class DemoSession:
         except (aiohttp.ClientError, TimeoutError):
             return False
 
-    def _log_tail(self, lines: int = 20) -> str:
+    def log_tail(self, lines: int = 20) -> str:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

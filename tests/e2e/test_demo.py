@@ -72,6 +72,13 @@ class Terminal:
         os.kill(self.pid, signal.SIGKILL)
         raise AssertionError(f"the demo did not exit after quit:\n{self.output[-3000:]}")
 
+    def close(self) -> None:
+        """Stop the program if it still runs (a failed test), as closing its terminal window would."""
+        if alive(self.pid):
+            os.kill(self.pid, signal.SIGTERM)
+            self.exit_status()
+        os.close(self.fd)
+
 
 def descendants(pid: int) -> set[int]:
     """Every live process below ``pid``, from /proc."""
@@ -121,10 +128,7 @@ async def say(page: Page, line: str) -> None:
 
 
 async def test_a_person_tries_the_bot_in_the_demo(browser) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST"))}
-    python3 = shutil.which("python3")
-    assert python3 is not None
-    terminal = Terminal([python3, "tasks.py", "demo", "--no-setup"], env)
+    terminal = start_demo()
     page: Page | None = None
     try:
         assert "a scripted stand-in: short, canned answers, not a real model" in (
@@ -182,12 +186,49 @@ async def test_a_person_tries_the_bot_in_the_demo(browser) -> None:
     finally:
         if page is not None:
             await page.close()
-        if alive(terminal.pid):
-            os.kill(terminal.pid, signal.SIGTERM)
-            terminal.exit_status()
-        os.close(terminal.fd)
+        terminal.close()
 
     assert [pid for pid in started_processes | {terminal.pid} if alive(pid)] == []
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", web_port), timeout=2).close()
     assert not exists(data), "the throwaway data folder is deleted"
+
+
+def start_demo() -> Terminal:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST"))}
+    python3 = shutil.which("python3")
+    assert python3 is not None
+    return Terminal([python3, "tasks.py", "demo", "--no-setup"], env)
+
+
+async def test_ctrl_c_while_the_bot_starts_stops_everything() -> None:
+    terminal = start_demo()
+    try:
+        await terminal.expect(r"Starting the bot…")
+        started_processes: set[int] = set()
+        for _ in range(200):  # until the bot's process exists (the stand-ins are up by then)
+            started_processes = descendants(terminal.pid)
+            if started_processes:
+                break
+            await asyncio.sleep(0.05)
+        assert started_processes, "the demo started the bot"
+        os.write(terminal.fd, b"\x03")  # Ctrl-C: the terminal sends SIGINT to the demo
+        await terminal.expect(r"Stopped\. Nothing of the demo is running any more\.")
+        assert terminal.exit_status() == 130
+    finally:
+        terminal.close()
+    assert [pid for pid in started_processes | {terminal.pid} if alive(pid)] == []
+
+
+async def test_when_the_bot_dies_the_demo_says_so_and_stops() -> None:
+    terminal = start_demo()
+    try:
+        bot_pid = int((await terminal.expect(r"The bot is running \(process (\d+)\)", within=60)).group(1))
+        os.kill(bot_pid, signal.SIGKILL)
+        tail = await terminal.expect(r"The bot stopped \(exit status -9\)\. The end of its log:\n((?:.*\n)+?)Stopping")
+        assert " INFO " in tail.group(1), tail.group(1)
+        await terminal.expect(r"Stopped\. Nothing of the demo is running any more\.")
+        assert terminal.exit_status() == 0
+    finally:
+        terminal.close()
+    assert not alive(bot_pid) and not alive(terminal.pid)
