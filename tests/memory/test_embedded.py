@@ -189,3 +189,16 @@ async def test_live_recall_brings_the_nurse_line_with_no_embedding_server(tmp_pa
         )
         assert NURSE in memory
         assert fake_llm.embedding_requests == []
+
+
+async def test_a_line_said_many_times_does_not_crowd_out_the_answer(store: Store, memory: MemoryService) -> None:
+    """Identical texts have identical vectors: a reply the assistant repeats fifty times takes one place among the
+    nearest, not all of them."""
+    repeated = [("assistant", "Tell me more about your work, your career and your occupation.")] * 50
+    await ended_call(store, memory, [("user", NURSE), *FILLER[:20]], started_at=TUESDAY - 86400, queue=False)
+    await ended_call(store, memory, [*repeated, *LATER], queue=False)
+    embedder = EmbeddedEmbedder()
+    await MemberEmbedder(store, embedder).embed_member(USER)
+    memory.context.dense = DenseRetriever(store, embedder)
+    block = await asked(memory, "what do I do at my job?")
+    assert NURSE in block and block.count("Tell me more about your work") == 1
