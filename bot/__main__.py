@@ -4,13 +4,16 @@ forget-unreadable | import-history | context | backup | restore | keygen | rotat
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 
+import asyncpg
+
 from bot import __version__
 from bot import loop as event_loop
-from bot.config import ConfigError, load_settings
-from bot.doctor import StartupProblem
+from bot.config import ConfigError, Settings, load_settings
+from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem, inspect_configured_database
 from bot.keys import KeyStoreLocked
 from bot.keys.setup import check_key_store
 from bot.logs import setup_logging
@@ -18,6 +21,11 @@ from bot.store.inuse import DatabaseInUse
 
 KEYS_NOT_REQUIRED = frozenset({"forget-unreadable", "backup", "restore", "copy-db", "rotate-master-key"})
 """Commands that run while encrypted members' keys are missing from the key store: they repair it or copy files."""
+OPEN_THE_DATABASE = frozenset(
+    {"migrate", "sync", "export-user", "forget-user", "forget-unreadable", "import-history", "context", "backup"}
+)
+"""Commands that open the configured database: a damaged or unusable one stops them with one line and exit 2 (as
+`run`), before anything reads it. `check` reports it; `restore` is how to replace it."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             # Before anything opens the database (even to inspect it): member keys need their master key, and
             # encrypted members their keys (bot.keys.lost), except for the commands that repair that.
             event_loop.run(check_key_store(settings.memory, require_keys=args.command not in KEYS_NOT_REQUIRED))
+        if args.command in OPEN_THE_DATABASE:
+            database = inspect_configured_database(settings)
+            if database.failed:
+                print(database.text, file=sys.stderr)
+                return UNUSABLE_DATABASE_EXIT
         return event_loop.run(handlers[args.command](settings, args))
     except KeyboardInterrupt:
         return 130
@@ -109,10 +122,35 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except StartupProblem as exc:
         print(f"The bot cannot start: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except sqlite3.DatabaseError as exc:  # found while working, past the check before it
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            print(
+                f"memory.database_path {settings.memory.database_path} stayed locked by another program for "
+                f"{settings.memory.lock_timeout_seconds:g} s (memory.lock_timeout_seconds): try again",
+                file=sys.stderr,
+            )
+            return 1
+        print(unusable_sqlite(settings, exc), file=sys.stderr)
+        return UNUSABLE_DATABASE_EXIT
+    except (OSError, asyncpg.PostgresError) as exc:
+        if settings.memory.database_url is None or isinstance(exc, FileNotFoundError | PermissionError):
+            raise
+        from bot.store.copy import describe
+
+        where = describe(settings.memory.database_url.get_secret_value())
+        print(f"memory.database_url {where}: {type(exc).__name__}: {exc}; is PostgreSQL running?", file=sys.stderr)
         return 1
     except KeyStoreLocked as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def unusable_sqlite(settings: Settings, exc: sqlite3.DatabaseError) -> str:
+    return (
+        f"memory.database_path {settings.memory.database_path} is not a usable SQLite database ({exc}): restore a "
+        "backup with `python -m bot restore FILE`, or move the file away to start empty"
+    )
 
 
 if __name__ == "__main__":

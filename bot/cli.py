@@ -20,6 +20,7 @@ from bot.app import (
 )
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import (
+    UNUSABLE_DATABASE_EXIT,
     Finding,
     StartupProblem,
     database_folder_problem,
@@ -97,9 +98,11 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
     if folder is not None:  # a setting to change, not a fault that goes away: 2, which systemd does not restart
         print(f"The bot cannot start: {folder}", file=sys.stderr)
         return 2
-    problems = [finding.text for finding in startup_findings(settings) if finding.failed]
-    if problems:
-        raise StartupProblem(problems[0])
+    database, listen = startup_findings(settings)
+    if database.failed:  # damaged, too new, not writable: restarting cannot fix it
+        raise StartupProblem(database.text, exit_status=UNUSABLE_DATABASE_EXIT)
+    if listen.failed:
+        raise StartupProblem(listen.text)
     from bot.client import run_bot
 
     return await run_bot(settings)

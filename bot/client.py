@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -21,7 +22,7 @@ from discord.ext import commands
 from bot import __version__, messages
 from bot.app import Services, database_use, open_services
 from bot.config import Settings
-from bot.doctor import StartupProblem
+from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem
 from bot.invite import invite_url
 from bot.monitor import Gateway
 from bot.store.inuse import DatabaseInUse, DatabaseUse
@@ -182,7 +183,11 @@ async def run_bot(settings: Settings) -> int:
     except (SchemaTooNew, DatabaseInUse) as exc:
         raise StartupProblem(str(exc)) from None
     except sqlite3.DatabaseError as exc:
-        raise StartupProblem(f"memory.database_path {settings.memory.database_path}: {exc}") from None
+        locked = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+        raise StartupProblem(
+            f"memory.database_path {settings.memory.database_path}: {exc}",
+            exit_status=1 if locked else UNUSABLE_DATABASE_EXIT,
+        ) from None
 
 
 async def _run_bot(settings: Settings) -> int:
@@ -212,6 +217,11 @@ async def _run_with_services(settings: Settings, token: str, in_use: DatabaseUse
             raise StartupProblem("Discord refused the intents; this bot needs no privileged intents") from None
         except PortInUse as exc:
             raise StartupProblem(str(exc)) from None
+        except (aiohttp.ClientError, OSError) as exc:  # logging in over HTTP: DNS, refused, reset
+            raise StartupProblem(
+                f"Discord cannot be reached ({type(exc).__name__}: {exc}): check this machine's internet connection "
+                "and DNS; the bot exits with status 1 so systemd or Docker starts it again"
+            ) from None
     return 0
 
 

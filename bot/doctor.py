@@ -34,7 +34,15 @@ class Finding:
 
 
 class StartupProblem(Exception):
-    """A known reason the bot cannot start; the message is the one line to print (no traceback)."""
+    """A known reason the bot cannot start; the message is the one line to print (no traceback). ``exit_status``
+    2 is a setting or a file to fix, which restarting cannot (systemd's unit does not restart on 2)."""
+
+    def __init__(self, text: str, *, exit_status: int = 1) -> None:
+        super().__init__(text)
+        self.exit_status = exit_status
+
+
+UNUSABLE_DATABASE_EXIT = 2
 
 
 def _ok(text: str) -> Finding:

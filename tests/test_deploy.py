@@ -92,8 +92,9 @@ def unit() -> dict[str, list[str]]:
     return entries
 
 
-def test_systemd_unit_command_lines_migrate_then_run(tmp_path: Path) -> None:
-    """ExecStartPre and ExecStart as systemd would run them, with /opt and /var/lib moved under tmp_path."""
+def test_systemd_unit_command_line_runs_and_stops_for_good_on_what_a_restart_cannot_fix(tmp_path: Path) -> None:
+    """ExecStart as systemd would run it, with /opt and /var/lib moved under tmp_path: no secrets and a damaged
+    database exit 2, which RestartPreventExitStatus covers (it covers only the main process: no ExecStartPre)."""
     entries = unit()
     home, state = tmp_path / "opt", tmp_path / "var"
 
@@ -117,11 +118,20 @@ def test_systemd_unit_command_lines_migrate_then_run(tmp_path: Path) -> None:
     def run_line(command: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(shlex.split(moved(command)), cwd=workdir, env=env, text=True, capture_output=True)
 
-    migrate = run_line(entries["ExecStartPre"][0])
-    assert migrate.returncode == 0, migrate.stderr
-    assert (state / "bot.db").exists() and "is at schema" in migrate.stdout
-
+    assert "ExecStartPre" not in entries
     run = run_line(entries["ExecStart"][0])
     assert run.returncode == 2 and "DISCORD_TOKEN" in run.stdout  # no secrets in the empty .env
     assert entries["RestartPreventExitStatus"] == ["2"]  # a configuration problem is not restarted in a loop
+
+    (home / ".env").write_text(
+        "DISCORD_TOKEN=t\nAGORA_APP_ID=0123456789abcdef0123456789abcdef\nAGORA_APP_CERTIFICATE=c\n"
+        "AGORA_CUSTOMER_ID=i\nAGORA_CUSTOMER_SECRET=s\n"
+    )
+    for line in (home / ".env").read_text().splitlines():
+        key, value = line.split("=", 1)
+        env[key] = value  # as systemd reads EnvironmentFile
+    (state / "bot.db").write_bytes(b"SQLite format 3\x00" + b"\x00" * 84 + b"damaged" * 100)
+    run = run_line(entries["ExecStart"][0])
+    assert run.returncode == 2, run.stderr
+    assert "is not a usable SQLite database" in run.stderr and "Traceback" not in run.stderr
     assert entries["KillSignal"] == ["SIGTERM"] and entries["User"] != ["root"]

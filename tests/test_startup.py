@@ -117,7 +117,7 @@ def test_a_bad_database_fails_check_and_stops_run_with_one_line(
     assert "FAIL     " in out and expected in out
     assert "cannot start until the problems above are fixed" in out
 
-    assert main(["--config", str(config), "run"]) == 1
+    assert main(["--config", str(config), "run"]) == 2  # the unit's RestartPreventExitStatus: not restarted
     err = capsys.readouterr().err
     assert err.startswith("The bot cannot start: ") and expected in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
