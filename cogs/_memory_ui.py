@@ -20,6 +20,7 @@ from discord import app_commands
 
 from bot.memory.forgetting import FactTraces
 from bot.memory.service import MemoryPage, MemoryService
+from bot.memory.wording import for_member
 from bot.messages import plural
 from bot.store.models import ConversationSummary, FactRecord, ForgetResult
 from bot.store.repository import Store
@@ -104,6 +105,11 @@ def _safe(text: str, limit: int) -> str:
     return discord.utils.escape_markdown(shorten(text, limit))
 
 
+def shown(fact: FactRecord) -> str:
+    """A fact's text as its member reads it (``bot.memory.wording.for_member``): "Your name is Noor"."""
+    return for_member(fact.text, told=fact.told)
+
+
 def fact_source(fact: FactRecord) -> str:
     if fact.told:
         where = "told by you"
@@ -118,13 +124,13 @@ def fact_source(fact: FactRecord) -> str:
 
 
 def fact_line(fact: FactRecord) -> str:
-    return f"• {_safe(fact.text, 250)} — *{fact_source(fact)}*"
+    return f"• {_safe(shown(fact), 250)} — *{fact_source(fact)}*"
 
 
 def superseded_line(fact: FactRecord) -> str:
     when = fact.invalidated_at or fact.updated_at
     change = "replaced" if fact.superseded_by is not None else "no longer true"
-    return f"• ~~{_safe(fact.text, 120)}~~ → {change} on {stamp(when)}"
+    return f"• ~~{_safe(shown(fact), 120)}~~ → {change} on {stamp(when)}"
 
 
 def gist(conversation: ConversationSummary) -> str:
@@ -210,14 +216,14 @@ def traces_text(traces: FactTraces) -> str:
 
 
 def forgot_fact_text(traces: FactTraces) -> str:
-    text = f"Forgot 1 fact: “{shorten(traces.fact.text, 1500)}”"
+    text = f"Forgot 1 fact: “{shorten(shown(traces.fact), 1500)}”"
     if traces.removes_more:
         text += f", with {traces_text(traces)} that repeated it."
     return text
 
 
 def confirm_fact_text(traces: FactTraces) -> str:
-    return CONFIRM_FACT.format(fact=shorten(traces.fact.text, 1500), what=traces_text(traces))
+    return CONFIRM_FACT.format(fact=shorten(shown(traces.fact), 1500), what=traces_text(traces))
 
 
 def forgot_conversation_text(kind: str, started_at: float, result: ForgetResult) -> str:
@@ -242,7 +248,7 @@ def forgot_everything_text(result: ForgetResult) -> str:
 
 
 def fact_choice(fact: FactRecord) -> app_commands.Choice[str]:
-    return app_commands.Choice(name=shorten(fact.text, 100) or f"Fact {fact.fact_id}", value=str(fact.fact_id))
+    return app_commands.Choice(name=shorten(shown(fact), 100) or f"Fact {fact.fact_id}", value=str(fact.fact_id))
 
 
 def conversation_name(conversation: ConversationSummary) -> str:
@@ -257,7 +263,7 @@ def conversation_name(conversation: ConversationSummary) -> str:
 def picker_options(page: MemoryPage) -> list[discord.SelectOption]:
     options = [
         discord.SelectOption(
-            label=shorten(f.text, 100) or f"Fact {f.fact_id}",
+            label=shorten(shown(f), 100) or f"Fact {f.fact_id}",
             value=f"fact:{f.fact_id}",
             description=f"Fact · {'told by you' if f.told else 'learned'} {plain_date(f.created_at)}",
             emoji="🧠",
@@ -266,7 +272,7 @@ def picker_options(page: MemoryPage) -> list[discord.SelectOption]:
     ]
     options += [
         discord.SelectOption(
-            label=shorten(f.text, 100) or f"Fact {f.fact_id}",
+            label=shorten(shown(f), 100) or f"Fact {f.fact_id}",
             value=f"fact:{f.fact_id}",
             description="Earlier version (no longer current)",
             emoji="🕘",

@@ -19,6 +19,7 @@ import discord
 
 from bot.client import report_error
 from bot.memory.own_words import MAX_FACT_CHARS, Act, OwnWords, Refusal
+from bot.memory.wording import for_member
 from bot.store.models import FactRecord
 from cogs._owned import NOT_YOURS, OwnedControl, OwnedView, bot_of, owner_check, owner_of
 
@@ -98,7 +99,7 @@ def edit_menu(owner_id: int, facts: Sequence[FactRecord]) -> EditSelect | None:
         return None
     options = [
         discord.SelectOption(
-            label=" ".join(f.text.split())[:100] or f"Fact {f.fact_id}",
+            label=" ".join(for_member(f.text, told=f.told).split())[:100] or f"Fact {f.fact_id}",
             value=str(f.fact_id),
             description="Told by you" if f.told else "Learned from what you said",
             emoji="✏️",
@@ -124,10 +125,11 @@ class FactEditModal(discord.ui.Modal):
             title="Edit what I remember", timeout=EDIT_SECONDS, custom_id=f"fact:modal:{owner_id}:{fact.fact_id}"
         )
         self.owner_id, self.fact_id, self.after = owner_id, fact.fact_id, after
+        self.stored, self.shown = fact.text, for_member(fact.text, told=fact.told)
         self.text: discord.ui.TextInput[FactEditModal] = discord.ui.TextInput(
             label="What should I remember instead?",
             style=discord.TextStyle.paragraph,
-            default=fact.text[:MAX_FACT_CHARS],
+            default=self.shown[:MAX_FACT_CHARS],
             min_length=1,
             max_length=MAX_FACT_CHARS,
             custom_id="fact",
@@ -139,9 +141,10 @@ class FactEditModal(discord.ui.Modal):
 
     async def on_submit(self, interaction: discord.Interaction, /) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # first: the edit writes the store
-        act = await OwnWords(bot_of(interaction).services.memory).correct_fact(
-            self.owner_id, self.fact_id, self.text.value
-        )
+        right = self.text.value
+        if " ".join(right.split()) == " ".join(self.shown.split()):
+            right = self.stored  # sent as shown: nothing changed, though the member read it in the second person
+        act = await OwnWords(bot_of(interaction).services.memory).correct_fact(self.owner_id, self.fact_id, right)
         log.info("user %s edited fact %s: %s", self.owner_id, self.fact_id, act.outcome)
         await interaction.edit_original_response(content=edited_text(act), allowed_mentions=NO_MENTIONS)
         if self.after is not None and act.outcome == "corrected":
@@ -160,7 +163,8 @@ async def offer_edit(interaction: discord.Interaction, owner_id: int, fact_id: i
         await interaction.edit_original_response(content=EDIT_GONE)
         return
     prompt = EditPrompt(owner_id, fact)
-    await prompt.send(interaction, EDIT_PROMPT.format(fact=_quoted(fact.text, 300)), allowed_mentions=NO_MENTIONS)
+    text = EDIT_PROMPT.format(fact=_quoted(for_member(fact.text, told=fact.told), 300))
+    await prompt.send(interaction, text, allowed_mentions=NO_MENTIONS)
 
 
 def _fact_id(value: str) -> int | None:

@@ -39,6 +39,7 @@ from cogs._memory_ui import (
     fact_choice,
     forget_fact_or_ask,
     shorten,
+    shown,
 )
 from cogs._own_words import NO_MENTIONS, remember_text
 
@@ -102,7 +103,7 @@ class Memory(commands.Cog):
         facts = await self.store.list_facts(interaction.user.id, limit=AUTOCOMPLETE_FACT_SCAN)
         needle = shorten(current, 100).casefold()
         if needle:
-            facts = [f for f in facts if needle in SPACES.sub(" ", f.text).casefold()]
+            facts = [f for f in facts if any(needle in SPACES.sub(" ", t).casefold() for t in (shown(f), f.text))]
         return [fact_choice(f) for f in facts[:AUTOCOMPLETE_LIMIT]]
 
     @forget_group.command(name="call", description="Forget one call or text chat, and what came only from it")

@@ -9,7 +9,7 @@ from typing import Protocol
 from bot.calls.errors import WebhookNotStored
 from bot.calls.service import CallService
 from bot.memory.postcall import facts_learned
-from bot.memory.wording import second_person
+from bot.memory.wording import for_member
 from bot.store.models import Conversation
 from bot.store.repository import ConversationStore, FactStore, JobStore, StoreLifecycle
 from bot.web.backend import PAGE_STATES, CallStatus, OpenElsewhere, PageSession, WebhookRetryLater
@@ -67,7 +67,8 @@ class CallPageAdapter:
         turns = await self.store.count_call_turns(call.call_id)
         learned = None if call.private else await facts_learned(self.store, "call", call.call_id)
         convo = Conversation("call", call.call_id)
-        facts = tuple(second_person(f.text) for f in await self.store.facts_from(convo)) if learned and bound else ()
+        learned_facts = await self.store.facts_from(convo) if learned and bound else []
+        facts = tuple(for_member(f.text, told=f.told) for f in learned_facts)
         return CallStatus(
             state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
         )

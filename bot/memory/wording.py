@@ -54,3 +54,8 @@ def second_person(fact: str) -> str:
             text = "You " + " ".join(words)
     text = _USERS.sub("your", text)
     return _USER.sub("you", text)
+
+
+def for_member(text: str, *, told: bool) -> str:
+    """How a fact reads to the member it is about: as they said it when they told it, else in the second person."""
+    return text if told else second_person(text)
