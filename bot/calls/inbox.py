@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from bot.keys.crypto import InboxSealer
+from bot.store.private import FILE_MODE, private_folder
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,8 @@ class WebhookInbox:
         target = self.directory / f"{name}{suffix}"
         temporary = self.directory / f".{name}.tmp"
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(temporary, "wb") as handle:
+            private_folder(self.directory)
+            with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE), "wb") as handle:
                 handle.write(content)
                 handle.flush()
                 os.fsync(handle.fileno())

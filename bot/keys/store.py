@@ -35,6 +35,7 @@ from bot.keys.crypto import (
     verifier_opens,
     wrap_data_key,
 )
+from bot.store.private import private_file
 
 CACHE_SIZE = 4096
 """Members kept in the key cache (an LRU); a deleted member's cipher is dropped at once in the deleting process,
@@ -221,7 +222,7 @@ class SqliteKeyStore(CachingKeyStore):
 
     async def open(self) -> None:
         await check_unlockable(self.path, self._master_key)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)
         db = await aiosqlite.connect(self.path, isolation_level=None)
         try:
             for pragma in ("PRAGMA busy_timeout = 5000", "PRAGMA secure_delete = ON", "PRAGMA journal_mode = TRUNCATE"):

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from bot.store.migrations import LATEST_VERSION
+from bot.store.private import private_file, private_folder
 
 PAGES_PER_STEP = 1024
 """Copy this many pages, then let other connections write (the bot keeps running during a backup)."""
@@ -32,6 +33,7 @@ def backup_database(database: Path, target: Path, *, lock_timeout_seconds: float
     partial = target.with_name(target.name + ".partial")
     source = sqlite3.connect(f"{database.absolute().as_uri()}?mode=ro", uri=True, timeout=lock_timeout_seconds)
     try:
+        private_file(partial)
         copy = sqlite3.connect(partial)
         try:
             source.backup(copy, pages=PAGES_PER_STEP, sleep=0.01)
@@ -74,7 +76,7 @@ def restore_database(backup: Path, database: Path, *, lock_timeout_seconds: floa
             database.replace(saved)  # unreadable (the usual reason to restore): keep the file as it is
         for leftover in (database, _sidecar(database, "-wal"), _sidecar(database, "-shm")):
             leftover.unlink(missing_ok=True)
-    database.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(database.parent)
     backup_database(backup, database, lock_timeout_seconds=lock_timeout_seconds)
     return saved
 

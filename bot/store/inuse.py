@@ -32,6 +32,8 @@ from typing import Protocol
 
 import asyncpg
 
+from bot.store.private import FILE_MODE, private_folder
+
 log = logging.getLogger(__name__)
 
 PG_LOCK_KEYS = (0x4D43_4231, 1)
@@ -72,8 +74,8 @@ class SqliteUse:
         self._held: int | None = None
 
     def _open(self) -> int:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        private_folder(self.path.parent)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
 
     async def hold(self) -> None:
         fd = self._open()

@@ -35,6 +35,7 @@ from bot.store.models import (
     TurnRecord,
     UserRecord,
 )
+from bot.store.private import private_file, tighten
 from bot.store.repository import SchemaTooNew, StorageFull
 from bot.store.specifics import SPECIFICS_PAGE, stored_specifics
 from bot.store.sqlite import trips
@@ -97,7 +98,9 @@ class SqliteBase:
 
     async def open(self) -> None:
         if self.path.parent and str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
+            for sidecar in ("-wal", "-shm"):
+                tighten(self.path.with_name(self.path.name + sidecar))
         db = await aiosqlite.connect(self.path, isolation_level=None)
         db.row_factory = aiosqlite.Row
         try:
