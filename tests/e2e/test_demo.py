@@ -98,6 +98,28 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}
+"""127.0.0.1 and ::1 as /proc/net/tcp and tcp6 write them."""
+
+
+def listening_addresses(pids: set[int]) -> set[tuple[str, int]]:
+    """(address in /proc's hex form, port) of every TCP socket the processes listen on."""
+    inodes: set[str] = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    found: set[tuple[str, int]] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # state LISTEN, owned by one of the processes
+                address, port = fields[1].split(":")
+                found.add((address, int(port, 16)))
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -138,6 +160,9 @@ async def test_a_person_tries_the_bot_in_the_demo(browser) -> None:
         bot_pid = int((await terminal.expect(r"The bot is running \(process (\d+)\)", within=60)).group(1))
         started_processes = descendants(terminal.pid)
         assert bot_pid in started_processes
+        listening = listening_addresses(started_processes | {terminal.pid})
+        assert len(listening) == 4, listening  # the fake Discord, the emulator, the scripted LLM, the bot's web server
+        assert {address for address, _port in listening} <= LOOPBACK, "nothing is reachable from other machines"
 
         terminal.send("call")
         await terminal.expect(r"may the agent remember you\?")
