@@ -143,6 +143,8 @@ async def member_session(session: DemoSession, stop: asyncio.Event) -> None:
 
 async def handle(session: DemoSession, screen: Screen, line: str) -> bool:
     """Act on one typed line; True when the prompt should be shown again at once."""
+    if screen.form is not None:
+        return await fill_form(session, screen, line)
     if not line:
         return True
     if line.lower() in ("help", "?"):
@@ -168,6 +170,21 @@ async def handle(session: DemoSession, screen: Screen, line: str) -> bool:
         write(str(exc))
         return True
     return await run_command(session, screen, command)
+
+
+async def fill_form(session: DemoSession, screen: Screen, line: str) -> bool:
+    """The line answers the form's current field; the last answer submits it (cancel closes it, as Esc does)."""
+    assert screen.form is not None
+    if line.lower() == "cancel":
+        screen.form = None
+        write("Form closed; nothing was sent.")
+        return True
+    custom_id = screen.form.custom_id
+    values = screen.answer(line)
+    if values is None:
+        return True
+    await session.discord.submit_modal(custom_id, DEMO_MEMBER, values)
+    return False
 
 
 async def run_command(session: DemoSession, screen: Screen, command: Command) -> bool:

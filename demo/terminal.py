@@ -67,6 +67,46 @@ def _walk(components: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]
         yield from _walk(component.get("components") or [])
 
 
+@dataclass(frozen=True)
+class Field:
+    custom_id: str
+    label: str
+    value: str
+    required: bool
+
+
+@dataclass
+class Form:
+    """A modal the bot opened for the member: its fields are asked one after the other."""
+
+    custom_id: str
+    fields: list[Field]
+    answers: dict[str, str]
+
+    @property
+    def asking(self) -> Field:
+        return self.fields[len(self.answers)]
+
+    def question(self) -> str:
+        field = self.asking
+        keep = f" (Enter keeps “{field.value}”)" if field.value else ""
+        return f"{field.label}{keep}, or cancel:"
+
+
+def form_fields(components: Iterable[Mapping[str, Any]]) -> list[Field]:
+    """The text inputs of a modal, in rows (``type 1``) or labels (``type 18``)."""
+    fields = []
+    for component in components:
+        inputs = [(c, c.get("label")) for c in component.get("components") or [] if c.get("type") == 4]
+        if component.get("type") == 18 and (component.get("component") or {}).get("type") == 4:
+            inputs.append((component["component"], component.get("label")))
+        for text_input, label in inputs:
+            value = str(text_input.get("value") or "")
+            required = bool(text_input.get("required", True))
+            fields.append(Field(text_input["custom_id"], str(label or text_input["custom_id"]), value, required))
+    return fields
+
+
 class Screen:
     """Prints what the member sees; ``refresh()`` prints messages that are new or changed since the last call."""
 
@@ -76,6 +116,8 @@ class Screen:
         self.shown: dict[str, str] = {}
         self.choices: dict[int, Choice | Command] = {}
         self._next_choice = 1
+        self.form: Form | None = None
+        self._forms_seen: dict[str, int] = {}
 
     def visible(self, message: Mapping[str, Any]) -> str | None:
         """Where the member sees ``message`` (a heading), or None when they do not."""
@@ -91,7 +133,7 @@ class Screen:
         return "in #general"
 
     def refresh(self) -> bool:
-        printed = False
+        printed = self._new_form()
         for message_id, message in list(self.fake.messages.items()):
             where = self.visible(message)
             if where is None:
@@ -104,6 +146,35 @@ class Screen:
             self.write("\n".join([heading, *self._numbered(message), ""]))
             printed = True
         return printed
+
+    def _new_form(self) -> bool:
+        """A modal the bot just opened for the member becomes the form being filled in."""
+        for custom_id, modal in self.fake.modals.items():
+            if self._forms_seen.get(custom_id) == id(modal):
+                continue
+            self._forms_seen[custom_id] = id(modal)
+            fields = form_fields(modal.get("components") or [])
+            if fields:
+                self.form = Form(custom_id, fields, {})
+                self.write(f"Bot opened a form: {modal.get('title', '')}\n  {self.form.question()}")
+                return True
+        return False
+
+    def answer(self, line: str) -> dict[str, str] | None:
+        """The member's line for the form's current field: the values to submit once every field is answered."""
+        form = self.form
+        assert form is not None
+        field = form.asking
+        text = line or field.value
+        if not text and field.required:
+            self.write(f"  {field.label} is needed; type it, or cancel:")
+            return None
+        form.answers[field.custom_id] = text
+        if len(form.answers) < len(form.fields):
+            self.write(f"  {form.question()}")
+            return None
+        self.form = None
+        return form.answers
 
     @staticmethod
     def _body(message: Mapping[str, Any]) -> str:
