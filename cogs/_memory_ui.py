@@ -1,5 +1,5 @@
-"""What /memory and /forget show: texts, the memory embed, the memory actions, and the views (panel, picker,
-confirmations) whose controls keep working after a restart (see ``cogs._owned``).
+"""What /memory and /forget do: the memory actions, and the views (panel, picker, confirmations) whose controls
+keep working after a restart (see ``cogs._owned``). What they say is in ``cogs._memory_texts``.
 
 The views talk to :class:`MemoryActions` (the memory service and the store), never to the cog."""
 
@@ -8,29 +8,46 @@ from __future__ import annotations
 import io
 import json
 import logging
-import math
 import re
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any, Literal, Self
 
 import discord
-from discord import app_commands
 
 from bot.memory.forgetting import FactTraces
 from bot.memory.service import MemoryPage, MemoryService
-from bot.memory.wording import for_member
 from bot.messages import plural
-from bot.store.models import ConversationSummary, FactRecord, ForgetResult
+from bot.store.models import Conversation, FactRecord
 from bot.store.repository import Store
+from cogs._memory_texts import (
+    CALL_STILL_RUNNING,
+    CANCELLED,
+    CONFIRM_CONVERSATION_EXPIRED,
+    CONFIRM_EVERYTHING,
+    CONFIRM_EXPIRED,
+    CONFIRM_FACT_EXPIRED,
+    CONVERSATIONS_PER_PAGE,
+    EXPORT_READY,
+    EXPORT_TOO_LARGE,
+    FACTS_PER_PAGE,
+    NOT_FOUND,
+    NOT_YOURS,
+    PICK_PROMPT,
+    confirm_conversation_text,
+    confirm_fact_text,
+    forgot_conversation_text,
+    forgot_everything_text,
+    forgot_fact_text,
+    page_count,
+    picker_options,
+    render_page,
+)
 from cogs._own_words import EDIT_CONTROLS, edit_menu
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
 log = logging.getLogger(__name__)
 
-FACTS_PER_PAGE = 8
-CONVERSATIONS_PER_PAGE = 3
 MEMORY_VIEW_SECONDS = 10 * 60
 """Inactivity timeout of the /memory panel; below the 15-minute life of an interaction token, so the buttons
 can still be disabled when it expires."""
@@ -40,255 +57,8 @@ AUTOCOMPLETE_LIMIT = 25
 AUTOCOMPLETE_FACT_SCAN = 1000
 AUTOCOMPLETE_CONVERSATION_SCAN = 50
 CLOSED_CALL_STATES = ("ended", "failed")
-DESCRIPTION_BUDGET = 3500
-"""Embeds allow 4096 characters of description and 6000 in all; two fields of at most 1024 come on top."""
-
-TITLE = "What I remember about you"
-MEMORY_ON = "🟢 Memory is **on**: what you say in calls and chats is remembered and used next time."
-MEMORY_PAUSED = (
-    "⏸️ Memory is **paused**: nothing new is remembered, and calls and chats start without what's below. "
-    "Press **Resume memory** to turn it back on."
-)
-EMPTY = (
-    "I don't remember anything about you yet.\n"
-    "Start a `/call` or talk to me with `/chat` — what you tell me shows up here."
-)
-FOOTER = "/forget removes one thing, one call, or everything"
-NOT_YOURS = "This panel belongs to someone else. Use `/memory` to see your own."
-NOT_FOUND = "I couldn't find that in your memory. Pick one of the suggestions that appear as you type."
-CALL_STILL_RUNNING = "That call is still going. End it with `/hangup` first, then you can forget it."
-CONFIRM_EVERYTHING = (
-    "**Forget everything?**\n"
-    "This deletes everything I remember about you{what} and resets your memory choices. It can't be undone."
-)
-CANCELLED = "Cancelled: nothing was forgotten."
-CONFIRM_EXPIRED = "This confirmation expired, so nothing was forgotten. Use `/forget everything` to try again."
-CONFIRM_FACT_EXPIRED = "This confirmation expired, so nothing was forgotten. Use `/forget item` to try again."
-CONFIRM_FACT = (
-    "**Forget “{fact}”?**\n"
-    "So that the agent no longer knows it in any form, this also deletes {what} where it came up. "
-    "It can't be undone."
-)
-PICK_PROMPT = "**What should I forget?** Choose one item from this page, or forget everything."
-EXPORT_READY = "Here is everything I remember about you, as JSON."
-EXPORT_TOO_LARGE = (
-    "Your memory is too large to attach here ({size:.1f} MB). Ask the person who hosts the bot for an export "
-    "(`export-user` on the command line), or forget old calls first."
-)
-RESET_NOTE = "Your memory choices were reset too: your next `/call` asks again whether I may remember you."
-
 NO_MENTIONS = discord.AllowedMentions.none()
-SPACES = re.compile(r"\s+")
 FACT_ID = re.compile(r"[0-9]{1,18}")
-
-
-# ---- pure rendering ------------------------------------------------------------------------------------
-
-
-def shorten(text: str, limit: int) -> str:
-    """One line, at most `limit` characters, with an ellipsis when cut."""
-    flat = SPACES.sub(" ", text).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def stamp(ts: float) -> str:
-    """A Discord timestamp: every member sees the date in their own time zone."""
-    return f"<t:{int(ts)}:d>"
-
-
-def plain_date(ts: float) -> str:
-    """A date for places where Discord does not render timestamps (choice names, select options)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
-
-
-def _safe(text: str, limit: int) -> str:
-    return discord.utils.escape_markdown(shorten(text, limit))
-
-
-def shown(fact: FactRecord) -> str:
-    """A fact's text as its member reads it (``bot.memory.wording.for_member``): "Your name is Noor"."""
-    return for_member(fact.text, told=fact.told)
-
-
-def fact_source(fact: FactRecord) -> str:
-    if fact.told:
-        where = "told by you"
-    elif fact.source_call_id:
-        where = "from a call"
-    elif fact.source_chat_id:
-        where = "from a chat"
-    else:
-        where = "noted"
-    said = f", said {plural(fact.mentions, 'time')}" if fact.mentions > 1 else ""
-    return f"{where}, {stamp(fact.created_at)}{said}"
-
-
-def fact_line(fact: FactRecord) -> str:
-    return f"• {_safe(shown(fact), 250)} — *{fact_source(fact)}*"
-
-
-def superseded_line(fact: FactRecord) -> str:
-    when = fact.invalidated_at or fact.updated_at
-    change = "replaced" if fact.superseded_by is not None else "no longer true"
-    return f"• ~~{_safe(shown(fact), 120)}~~ → {change} on {stamp(when)}"
-
-
-def gist(conversation: ConversationSummary) -> str:
-    return conversation.summary or " / ".join(conversation.first_lines)
-
-
-def kind_label(kind: str) -> str:
-    return "Call" if kind == "call" else "Chat"
-
-
-def conversation_line(conversation: ConversationSummary) -> str:
-    icon = "📞" if conversation.kind == "call" else "💬"
-    head = (
-        f"{icon} **{kind_label(conversation.kind)}** · {stamp(conversation.started_at)} · "
-        f"{plural(conversation.turn_count, 'line')}"
-    )
-    text = gist(conversation)
-    return f"{head}\n> {_safe(text, 200)}" if text.strip() else head
-
-
-def fit(lines: list[str], limit: int = 1024) -> str:
-    """Join lines up to an embed field's limit, saying how many did not fit."""
-    out: list[str] = []
-    used = 0
-    for n, line in enumerate(lines):
-        rest = len(lines) - n
-        more = f"…and {rest} more" if rest else ""
-        if used + len(line) + 1 + len(more) + 1 > limit:
-            out.append(more)
-            break
-        out.append(line)
-        used += len(line) + 1
-    return "\n".join(out)
-
-
-def page_count(page: MemoryPage) -> int:
-    return max(
-        1,
-        math.ceil(page.fact_count / FACTS_PER_PAGE),
-        math.ceil(page.conversation_count / CONVERSATIONS_PER_PAGE),
-    )
-
-
-def is_empty(page: MemoryPage) -> bool:
-    return page.fact_count == 0 and page.conversation_count == 0 and not page.superseded
-
-
-def render_page(page: MemoryPage, index: int, pages: int) -> discord.Embed:
-    status = MEMORY_ON if page.memory_enabled else MEMORY_PAUSED
-    colour = discord.Colour.green() if page.memory_enabled else discord.Colour.light_grey()
-    embed = discord.Embed(title=TITLE, colour=colour)
-    if is_empty(page):
-        embed.description = f"{status}\n\n{EMPTY}"
-        embed.set_footer(text=f"Page 1 of 1 · {FOOTER}")
-        return embed
-    parts = [status, ""]
-    if page.facts:
-        parts.append(f"**What I know about you** ({page.fact_count})")
-        parts.append(fit([fact_line(f) for f in page.facts], DESCRIPTION_BUDGET - len(status) - 40))
-    elif page.fact_count == 0:
-        parts.append("**What I know about you**\nNothing yet: facts appear here shortly after a call or chat.")
-    embed.description = "\n".join(parts).strip()
-    if page.superseded:
-        embed.add_field(name="Earlier versions", value=fit([superseded_line(f) for f in page.superseded]), inline=False)
-    if page.conversations:
-        embed.add_field(
-            name=f"Your calls and chats ({page.conversation_count})",
-            value=fit([conversation_line(c) for c in page.conversations]),
-            inline=False,
-        )
-    embed.set_footer(text=f"Page {index + 1} of {pages} · {FOOTER}")
-    return embed
-
-
-def traces_text(traces: FactTraces) -> str:
-    """What forgetting the fact also removes, e.g. "2 lines of your conversations and 1 summary"."""
-    parts = []
-    if traces.turn_ids:
-        parts.append(f"{plural(len(traces.turn_ids), 'line')} of your conversations")
-    if traces.summaries:
-        parts.append(f"{plural(len(traces.summaries), 'conversation summary', 'conversation summaries')}")
-    return " and ".join(parts)
-
-
-def forgot_fact_text(traces: FactTraces) -> str:
-    text = f"Forgot 1 fact: “{shorten(shown(traces.fact), 1500)}”"
-    if traces.removes_more:
-        text += f", with {traces_text(traces)} that repeated it."
-    return text
-
-
-def confirm_fact_text(traces: FactTraces) -> str:
-    return CONFIRM_FACT.format(fact=shorten(shown(traces.fact), 1500), what=traces_text(traces))
-
-
-def forgot_conversation_text(kind: str, started_at: float, result: ForgetResult) -> str:
-    what = plural(result.turns, "line")
-    if result.facts:
-        what += f" and {plural(result.facts, 'fact')} that came only from it"
-    return f"Forgot your {kind_label(kind).lower()} of {stamp(started_at)}: {what}."
-
-
-def forgot_everything_text(result: ForgetResult) -> str:
-    if not (result.calls or result.chats or result.turns or result.facts):
-        return f"There was nothing to forget: your memory was already empty.\n{RESET_NOTE}"
-    counts = ", ".join(
-        [
-            plural(result.calls, "call"),
-            plural(result.chats, "chat"),
-            plural(result.turns, "line"),
-            plural(result.facts, "fact"),
-        ]
-    )
-    return f"Forgot everything: {counts}.\n{RESET_NOTE}"
-
-
-def fact_choice(fact: FactRecord) -> app_commands.Choice[str]:
-    return app_commands.Choice(name=shorten(shown(fact), 100) or f"Fact {fact.fact_id}", value=str(fact.fact_id))
-
-
-def conversation_name(conversation: ConversationSummary) -> str:
-    head = (
-        f"{kind_label(conversation.kind)} {plain_date(conversation.started_at)} · "
-        f"{plural(conversation.turn_count, 'line')}"
-    )
-    text = gist(conversation)
-    return shorten(f"{head} · {text}" if text.strip() else head, 100)
-
-
-def picker_options(page: MemoryPage) -> list[discord.SelectOption]:
-    options = [
-        discord.SelectOption(
-            label=shorten(shown(f), 100) or f"Fact {f.fact_id}",
-            value=f"fact:{f.fact_id}",
-            description=f"Fact · {'told by you' if f.told else 'learned'} {plain_date(f.created_at)}",
-            emoji="🧠",
-        )
-        for f in page.facts
-    ]
-    options += [
-        discord.SelectOption(
-            label=shorten(shown(f), 100) or f"Fact {f.fact_id}",
-            value=f"fact:{f.fact_id}",
-            description="Earlier version (no longer current)",
-            emoji="🕘",
-        )
-        for f in page.superseded
-    ]
-    options += [
-        discord.SelectOption(
-            label=shorten(f"{kind_label(c.kind)} of {plain_date(c.started_at)} · {plural(c.turn_count, 'line')}", 100),
-            value=f"{c.kind}:{c.ref_id}",
-            description=shorten(gist(c), 100) or None,
-            emoji="📞" if c.kind == "call" else "💬",
-        )
-        for c in page.conversations
-    ]
-    return options[:25]
 
 
 # ---- what the views do: the memory service and the store, behind one small interface -------------------
@@ -362,7 +132,9 @@ class MemoryActions:
         )
         return forgot_fact_text(traces)
 
-    async def forget_conversation(self, user_id: int, value: str) -> str:
+    async def conversation(self, user_id: int, value: str) -> tuple[Conversation, float] | str:
+        """The member's finished call or chat ``value`` ("call:<id>" or "chat:<id>") and when it started, or
+        what to tell them instead (not theirs or not found; a call still running)."""
         kind, _, ref_id = value.strip().partition(":")
         started_at: float | None = None
         if kind == "call" and ref_id:
@@ -375,12 +147,33 @@ class MemoryActions:
             chat = await self.store.get_chat(ref_id)
             if chat is not None and chat.user_id == user_id:
                 started_at = chat.started_at
-        result = None if started_at is None else await self.memory.forget_conversation(user_id, kind, ref_id)
-        if started_at is None or result is None:
+        if started_at is None:
             log.info("user %s asked to forget a conversation that is not theirs or does not exist", user_id)
             return NOT_FOUND
-        log.info("user %s forgot %s %s: %d turns, %d facts", user_id, kind, ref_id, result.turns, result.facts)
-        return forgot_conversation_text(kind, started_at, result)
+        return Conversation("call" if kind == "call" else "chat", ref_id), started_at
+
+    async def confirm_conversation_text(self, user_id: int, value: str) -> tuple[Conversation | None, str]:
+        """The question before forgetting the member's call or chat ``value``, saying what goes (the
+        conversation, or None with what to say instead)."""
+        found = await self.conversation(user_id, value)
+        if isinstance(found, str):
+            return None, found
+        convo, started_at = found
+        return convo, confirm_conversation_text(convo.kind, started_at, await self.store.forget_preview(convo))
+
+    async def forget_conversation(self, user_id: int, value: str) -> str:
+        found = await self.conversation(user_id, value)
+        if isinstance(found, str):
+            return found
+        convo, started_at = found
+        result = await self.memory.forget_conversation(user_id, convo.kind, convo.ref_id)
+        if result is None:
+            log.info("user %s asked to forget a conversation that is not theirs or does not exist", user_id)
+            return NOT_FOUND
+        log.info(
+            "user %s forgot %s %s: %d turns, %d facts", user_id, convo.kind, convo.ref_id, result.turns, result.facts
+        )
+        return forgot_conversation_text(convo.kind, started_at, result)
 
     async def forget_everything(self, user_id: int) -> str:
         result = await self.memory.forget_everything(user_id)
@@ -431,6 +224,31 @@ async def forget_fact_or_ask(
         await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_MENTIONS)
     if after is not None:
         await after()
+
+
+async def forget_conversation_asking(
+    actions: MemoryActions,
+    interaction: discord.Interaction,
+    value: str,
+    *,
+    after: After = None,
+    in_place: bool,
+) -> None:
+    """Ask before forgetting a whole call or chat, saying what goes with it. ``interaction`` is already
+    acknowledged (deferred); ``in_place`` as in ``forget_fact_or_ask``."""
+    owner = interaction.user.id
+    convo, text = await actions.confirm_conversation_text(owner, value)
+    if convo is not None:
+        confirm = ConfirmConversationView(actions, owner, convo, after=after)
+        if in_place:
+            await confirm.replace(interaction, content=text)
+        else:
+            await confirm.send_followup(interaction, text)
+        return
+    if in_place:
+        await interaction.edit_original_response(content=text, view=None)
+    else:
+        await interaction.followup.send(text, ephemeral=True)
 
 
 # ---- views ---------------------------------------------------------------------------------------------
@@ -613,10 +431,7 @@ class PickSelect(
         if value.startswith("fact:"):
             await forget_fact_or_ask(actions, interaction, value.removeprefix("fact:"), after=after, in_place=True)
             return
-        text = await actions.forget_conversation(self.owner_id, value)
-        await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
-        if after is not None:
-            await after()
+        await forget_conversation_asking(actions, interaction, value, after=after, in_place=True)
 
 
 class EverythingButton(
@@ -747,6 +562,53 @@ class ConfirmFactButton(
             await after()
 
 
+class ConfirmConversationView(_ForgetStep):
+    """Forgetting a whole call or chat, its lines and the facts that came only from it: asked first."""
+
+    def __init__(self, actions: MemoryActions, owner_id: int, convo: Conversation, *, after: After = None):
+        super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
+        self.add_item(ConfirmConversationButton.make(owner_id, convo))
+        self.add_item(CancelButton.make(owner_id, row=None))
+
+    async def on_timeout(self) -> None:
+        self.disable_all()
+        await self.edit(content=CONFIRM_CONVERSATION_EXPIRED, view=self)
+
+
+class ConfirmConversationButton(
+    OwnedControl,
+    discord.ui.DynamicItem[discord.ui.Button[ConfirmConversationView]],
+    template=r"forget:convo:(?P<owner>[0-9]+):(?P<kind>call|chat):(?P<ref>[0-9A-Za-z_-]{1,64})",
+):
+    def __init__(self, button: discord.ui.Button[ConfirmConversationView], owner_id: int, value: str):
+        super().__init__(button, owner_id)
+        self.value = value
+
+    @classmethod
+    def make(cls, owner_id: int, convo: Conversation) -> Self:
+        return cls(
+            discord.ui.Button(
+                label=f"Forget this {convo.kind}",
+                style=discord.ButtonStyle.danger,
+                custom_id=f"forget:convo:{owner_id}:{convo.kind}:{convo.ref_id}",
+            ),
+            owner_id,
+            f"{convo.kind}:{convo.ref_id}",
+        )
+
+    @classmethod
+    def state_from(cls, match: re.Match[str]) -> dict[str, Any]:
+        return {"owner_id": owner_of(match), "value": f"{match['kind']}:{match['ref']}"}
+
+    async def run(self, interaction: discord.Interaction) -> None:
+        actions, after = ConfirmConversationView.take(interaction)
+        await interaction.response.defer()
+        text = await actions.forget_conversation(self.owner_id, self.value)
+        await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
+        if after is not None:
+            await after()
+
+
 PERSISTENT_CONTROLS: tuple[type[discord.ui.DynamicItem[Any]], ...] = (
     PanelButton,
     PickSelect,
@@ -754,6 +616,7 @@ PERSISTENT_CONTROLS: tuple[type[discord.ui.DynamicItem[Any]], ...] = (
     CancelButton,
     ConfirmEverythingButton,
     ConfirmFactButton,
+    ConfirmConversationButton,
     *EDIT_CONTROLS,
 )
 """Registered by the memory cog, so a click on any of them is handled whatever process sent the message."""

@@ -10,7 +10,8 @@ Commands:
                                  **Export**, **Pause memory** / **Resume memory**, **Forget…**, **Edit a fact…**
     /remember text:<…>           one fact in the member's own words, marked as told by them
     /forget item item:<…>        one fact (autocomplete lists the caller's current facts)
-    /forget call call:<…>        one call or text chat, its lines and the facts that came only from it
+    /forget call call:<…>        one call or text chat, its lines and the facts that came only from it,
+                                 after a confirmation saying how many
     /forget everything           everything, after a confirmation
 """
 
@@ -26,20 +27,17 @@ from bot.client import MemoryBot
 from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
+from cogs._memory_texts import SPACES, conversation_name, fact_choice, shorten, shown
 from cogs._memory_ui import (
     AUTOCOMPLETE_CONVERSATION_SCAN,
     AUTOCOMPLETE_FACT_SCAN,
     AUTOCOMPLETE_LIMIT,
     PERSISTENT_CONTROLS,
-    SPACES,
     ConfirmEverythingView,
     MemoryActions,
     MemoryView,
-    conversation_name,
-    fact_choice,
+    forget_conversation_asking,
     forget_fact_or_ask,
-    shorten,
-    shown,
 )
 from cogs._own_words import NO_MENTIONS, remember_text
 
@@ -109,9 +107,8 @@ class Memory(commands.Cog):
     @forget_group.command(name="call", description="Forget one call or text chat, and what came only from it")
     @app_commands.describe(call="Start typing a date or what it was about")
     async def forget_call(self, interaction: discord.Interaction, call: str) -> None:
-        await interaction.response.defer(ephemeral=True, thinking=True)  # a long call takes a moment to delete
-        text = await self.actions.forget_conversation(interaction.user.id, call)
-        await interaction.followup.send(text, ephemeral=True)
+        await interaction.response.defer(ephemeral=True, thinking=True)  # first: the question counts what goes
+        await forget_conversation_asking(self.actions, interaction, call, in_place=False)
 
     @forget_call.autocomplete("call")
     async def call_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:

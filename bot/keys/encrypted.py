@@ -73,6 +73,7 @@ PASS_THROUGH = frozenset(
         "count_conversations",
         "forget_call",
         "forget_chat",
+        "forget_preview",  # counts only
         "forget_user",
         "scrub",
         "purge_transcripts",

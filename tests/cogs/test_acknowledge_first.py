@@ -35,7 +35,7 @@ from bot import messages
 from bot.app import Services
 from bot.client import EXTENSIONS
 from bot.store.models import ChatRecord
-from cogs._memory_ui import EXPORT_READY, MEMORY_ON, MEMORY_PAUSED, PICK_PROMPT
+from cogs._memory_texts import EXPORT_READY, MEMORY_ON, MEMORY_PAUSED, PICK_PROMPT
 from tests.cogs.conftest import SimBot
 from tests.factories import seed_fact
 from tests.fakes.discord_gateway import (
@@ -466,6 +466,17 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
             "picker: a chat",
             click(forgot_chat, f"forget:pick:{forgot_chat}", [f"chat:{chat_id}"]),
             DEFERRED_UPDATE,
+            content("edit", "**Forget your chat of", "This deletes 2 lines."),
+        )
+    )
+    confirmed_chat = scene.member()
+    confirmed_chat_id = await scene.chat_with_lines(confirmed_chat)
+    await scene.answered(await fake.slash("forget", confirmed_chat, {"call": f"chat:{confirmed_chat_id}"}, "call"))
+    cases.append(
+        Case(
+            "confirm: Forget this chat",
+            click(confirmed_chat, f"forget:convo:{confirmed_chat}:chat:{confirmed_chat_id}"),
+            DEFERRED_UPDATE,
             content("edit", "Forgot your chat of", "2 lines"),
         )
     )
@@ -513,7 +524,7 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
             "/forget call",
             slash("forget", call_user, "call", call=f"chat:{forget_chat_id}"),
             DEFERRED_CHANNEL_MESSAGE,
-            content("followup", "Forgot your chat of", "2 lines"),
+            content("followup", "**Forget your chat of", "This deletes 2 lines."),
         )
     )
 
@@ -615,7 +626,8 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
     assert (await store.get_user(resumed)).memory_enabled is True
     for user in (forgot_fact, item_user, forgot_all):
         assert await store.count_facts(user, include_superseded=True) == 0
-    assert await store.get_chat(chat_id) is None and await store.get_chat(forget_chat_id) is None
+    assert await store.get_chat(confirmed_chat_id) is None
+    assert await store.get_chat(chat_id) is not None and await store.get_chat(forget_chat_id) is not None, "asked only"
     assert (await store.get_user(chooser)).consent == "remember"
     assert (await store.get_user(new_chatter)).consent == "remember"
     assert [(f.text, f.told) for f in await store.list_facts(teller)] == [("Plays the oboe", True)]

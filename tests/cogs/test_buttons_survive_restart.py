@@ -130,6 +130,22 @@ async def test_forget_picker_and_confirmation_work_after_a_restart(
     assert await world.store.count_facts(alice.id) == 0
 
 
+async def test_forget_call_is_confirmed_after_a_restart(
+    simcord_env, world: CallWorld, services: Services, member
+) -> None:
+    _, channel, alice = member
+    await world.store.set_consent(alice.id, True, T0)
+    call_id, _agent_id = await world.start_member_call(alice.id)
+    await world.calls.hang_up(alice.id)
+    asked = await alice.slash(channel, "forget call", call=f"call:{call_id}")
+    assert "**Forget your call of" in asked.response.content
+
+    await restart(simcord_env, world, services)
+    await alice.click(asked.response, label="Forget this call")
+    assert asked.response.content.startswith("Forgot your call of")
+    assert await world.store.get_call(call_id) is None
+
+
 async def test_a_fact_is_edited_from_a_panel_shown_before_a_restart(
     simcord_env, world: CallWorld, services: Services, member
 ) -> None:

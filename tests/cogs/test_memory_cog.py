@@ -349,19 +349,67 @@ async def test_forget_call_removes_its_lines_and_the_facts_only_it_taught(
     assert choices[2]["name"] == "Call 2026-05-28 · 24 lines · Line 0 about gardening / Line 2 about gardening"
     assert [c["value"] for c in await alice.autocomplete(channel, "forget call", "call", "basil")] == [f"chat:{chat}"]
 
-    done = await alice.slash(channel, "forget call", call=f"call:{first}")
-    assert done.ephemeral
-    assert done.response.content == (f"Forgot your call of {stamp(T0)}: 24 lines and 2 facts that came only from it.")
+    asked = await alice.slash(channel, "forget call", call=f"call:{first}")
+    assert asked.ephemeral
+    assert asked.response.content == (
+        f"**Forget your call of {stamp(T0)}?**\n"
+        "This deletes 24 lines and 2 facts that came only from it. It can't be undone."
+    )
+    assert labels(asked.response) == ["Forget this call", "Cancel"]
+    assert len(await world.store.call_turns(first)) == 24, "nothing goes before the member confirms"
+    await alice.click(asked.response, label="Forget this call")
+    assert asked.response.content == f"Forgot your call of {stamp(T0)}: 24 lines and 2 facts that came only from it."
+    assert asked.response.components == []
     assert await world.store.get_call(first) is None and await world.store.call_turns(first) == []
     assert await fact_texts(world, alice.id) == ["Loves gardening"]
     assert len(await world.store.call_turns(second)) == 1
 
-    done = await alice.slash(channel, "forget call", call=f"chat:{chat}")
-    assert done.response.content == f"Forgot your chat of {stamp(T0 + 2 * DAY)}: 1 line."
+    asked = await alice.slash(channel, "forget call", call=f"chat:{chat}")
+    assert "This deletes 1 line. It can't be undone." in asked.response.content
+    await alice.click(asked.response, label="Forget this chat")
+    assert asked.response.content == f"Forgot your chat of {stamp(T0 + 2 * DAY)}: 1 line."
     assert await world.store.get_chat(chat) is None
     await world.memory.wait_scrubbed()
     assert await world.store.count_conversations(alice.id) == 1
     assert await world.store.count_conversations(bob.id) == 1
+
+
+async def test_forget_call_cancelled_or_left_to_expire_keeps_everything(simcord_env, world: CallWorld, members) -> None:
+    channel, alice, _ = members
+    lines = [("user", "I keep bees."), ("assistant", "How many hives?"), ("user", "Three.")]
+    call_id = await import_call(world, alice.id, lines, at=T0)
+    await seed_fact(world.store, alice.id, "Keeps bees", T0, call_id=call_id)
+
+    asked = await alice.slash(channel, "forget call", call=f"call:{call_id}")
+    assert "This deletes 3 lines and 1 fact that came only from it." in asked.response.content
+    await alice.click(asked.response, label="Cancel")
+    assert asked.response.content == "Cancelled: nothing was forgotten." and asked.response.components == []
+
+    asked = await alice.slash(channel, "forget call", call=f"call:{call_id}")
+    await simcord_env.advance_time(CONFIRM_SECONDS + 1)
+    assert asked.response.content.startswith("This confirmation expired, so nothing was forgotten.")
+    assert all(c.get("disabled") for c in items(asked.response))
+    assert len(await world.store.call_turns(call_id)) == 3
+    assert await fact_texts(world, alice.id) == ["Keeps bees"]
+
+
+async def test_the_picker_asks_before_forgetting_a_call(simcord_env, world: CallWorld, members) -> None:
+    channel, alice, _ = members
+    call_id = await import_call(world, alice.id, [("user", "I keep bees.")], at=T0)
+    await seed_fact(world.store, alice.id, "Keeps bees", T0, call_id=call_id)
+    shown = await alice.slash(channel, "memory")
+    [picker] = (await alice.click(shown.response, label="Forget…")).followups
+    menu = next(c for c in items(picker) if c["type"] == 3)
+    [value] = [o["value"] for o in menu["options"] if o["value"].startswith("call:")]
+
+    asked = await alice.select(picker, [value])
+    assert asked.response.content.startswith(f"**Forget your call of {stamp(T0)}?**")
+    assert len(await world.store.call_turns(call_id)) == 1
+    await alice.click(asked.response, label="Forget this call")
+    assert asked.response.content == f"Forgot your call of {stamp(T0)}: 1 line and 1 fact that came only from it."
+    assert await world.store.get_call(call_id) is None and await fact_texts(world, alice.id) == []
+    assert "📞" not in (shown.response.embeds[0].description or ""), "the panel was refreshed"
+    assert "Your calls and chats" not in "".join(f.name for f in shown.response.embeds[0].fields)
 
 
 async def test_a_running_call_cannot_be_forgotten_mid_call(simcord_env, world: CallWorld, members) -> None:

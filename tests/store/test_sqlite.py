@@ -11,7 +11,16 @@ import pytest
 
 from bot.memory.service import MemoryService
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
-from bot.store.models import ChatRecord, LivePlanNeeds, LiveWrite, NewTurn, TurnRecord, TurnsWrite
+from bot.store.models import (
+    ChatRecord,
+    Conversation,
+    ForgetResult,
+    LivePlanNeeds,
+    LiveWrite,
+    NewTurn,
+    TurnRecord,
+    TurnsWrite,
+)
 from bot.store.repository import SchemaTooNew, Store, TurnsChanged
 from bot.store.sqlite import SqliteStore, _split_sql
 from tests.factories import extract, make_call, seed_fact, seed_summary
@@ -175,6 +184,38 @@ async def test_forgetting_a_call_removes_facts_that_came_only_from_it(store: Sql
     assert await store.get_fact(only_a.fact_id) is None
     assert await store.get_fact(both.fact_id) is not None
     assert await memory.forget_conversation(99, "call", b.call_id) is None, "another user's call is untouchable"
+
+
+async def test_what_forgetting_a_conversation_removes_is_counted_first_without_deleting_anything(
+    store: SqliteStore, memory
+) -> None:
+    """``forget_preview``, on every store: the lines and the facts that came only from the call or chat, as
+    forgetting it then removes them."""
+    await store.set_consent(42, True, 1.0)
+    a, b = make_call(42, state="active"), make_call(42, state="ended")
+    for call in (a, b):
+        await store.create_call(call)
+    lines = [NewTurn("user", "My cat is Miso", 10.0, 0), NewTurn("assistant", "Lovely name", 11.0, 1)]
+    await store.apply_call_turns(a.call_id, 42, lines, [], anchored=True, checkpoint_at=11.0)
+    await store.transition_call(a.call_id, ["active"], "ended", ended_at=20.0)
+    await seed_fact(store, 42, "Has a cat named Miso", 1.0, call_id=a.call_id)
+    await seed_fact(store, 42, "Works nights", 1.0, call_id=a.call_id)
+    both = await seed_fact(store, 42, "Lives in Lyon", 1.0, call_id=a.call_id)
+    await extract(store, 42, 2.0, call_id=b.call_id, confirmed=[both.fact_id])
+    await store.create_chat(ChatRecord("chat-42", 42, None, False, 3.0, 3.0, ended_at=4.0))
+    await store.append_chat_turn("chat-42", 42, "user", "Any tips for tea?", 3.0)
+    await seed_fact(store, 42, "Likes tea", 3.0, chat_id="chat-42")
+
+    call_preview = await store.forget_preview(Conversation("call", a.call_id))
+    chat_preview = await store.forget_preview(Conversation("chat", "chat-42"))
+    assert (call_preview.turns, call_preview.facts, call_preview.calls, call_preview.chats) == (2, 2, 1, 0)
+    assert (chat_preview.turns, chat_preview.facts, chat_preview.calls, chat_preview.chats) == (1, 1, 0, 1)
+    assert await store.forget_preview(Conversation("call", "no-such-call")) == ForgetResult()
+    assert await store.count_facts(42) == 4 and await store.count_turns(42) == 3, "a preview deletes nothing"
+
+    assert await memory.forget_conversation(42, "call", a.call_id) == call_preview
+    assert await memory.forget_conversation(42, "chat", "chat-42") == chat_preview
+    assert [f.text for f in await store.list_facts(42)] == ["Lives in Lyon"]
 
 
 async def test_forget_all_leaves_no_trace_in_any_page_of_the_file(tmp_path: Path) -> None:

@@ -85,6 +85,22 @@ class PostgresPrivacy(PostgresBase):
             await _forgotten(db, user_id, time.time())
             return await _delete_conversation(db, Conversation("chat", chat_id))
 
+    async def forget_preview(self, convo: Conversation) -> ForgetResult:
+        column, ref = convo.column, convo.ref_id
+        row = await self._one(
+            f"SELECT (SELECT COUNT(*) FROM ({_only_from(column)}) AS only_here), "
+            f"(SELECT COUNT(*) FROM turns WHERE {column} = $1), "
+            f"(SELECT COUNT(*) FROM {convo.table} WHERE {column} = $1)",
+            ref,
+        )
+        facts, turns, found = (0, 0, 0) if row is None else (int(row[0]), int(row[1]), int(row[2]))
+        return ForgetResult(
+            turns=turns,
+            facts=facts,
+            calls=found if convo.kind == "call" else 0,
+            chats=found if convo.kind == "chat" else 0,
+        )
+
     async def forget_user(self, user_id: int) -> ForgetResult:
         async with self._tx() as db:
             turns = _count(await db.execute("DELETE FROM turns WHERE user_id = $1", user_id))
@@ -159,19 +175,20 @@ class PostgresPrivacy(PostgresBase):
 # ---- helpers ---------------------------------------------------------------------------------------------
 
 
+def _only_from(column: str) -> str:
+    """The ids of the facts that came only from the conversation ``column = $1``."""
+    return (
+        f"SELECT fact_id FROM fact_sources WHERE {column} = $1 "
+        f"EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != $1 "
+        f"UNION SELECT fact_id FROM facts WHERE source_{column} = $1 "
+        "AND fact_id NOT IN (SELECT fact_id FROM fact_sources)"
+    )
+
+
 async def _delete_conversation(db: Connection, convo: Conversation) -> ForgetResult:
     """Delete a call or chat, its turns and summary, and the facts that came only from it."""
     column, ref = convo.column, convo.ref_id
-    facts = _count(
-        await db.execute(
-            "DELETE FROM facts WHERE fact_id IN ("
-            f"  SELECT fact_id FROM fact_sources WHERE {column} = $1 "
-            f"  EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != $1 "
-            f"  UNION SELECT fact_id FROM facts WHERE source_{column} = $1 "
-            "     AND fact_id NOT IN (SELECT fact_id FROM fact_sources))",
-            ref,
-        )
-    )
+    facts = _count(await db.execute(f"DELETE FROM facts WHERE fact_id IN ({_only_from(column)})", ref))
     turns = _count(await db.execute(f"DELETE FROM turns WHERE {column} = $1", ref))
     removed = _count(await db.execute(f"DELETE FROM {convo.table} WHERE {column} = $1", ref))
     return ForgetResult(

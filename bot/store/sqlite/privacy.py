@@ -89,6 +89,22 @@ class SqlitePrivacy(SqliteBase):
             await _forgotten(db, user_id, self._now())
             return await _delete_conversation(db, Conversation("chat", chat_id))
 
+    async def forget_preview(self, convo: Conversation) -> ForgetResult:
+        column, ref = convo.column, convo.ref_id
+        row = await self._one(
+            f"SELECT (SELECT COUNT(*) FROM ({_only_from(column)})), "
+            f"(SELECT COUNT(*) FROM turns WHERE {column} = ?), "
+            f"(SELECT COUNT(*) FROM {convo.table} WHERE {column} = ?)",
+            (ref, ref, ref, ref, ref),
+        )
+        facts, turns, found = (0, 0, 0) if row is None else (int(row[0]), int(row[1]), int(row[2]))
+        return ForgetResult(
+            turns=turns,
+            facts=facts,
+            calls=found if convo.kind == "call" else 0,
+            chats=found if convo.kind == "chat" else 0,
+        )
+
     async def forget_user(self, user_id: int) -> ForgetResult:
         async with self._tx() as db:
             turns = await _changes(db, "DELETE FROM turns WHERE user_id = ?", (user_id,))
@@ -208,16 +224,20 @@ class SqlitePrivacy(SqliteBase):
 # ---- helpers ---------------------------------------------------------------------------------------------
 
 
-async def _delete_conversation(db: aiosqlite.Connection, convo: Conversation) -> ForgetResult:
-    """Delete a call or chat, its turns and summary, and the facts that came only from it."""
-    column, ref = convo.column, convo.ref_id
-    async with db.execute(
+def _only_from(column: str) -> str:
+    """The ids of the facts that came only from the conversation ``column = ?`` (three parameters, its id)."""
+    return (
         f"SELECT fact_id FROM fact_sources WHERE {column} = ? "
         f"EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != ? "
         f"UNION SELECT fact_id FROM facts WHERE source_{column} = ? "
-        "AND fact_id NOT IN (SELECT fact_id FROM fact_sources)",
-        (ref, ref, ref),
-    ) as cur:
+        "AND fact_id NOT IN (SELECT fact_id FROM fact_sources)"
+    )
+
+
+async def _delete_conversation(db: aiosqlite.Connection, convo: Conversation) -> ForgetResult:
+    """Delete a call or chat, its turns and summary, and the facts that came only from it."""
+    column, ref = convo.column, convo.ref_id
+    async with db.execute(_only_from(column), (ref, ref, ref)) as cur:
         only_here = [r[0] for r in await cur.fetchall()]
     facts = 0
     for fact_id in set(only_here):
