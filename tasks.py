@@ -75,27 +75,61 @@ def ensure_postgresql() -> None:
 
 
 MASTER_KEY_ENV = "MEMORY_MASTER_KEY"
+LINK_KEY_ENV = "WEB_LINK_SIGNING_KEY"
+BACK_IT_UP = "back the master key up apart from the database: without it no member's memory can be read"
 
 
-def ensure_master_key(env_file: Path, environ: Mapping[str, str]) -> bool:
-    """On first run, a new master key for the members' memory keys goes into .env (unless the environment or
-    .env already has one). Returns True when one was created. The format is `python -m bot keygen`'s."""
-    if environ.get(MASTER_KEY_ENV):
+def ensure_secret(env_file: Path, environ: Mapping[str, str], name: str, value: str) -> bool:
+    """``name=value`` goes into .env unless the environment or .env already sets it (an empty line, as copied from
+    .env.example, is filled in where it is). Returns True when it was written; .env is made owner-only."""
+    if environ.get(name):
         return False
     lines = env_file.read_text(encoding="utf-8").splitlines() if env_file.exists() else []
-    key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
     for i, line in enumerate(lines):
-        name, _, value = line.strip().removeprefix("export ").partition("=")
-        if name.strip() == MASTER_KEY_ENV:
-            if value.strip():
+        key, _, current = line.strip().removeprefix("export ").partition("=")
+        if key.strip() == name:
+            if current.strip():
                 return False
-            lines[i] = f"{MASTER_KEY_ENV}={key}"  # the empty line copied from .env.example
+            lines[i] = f"{name}={value}"
             break
     else:
-        lines.append(f"{MASTER_KEY_ENV}={key}")
+        lines.append(f"{name}={value}")
     env_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     env_file.chmod(0o600)
     return True
+
+
+def ensure_master_key(env_file: Path, environ: Mapping[str, str]) -> bool:
+    """A new master key for the members' memory keys (the format of `python -m bot keygen`), unless one is set."""
+    key = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii")
+    return ensure_secret(env_file, environ, MASTER_KEY_ENV, key)
+
+
+def ensure_keys(env_file: Path, environ: Mapping[str, str]) -> list[str]:
+    """.env written from .env.example when it does not exist yet (so a later copy of the example is not needed and
+    cannot overwrite the keys), with the master key and the link signing key filled in where they are empty.
+    Returns the names written."""
+    example = env_file.with_name(".env.example")
+    if not env_file.exists() and example.is_file():
+        env_file.write_text(example.read_text(encoding="utf-8"), encoding="utf-8")
+        env_file.chmod(0o600)
+        say(f"created {env_file.name} from {example.name}: put the secrets in it")
+    written = [MASTER_KEY_ENV] if ensure_master_key(env_file, environ) else []
+    if ensure_secret(env_file, environ, LINK_KEY_ENV, secrets.token_urlsafe(32)):
+        written.append(LINK_KEY_ENV)
+    return written
+
+
+def make_keys(args: list[str]) -> int:
+    """`python3 tasks.py keys`: the master key and the link signing key into .env (standard library only: it runs
+    on a Docker host without the bot's packages)."""
+    env_file = Path(args[0]) if args else ROOT / ".env"
+    written = ensure_keys(env_file, {})
+    if not written:
+        say(f"{MASTER_KEY_ENV} and {LINK_KEY_ENV} are already set in {env_file}: nothing changed")
+        return 0
+    say(f"wrote {' and '.join(written)} into {env_file}" + (f"; {BACK_IT_UP}" if MASTER_KEY_ENV in written else ""))
+    return 0
 
 
 def run_bot(args: list[str]) -> int:
@@ -104,11 +138,12 @@ def run_bot(args: list[str]) -> int:
     if not config.exists():
         shutil.copy(ROOT / "config.example.toml", config)
         say("created config.toml from config.example.toml; secrets go in .env (see .env.example)")
-    if ensure_master_key(ROOT / ".env", os.environ):
-        say(
-            f"created a master key for members' memory in .env ({MASTER_KEY_ENV}); back it up apart from the "
-            "database: without it no member's memory can be read"
-        )
+    written = ensure_keys(ROOT / ".env", os.environ)
+    if MASTER_KEY_ENV in written:
+        say(f"created a master key for members' memory in .env ({MASTER_KEY_ENV}); {BACK_IT_UP}")
+    if LINK_KEY_ENV in written:
+        say(f"created a link signing key in .env ({LINK_KEY_ENV}): call links keep working across restarts")
+    say("other commands: .venv/bin/python -m bot COMMAND (for example `.venv/bin/python -m bot check`)")
     os.chdir(ROOT)
     os.execv(str(PYTHON), [str(PYTHON), "-m", "bot", *args, "run"])
     return 0
@@ -145,14 +180,14 @@ def run_demo(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": run_bot, "test": run_tests, "demo": run_demo}
+COMMANDS = {"run": run_bot, "test": run_tests, "demo": run_demo, "keys": make_keys}
 
 
 def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(
             "usage: python3 tasks.py run [--config FILE] | python3 tasks.py test [pytest options] | "
-            "python3 tasks.py demo [--data DIR] [--no-setup]"
+            "python3 tasks.py demo [--data DIR] [--no-setup] | python3 tasks.py keys [ENV FILE]"
         )
     return COMMANDS[sys.argv[1]](sys.argv[2:])
 

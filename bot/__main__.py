@@ -14,6 +14,7 @@ from bot import __version__
 from bot import loop as event_loop
 from bot.config import ConfigError, Settings, load_settings
 from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem, inspect_configured_database
+from bot.invocation import bot_command
 from bot.keys import KeyStoreLocked
 from bot.keys.setup import check_key_store
 from bot.logs import setup_logging
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 def unusable_sqlite(settings: Settings, exc: sqlite3.DatabaseError) -> str:
     return (
         f"memory.database_path {settings.memory.database_path} is not a usable SQLite database ({exc}): restore a "
-        "backup with `python -m bot restore FILE`, or move the file away to start empty"
+        f"backup with `{bot_command('restore FILE')}`, or move the file away to start empty"
     )
 
 

@@ -28,6 +28,7 @@ from bot.doctor import (
     inspect_postgres,
     startup_findings,
 )
+from bot.invocation import bot_command, keys_command
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
 from bot.keys.lost import unreadable_members
 from bot.keys.pg_store import residue_warnings
@@ -57,7 +58,9 @@ RECOMMENDED = {
     (
         "web",
         "link_signing_key",
-    ): "call links are hashed with a per-process random key; they stop working on restart",
+    ): "call links are hashed with a per-process random key; they stop working on restart (create it with "
+    + keys_command()
+    + ")",
     ("agora", "webhook_secret"): "Agora's history webhook is refused, so a call ended by idle timeout keeps "
     "only what the last checkpoint saw",
     ("llm", "base_url"): "no fact extraction, summaries or text chat; calls still remember transcripts",
@@ -90,7 +93,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
         _out("The bot cannot start yet. Set these settings (secrets in .env or the environment):")
         for line in missing:
             _out(f"  - {line}")
-        _out("Then run `python -m bot check` to verify everything.")
+        _out(f"Then run `{bot_command('check')}` to verify everything.")
         return 2
     folder = (
         None if settings.memory.database_url is not None else database_folder_problem(settings.memory.database_path)
@@ -227,7 +230,8 @@ async def _check_keys(settings: Settings) -> bool:
     if settings.memory.master_key is None:
         _out(
             f"  warning  {label} is not set: members' memory ({memory}) is not encrypted and has no keys to shred. "
-            "Create one with `python -m bot keygen` (`python3 tasks.py run` does it on first run)"
+            f"Create it (and the link signing key) with {keys_command()}, and back the master key up apart from "
+            "the database"
         )
     elif settings.memory.key_store_url is not None or settings.memory.key_store_path.exists():
         if settings.memory.key_store_url is not None:
@@ -252,7 +256,7 @@ async def rotate_master_key(settings: Settings, args: argparse.Namespace) -> int
         raise CommandFailed(f"Set {MASTER_KEY_ENV} to the current master key before rotating it.")
     if settings.memory.new_master_key is None:
         raise CommandFailed(
-            "Set MEMORY_NEW_MASTER_KEY to the new master key (create one with `python -m bot keygen`), "
+            f"Set MEMORY_NEW_MASTER_KEY to the new master key (create one with `{bot_command('keygen')}`), "
             "then run rotate-master-key again."
         )
     new = parse_master_key(settings.memory.new_master_key.get_secret_value())
@@ -413,7 +417,7 @@ async def forget_unreadable(settings: Settings, args: argparse.Namespace) -> int
     if not args.yes:
         _out(f"{plural(len(members), 'member')} with memory that no key in {where} opens: {listed}.")
         _out(
-            "If their keys are truly lost, run `python -m bot forget-unreadable --yes` to delete it; otherwise "
+            f"If their keys are truly lost, run `{bot_command('forget-unreadable --yes')}` to delete it; otherwise "
             "restore the key store that belongs with this database."
         )
         return 1
@@ -464,7 +468,7 @@ def _sqlite_only(settings: Settings, command: str) -> None:
     if settings.memory.database_url is not None:
         raise CommandFailed(
             f"{command} handles the SQLite file (memory.database_path); with memory.database_url (PostgreSQL) use "
-            "pg_dump and pg_restore, or `python -m bot copy-db --from <database url> --to sqlite:///backup.db`"
+            f"pg_dump and pg_restore, or `{bot_command('copy-db --from <database url> --to sqlite:///backup.db')}`"
         )
 
 

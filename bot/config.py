@@ -19,6 +19,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
+
+from bot.invocation import bot_command
 
 DEFAULT_CONFIG_PATH = Path("config.toml")
 AGORA_DEFAULT_PRESET = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
@@ -266,7 +269,7 @@ class MemorySettings(_Section):
     @classmethod
     def _is_a_master_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and decode_master_key(value.get_secret_value()) is None:
-            raise ValueError("must be 32 bytes in URL-safe base64: create one with `python -m bot keygen`")
+            raise ValueError(f"must be 32 bytes in URL-safe base64: create one with `{bot_command('keygen')}`")
         return value
 
     @model_validator(mode="after")
@@ -454,6 +457,7 @@ def load_settings(
         raise ConfigError([f"{path} does not exist (copy config.example.toml to {path})"])
 
     merged: dict[str, dict[str, Any]] = {}
+    sources: dict[tuple[str, str], str] = {}
     for section, model in section_models().items():
         file_section = raw.pop(section, {})
         if not isinstance(file_section, dict):
@@ -471,25 +475,67 @@ def load_settings(
                     )
                     continue
                 values[key] = value
+                sources[(section, key)] = f"in {path}"
             env_value = environ.get(env_name(section, key))
             if env_value not in (None, ""):
                 values[key] = env_value
+                sources[(section, key)] = f"({env_name(section, key)})"
         problems.extend(f"{section}.{key} in {path} is not a known setting" for key in file_section)
         merged[section] = values
     problems.extend(f"[{section}] in {path} is not a known section" for section in raw)
+
+    def where(section: str, key: str) -> str:
+        return f"{section}.{key} {sources.get((section, key), f'({env_name(section, key)})')}"
 
     try:
         settings = Settings.model_validate(_parse_env_json(merged))
     except ValidationError as exc:
         for error in exc.errors():
             loc = [str(part) for part in error["loc"]]
-            name = ".".join(loc)
-            hint = env_name(loc[0], loc[1]) if len(loc) >= 2 else ""
-            problems.append(f"{name} ({hint}): {error['msg']}")
+            if len(loc) < 2:  # a rule across settings: its message names them
+                problems.append(_plain(error, secret=True))
+            else:
+                secret = (loc[0], loc[1]) in SECRET_SETTINGS
+                plain = _plain(error, secret)
+                if (loc[0], loc[1]) == ("web", "port") and error["type"].endswith("than_equal"):
+                    plain = f"{PORT_RANGE}, not {error.get('input')!r}"
+                problems.append(f"{where(loc[0], loc[1])}{''.join(f'[{p}]' for p in loc[2:])}: {plain}")
         raise ConfigError(problems) from None
+    if settings.web.port == 0:
+        problems.append(
+            f"{where('web', 'port')}: {PORT_RANGE} (0 would listen on a random port that neither the proxy nor the "
+            "call links can find)"
+        )
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+PORT_RANGE = "must be a port from 1 to 65535, e.g. 8080"
+
+
+def _plain(error: ErrorDetails, secret: bool) -> str:
+    """A validation error in plain words (pydantic says "Value error, ..." or "Input should be a valid integer,
+    unable to parse string as an integer"), with the value given unless the setting is a secret."""
+    kind, context, value = error["type"], error.get("ctx") or {}, error.get("input")
+    given = "" if secret or not isinstance(value, str | int | float) else f", not {value!r}"
+    if kind in ("value_error", "assertion_error"):
+        return error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    words = {
+        "int_parsing": "must be a whole number",
+        "int_type": "must be a whole number",
+        "int_from_float": "must be a whole number",
+        "float_parsing": "must be a number",
+        "float_type": "must be a number",
+        "bool_parsing": "must be true or false",
+        "bool_type": "must be true or false",
+        "greater_than_equal": f"must be {context.get('ge')} or more",
+        "less_than_equal": f"must be {context.get('le')} or less",
+        "greater_than": f"must be more than {context.get('gt')}",
+        "less_than": f"must be less than {context.get('lt')}",
+    }
+    plain = words.get(kind) or error["msg"].replace("Input should be", "must be")
+    return plain + given
 
 
 def _parse_env_json(merged: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from bot.config import Settings
+from bot.invocation import bot_command
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 
 Level = Literal["ok", "warning", "FAIL"]
@@ -70,7 +71,7 @@ def inspect_database(path: Path) -> Finding:
     except sqlite3.DatabaseError as exc:
         return _fail(
             f"{where} is not a usable SQLite database ({exc}): restore a backup with "
-            "`python -m bot restore FILE`, or move the file away to start empty"
+            f"`{bot_command('restore FILE')}`, or move the file away to start empty"
         )
     if version > LATEST_VERSION:
         return _fail(too_new_text(path, version))

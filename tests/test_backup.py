@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.__main__ import main
+from tests.harness import free_port
 
 USER = 555
 
@@ -20,7 +21,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("BOT_CONFIG", "DISCORD_TOKEN", "AGORA_APP_ID", "LLM_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "config.toml"
-    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "data" / "bot.db"}"\n\n[web]\nport = 0\n')
+    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "data" / "bot.db"}"\n\n[web]\nport = {free_port()}\n')
     return path
 
 

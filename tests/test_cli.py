@@ -27,7 +27,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ):
         monkeypatch.delenv(name, raising=False)
     path = tmp_path / "config.toml"
-    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "bot.db"}"\n\n[web]\nport = 0\n')
+    path.write_text(f'[memory]\ndatabase_path = "{tmp_path / "bot.db"}"\n\n[web]\nport = {free_port()}\n')
     return path
 
 
@@ -43,7 +43,7 @@ def test_bad_config_exits_with_the_list_not_a_traceback(tmp_path: Path, capsys) 
     path.write_text("[web]\nport = -1\n")
     assert main(["--config", str(path), "check"]) == 2
     err = capsys.readouterr().err
-    assert "web.port (WEB_PORT)" in err and "Traceback" not in err
+    assert f"web.port in {path}: must be a port from 1 to 65535, e.g. 8080, not -1" in err and "Traceback" not in err
 
 
 def test_check_reports_each_setting_and_the_database(config: Path, capsys) -> None:
@@ -249,7 +249,7 @@ def test_a_database_folder_that_cannot_be_created_fails_check_and_stops_run_with
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("LLM_BASE_URL", raising=False)
     config = tmp_path / "config.toml"
-    config.write_text(f'[memory]\ndatabase_path = "{db}"\n\n[web]\nport = 0\n')
+    config.write_text(f'[memory]\ndatabase_path = "{db}"\n\n[web]\nport = {free_port()}\n')
     before = sorted(tmp_path.iterdir())
     with fake_discord_in_thread(monkeypatch):
         assert main(["--config", str(config), "check"]) == 1
@@ -267,7 +267,7 @@ def test_check_leaves_no_trace_where_the_database_folder_will_be_created(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "new" / "deeper" / "bot.db"
-    config.write_text(f'[memory]\ndatabase_path = "{db}"\n\n[web]\nport = 0\n')
+    config.write_text(f'[memory]\ndatabase_path = "{db}"\n\n[web]\nport = {free_port()}\n')
     before = sorted(tmp_path.iterdir())
     assert main(["--config", str(config), "check"]) == 1  # no Discord token: not ready, but the folder is fine
     out = capsys.readouterr().out

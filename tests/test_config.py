@@ -43,17 +43,29 @@ def test_every_problem_is_listed_with_its_setting_name(tmp_path: Path) -> None:
         load_settings(path, {"CALLS_MAX_MINUTES": "-5"})
     text = str(caught.value)
     for expected in (
-        "agora.app_id (AGORA_APP_ID)",
-        "agora.max_history (AGORA_MAX_HISTORY)",
+        f"agora.app_id in {path}: must be the 32-character hex App ID",
+        f"agora.max_history in {path}: must be 1 or more, not 0",
         "agora.customer_secret is a secret",
         "AGORA_CUSTOMER_SECRET",
-        "web.port (WEB_PORT)",
+        f"web.port in {path}: must be a whole number, not 'eighty'",
         "memory.budget in",
         "[nonsense]",
-        "calls.max_minutes (CALLS_MAX_MINUTES)",
+        "calls.max_minutes (CALLS_MAX_MINUTES): must be from 1 to",
     ):
         assert expected in text, expected
     assert "Traceback" not in text
+    for pydantic_words in ("Value error", "Input should be", "unable to parse", "AGORA_APP_ID", "WEB_PORT"):
+        assert pydantic_words not in text, pydantic_words  # plain words, and the file the value came from
+    with pytest.raises(ConfigError, match=r"web.port \(WEB_PORT\): must be a whole number, not 'x'"):
+        load_settings(path, {"WEB_PORT": "x"})  # from the environment (or .env), over the file
+
+
+def test_web_port_0_is_refused_where_it_was_set(tmp_path: Path) -> None:
+    path = write(tmp_path, "[web]\nport = 0\n")
+    with pytest.raises(ConfigError, match=rf"web.port in {path}: must be a port from 1 to 65535, e.g. 8080"):
+        load_settings(path, {})
+    with pytest.raises(ConfigError, match=r"web.port \(WEB_PORT\): must be a port from 1"):
+        load_settings(None, {"WEB_PORT": "0", "BOT_CONFIG": str(tmp_path / "none.toml")})
 
 
 def test_invalid_toml_is_one_clear_error(tmp_path: Path) -> None:

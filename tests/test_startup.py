@@ -17,7 +17,7 @@ import pytest
 from bot.__main__ import main
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import TEST_APP_ID, fake_discord_in_thread
+from tests.harness import TEST_APP_ID, fake_discord_in_thread, free_port
 
 REQUIRED_ENV = {
     "DISCORD_TOKEN": "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gabcde.not-a-real-token-but-shaped-like-one",
@@ -45,10 +45,11 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, discord_fake: FakeD
     return tmp_path
 
 
-def write_config(workdir: Path, *, db: Path | None = None, extra: str = "", port: int = 0) -> Path:
+def write_config(workdir: Path, *, db: Path | None = None, extra: str = "", port: int | None = None) -> Path:
     path = workdir / "config.toml"
     path.write_text(
-        f'[memory]\ndatabase_path = "{db or workdir / "bot.db"}"\n\n[web]\nport = {port}\n{extra}', encoding="utf-8"
+        f'[memory]\ndatabase_path = "{db or workdir / "bot.db"}"\n\n[web]\nport = {port or free_port()}\n{extra}',
+        encoding="utf-8",
     )
     return path
 
@@ -148,11 +149,11 @@ def test_an_unresolvable_host_fails_check_and_stops_run(workdir: Path, capsys) -
 @pytest.mark.parametrize(
     ("setting", "extra", "expected"),
     [
-        ("javascript: SDK URL", '\n[agora]\nsdk_url = "javascript:alert(1)"\n', "agora.sdk_url (AGORA_SDK_URL)"),
-        ("huge link lifetime", "link_ttl_minutes = 100000000000000\n", "web.link_ttl_minutes (WEB_LINK_TTL_MINUTES)"),
-        ("call over 72 hours", "\n[calls]\nmax_minutes = 4321\n", "calls.max_minutes (CALLS_MAX_MINUTES)"),
-        ("public URL without a scheme", 'public_url = "calls.example.org"\n', "web.public_url (WEB_PUBLIC_URL)"),
-        ("LLM address without a scheme", '\n[llm]\nbase_url = "api.openai.com/v1"\n', "llm.base_url (LLM_BASE_URL)"),
+        ("javascript: SDK URL", '\n[agora]\nsdk_url = "javascript:alert(1)"\n', "agora.sdk_url"),
+        ("huge link lifetime", "link_ttl_minutes = 100000000000000\n", "web.link_ttl_minutes"),
+        ("call over 72 hours", "\n[calls]\nmax_minutes = 4321\n", "calls.max_minutes"),
+        ("public URL without a scheme", 'public_url = "calls.example.org"\n', "web.public_url"),
+        ("LLM address without a scheme", '\n[llm]\nbase_url = "api.openai.com/v1"\n', "llm.base_url"),
     ],
 )
 def test_a_bad_setting_fails_check_and_run_with_its_name(
@@ -162,7 +163,7 @@ def test_a_bad_setting_fails_check_and_run_with_its_name(
     for command in ("check", "run"):
         assert main(["--config", str(config), command]) == 2
         err = capsys.readouterr().err
-        assert expected in err and "Traceback" not in err, (setting, command, err)
+        assert f"{expected} in {config}: " in err and "Traceback" not in err, (setting, command, err)
 
 
 def test_check_never_creates_the_database(workdir: Path, discord_fake: FakeDiscord, capsys) -> None:

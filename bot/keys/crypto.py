@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from bot.config import decode_master_key
+from bot.invocation import bot_command
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -63,7 +64,7 @@ def parse_master_key(text: str) -> bytes:
     raw = decode_master_key(text)
     if raw is None:
         raise InvalidMasterKey(
-            f"{MASTER_KEY_ENV} must be {KEY_BYTES} bytes in URL-safe base64: create one with `python -m bot keygen`"
+            f"{MASTER_KEY_ENV} must be {KEY_BYTES} bytes in URL-safe base64: create one with `{bot_command('keygen')}`"
         )
     return raw
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import asyncpg
 
 from bot.config import MemorySettings
+from bot.invocation import bot_command
 from bot.keys.encrypted import ENCRYPTION_META
 from bot.keys.store import KeyStoreLocked
 
@@ -122,7 +123,7 @@ def missing_keys_message(memory: MemorySettings, members: list[int]) -> str:
         f"The memory database holds encrypted memory of {len(members)} member(s) ({shown}) whose keys are not in "
         f"the key store {key_store_label(memory)} ({setting}): restore the key store that belongs with this "
         f"database beside it, or set {setting} to where it is. If those keys are truly lost, "
-        "`python -m bot forget-unreadable --yes` deletes those members' unreadable memory. Nothing was changed."
+        f"`{bot_command('forget-unreadable --yes')}` deletes those members' unreadable memory. Nothing was changed."
     )
 
 

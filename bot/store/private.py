@@ -50,4 +50,4 @@ def tighten(path: Path) -> None:
         return
     if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077 and info.st_uid == os.geteuid():
         os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077)
-        log.info("%s was readable by other users of this machine: it is now its owner's alone", path)
+        log.debug("%s was readable by other users of this machine: it is now its owner's alone", path)
