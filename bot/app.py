@@ -284,6 +284,7 @@ def build_web_server(
         "sdk_url": settings.agora.sdk_url,
         "public_url": settings.web.public_url,
         "monitor": monitor,
+        "emulator_controls_url": settings.agora.emulator_controls_url,
     }
     return WebServer(backend, **{**options, **overrides})
 
