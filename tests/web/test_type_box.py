@@ -11,8 +11,9 @@ import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
+from bot.app import build_web_server
 from bot.config import ConfigError, load_settings
-from bot.web.server import create_app
+from bot.web.server import SETTINGS_KEY, create_app
 from tests.web.conftest import PRODUCTION_SDK_URL, PUBLIC_URL
 from tests.web.fake_backend import FakeCallPageBackend
 
@@ -71,3 +72,14 @@ def test_the_emulator_setting_takes_a_loopback_agora(host: str) -> None:
 def test_the_emulator_setting_is_refused_for_any_other_agora(api: str) -> None:
     with pytest.raises(ConfigError, match=r"agora\.emulator \(AGORA_EMULATOR\) is only for the local Agora emulator"):
         load_settings(environ={"AGORA_EMULATOR": "true", "AGORA_API_BASE_URL": api}, load_dotenv_file=False)
+
+
+def test_the_running_bot_gives_its_call_page_the_emulators_controls(fake_backend: FakeCallPageBackend) -> None:
+    settings = load_settings(
+        environ={"AGORA_EMULATOR": "true", "AGORA_API_BASE_URL": "http://127.0.0.1:5000/api/conversational-ai-agent"},
+        load_dotenv_file=False,
+    )
+    emulated = build_web_server(settings, fake_backend, None)
+    assert emulated.app[SETTINGS_KEY].emulator_controls_url == "http://127.0.0.1:5000/_emulator"
+    real = build_web_server(load_settings(environ={}, load_dotenv_file=False), fake_backend, None)
+    assert real.app[SETTINGS_KEY].emulator_controls_url is None
