@@ -22,7 +22,14 @@ DESCRIPTION_BUDGET = 3500
 """Embeds allow 4096 characters of description and 6000 in all; two fields of at most 1024 come on top."""
 
 TITLE = "What I remember about you"
-MEMORY_ON = "🟢 Memory is **on**: what you say in calls and chats is remembered and used next time."
+MEMORY_ON = (
+    "🟢 Memory is **on**: what you say in calls and chats is remembered and used next time. "
+    "**Pause memory** stops that until you resume it."
+)
+MEMORY_NOT_CHOSEN = (
+    "⚪ Memory is **not on yet**: your next `/call` or `/chat` asks whether I may remember you. "
+    "Press **Remember me** to turn it on now."
+)
 MEMORY_PAUSED = (
     "⏸️ Memory is **paused**: nothing new is remembered, and calls and chats start without what's below. "
     "Press **Resume memory** to turn it back on."
@@ -155,9 +162,14 @@ def is_empty(page: MemoryPage) -> bool:
     return page.fact_count == 0 and page.conversation_count == 0 and not page.superseded
 
 
+def remembering(page: MemoryPage) -> bool:
+    """Whether what the member says is remembered now: they chose **Remember me** and have not paused it."""
+    return page.chosen and page.memory_enabled
+
+
 def render_page(page: MemoryPage, index: int, pages: int) -> discord.Embed:
-    status = MEMORY_ON if page.memory_enabled else MEMORY_PAUSED
-    colour = discord.Colour.green() if page.memory_enabled else discord.Colour.light_grey()
+    status = MEMORY_ON if remembering(page) else MEMORY_PAUSED if page.chosen else MEMORY_NOT_CHOSEN
+    colour = discord.Colour.green() if remembering(page) else discord.Colour.light_grey()
     embed = discord.Embed(title=TITLE, colour=colour)
     if is_empty(page):
         embed.description = f"{status}\n\n{EMPTY}"

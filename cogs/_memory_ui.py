@@ -41,6 +41,7 @@ from cogs._memory_texts import (
     forgot_fact_text,
     page_count,
     picker_options,
+    remembering,
     render_page,
 )
 from cogs._own_words import EDIT_CONTROLS, edit_menu
@@ -295,14 +296,14 @@ class MemoryView(OwnedView):
     def sync(self, page: MemoryPage, index: int, pages: int) -> None:
         self.page, self.index, self.pages = page, index, pages
         self.clear_items()
-        on = page.memory_enabled
+        on = remembering(page)
         for action, label, emoji, style, row, disabled in (
             ("prev", "◀", None, discord.ButtonStyle.secondary, 0, index <= 0),
             ("next", "▶", None, discord.ButtonStyle.secondary, 0, index >= pages - 1),
             ("export", "Export", "📦", discord.ButtonStyle.primary, 1, False),
             (
                 "toggle",
-                "Pause memory" if on else "Resume memory",
+                "Pause memory" if on else "Resume memory" if page.chosen else "Remember me",
                 "⏸️" if on else "▶️",
                 discord.ButtonStyle.secondary if on else discord.ButtonStyle.success,
                 1,
@@ -361,7 +362,7 @@ class MemoryView(OwnedView):
         elif action == "next":
             await self.show(interaction, self.index + 1)
         elif action == "toggle":
-            await self.actions.set_memory_enabled(self.owner_id, not self.page.memory_enabled)
+            await self.actions.set_memory_enabled(self.owner_id, not remembering(self.page))
             await self.show(interaction, self.index)
         elif action == "export":
             self.handle = interaction

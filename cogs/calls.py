@@ -23,12 +23,12 @@ log = logging.getLogger(__name__)
 
 CONSENT_TEXT = (
     "**Before your first call: may the agent remember you?**\n"
-    "If you choose **Remember me**, what you say in calls and chats with this bot is kept under your Discord "
-    "account, so the agent can greet you by name and pick up where you left off, in any server.\n"
-    "• `/memory` shows exactly what is remembered, with dates, and exports it.\n"
-    "• `/forget` deletes one thing, one call, or everything — for real.\n"
-    "• `/call private:True` talks without memory; you can pause memory any time.\n"
-    "Nothing is shared with server admins or other members."
+    "• **Remember me**: what you say in calls and chats with this bot is kept under your Discord account, so the "
+    "agent can greet you by name and pick up where you left off, in any server. `/memory` shows exactly what is "
+    "kept and pauses it any time; `/forget` deletes one thing, one call, or everything — for real.\n"
+    "• **Call without memory**: this call and your later calls and chats are not remembered, and I won't ask "
+    "again. To change your mind, press **Resume memory** in `/memory`.\n"
+    "Just this once without memory: `/call private:True`. Nothing is shared with server admins or other members."
 )
 CONSENT_VIEW_SECONDS = 5 * 60
 CONSENT_EXPIRED = "You didn't choose, so no call was started and nothing was stored. Type `/call` again any time."
@@ -43,8 +43,13 @@ def _cooldown(interaction: discord.Interaction[MemoryBot]) -> app_commands.Coold
     return app_commands.Cooldown(1, seconds) if seconds > 0 else None
 
 
-def card_text(started: StartedCall) -> str:
-    if started.memory_paused:
+def card_text(started: StartedCall, *, declined: bool = False) -> str:
+    if declined:
+        memory = (
+            "You chose **Call without memory**: this call and your later ones are not remembered. "
+            "To change that, press **Resume memory** in `/memory`."
+        )
+    elif started.memory_paused:
         memory = "Your memory is **paused**, so this call is not remembered. Resume it with `/memory`."
     elif started.private:
         memory = "This call is **private**: nothing is read from or written to your memory."
@@ -173,16 +178,19 @@ class Calls(commands.Cog):
     async def choose(self, interaction: discord.Interaction, *, remember: bool) -> None:
         await interaction.response.edit_message(content="Starting your call…", view=None)
         await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
-        await self.start_and_show(interaction, private=not remember, edit=True)
+        await self.start_and_show(interaction, private=not remember, edit=True, declined=not remember)
 
-    async def start_and_show(self, interaction: discord.Interaction, *, private: bool, edit: bool = False) -> None:
+    async def start_and_show(
+        self, interaction: discord.Interaction, *, private: bool, edit: bool = False, declined: bool = False
+    ) -> None:
         started = await self.calls.start(user_id=interaction.user.id, guild_id=interaction.guild_id, private=private)
         view = CardView(started, interaction.user.id)
+        text = card_text(started, declined=declined)
         message: discord.Message
         if edit:
-            message = await interaction.edit_original_response(content=card_text(started), view=view)
+            message = await interaction.edit_original_response(content=text, view=view)
         else:
-            message = await interaction.followup.send(card_text(started), view=view, ephemeral=True, wait=True)
+            message = await interaction.followup.send(text, view=view, ephemeral=True, wait=True)
         self._forget_expired_cards()
         self.cards[started.call_id] = (interaction, None)
         await self.calls.remember_card(started.call_id, interaction.token, message.id)

@@ -43,15 +43,21 @@ NO_MENTIONS = discord.AllowedMentions.none()
 EMPTY_ANSWER = "_The agent had nothing to say to that. Try saying it another way?_"
 CONSENT_TEXT = (
     "**Before we chat: may the agent remember you?**\n"
-    "Text chats are remembered like voice calls. If you choose **Remember me**, what you write to the agent is "
-    "kept under your Discord account, so it knows you in later chats and calls, in any server.\n"
-    "• `/memory` shows exactly what is remembered; `/forget` deletes it for real.\n"
-    "• **Without memory** — or `/chat private:True` and `/call private:True` any time — talks without keeping "
-    "anything.\n"
-    "Nothing is shared with server admins or other members. Your message is answered as soon as you choose."
+    "• **Remember me**: what you write to the agent is kept under your Discord account, like what you say in "
+    "calls, so it knows you in later chats and calls, in any server. `/memory` shows exactly what is kept and "
+    "pauses it any time; `/forget` deletes it for real.\n"
+    "• **Without memory**: this chat and your later chats and calls are not remembered, and I won't ask again. "
+    "To change your mind, press **Resume memory** in `/memory`.\n"
+    "Just this once without memory: `/chat private:True`. Nothing is shared with server admins or other members. "
+    "Your message is answered as soon as you choose."
 )
-REMEMBER_CHOSEN = "**Remember me**: saved. The agent will remember your chats and calls; `/memory` shows what it keeps."
-NO_MEMORY_CHOSEN = "**Without memory**: saved. The agent won't remember what you say to it."
+REMEMBER_CHOSEN = (
+    "**Remember me**: saved. The agent will remember your chats and calls; `/memory` shows what it keeps and pauses it."
+)
+NO_MEMORY_CHOSEN = (
+    "**Without memory**: saved. The agent won't remember what you say to it, now or later, until you press "
+    "**Resume memory** in `/memory`."
+)
 SEND_AGAIN = "I restarted since you wrote, so please send your message again."
 CONSENT_EXPIRED = "You didn't choose, so nothing was sent to the agent or stored. Send your message again any time."
 

@@ -26,6 +26,7 @@ from bot.store.models import (
     TurnRecord,
     TurnsWrite,
     TurnUpdate,
+    needs_consent,
 )
 from bot.store.repository import (
     AccountStore,
@@ -62,6 +63,9 @@ class MemoryPage:
     fact_count: int
     conversation_count: int
     memory_enabled: bool
+    chosen: bool = True
+    """Whether the member has answered the memory choice (Remember me or without memory): not before their first
+    call or chat, nor after /forget everything (their next call or chat asks again)."""
 
 
 def _utterance(t: TurnRecord) -> Utterance:
@@ -355,6 +359,7 @@ class MemoryService:
             fact_count=await self.store.count_facts(user_id),
             conversation_count=await self.store.count_conversations(user_id),
             memory_enabled=user.memory_enabled if user else True,
+            chosen=not needs_consent(user),
         )
 
     async def build_context(

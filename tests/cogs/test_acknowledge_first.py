@@ -294,6 +294,7 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
 
     # /memory and /forget everything
     user = scene.member()
+    await store.set_consent(user, True, T0)
     await scene.facts(user, "Plays the cello")
     cases.append(
         Case(
@@ -659,6 +660,7 @@ async def test_an_error_after_the_acknowledgement_is_an_ephemeral_followup(
     guild, channel, alice = member
     admins = guild.create_role("Admins", permissions=discord.Permissions(manage_guild=True))
     carol = guild.add_member(simcord_env.create_user("carol"), roles=[admins])
+    await world.store.set_consent(alice.id, True, T0)
     await seed_fact(world.store, alice.id, "Plays the cello", T0)
     panel = await alice.slash(channel, "memory")
     monkeypatch.setattr(world.store, "update_guild_settings", database_locked)
@@ -672,5 +674,5 @@ async def test_an_error_after_the_acknowledgement_is_an_ephemeral_followup(
     [told] = clicked.followups
     assert told.ephemeral and told.content == messages.SOMETHING_WENT_WRONG
     assert "Memory is **on**" in panel.response.embeds[0].description  # the panel is unchanged
-    assert (await world.store.get_user(alice.id)) is None
+    assert (await world.store.get_user(alice.id)).memory_enabled
     assert (await world.monitor.report())["counters"]["errors"] == {"OperationalError": 2}

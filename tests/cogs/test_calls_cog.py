@@ -48,13 +48,35 @@ async def test_remember_me_starts_the_call_and_shows_the_card(simcord_env, world
     assert page.status_code == 200 and call.channel in page.text
 
 
-async def test_call_without_memory_is_private_and_remembered_as_a_choice(simcord_env, world, member) -> None:
+async def test_call_without_memory_says_it_lasts_and_how_to_undo_it(simcord_env, world, member) -> None:
     _, channel, alice = member
     first = await alice.slash(channel, "call")
+    prompt = first.response.content
+    assert "• **Call without memory**: this call and your later calls and chats are not remembered" in prompt
+    assert "To change your mind, press **Resume memory** in `/memory`." in prompt
+    assert "Just this once without memory: `/call private:True`." in prompt
     card = await alice.click(first.response, label="Call without memory")
-    assert "private" in card.response.content
+    assert "You chose **Call without memory**: this call and your later ones are not remembered." in (
+        card.response.content
+    )
+    assert "press **Resume memory** in `/memory`" in card.response.content
     assert (await world.store.get_user(alice.id)).consent == "no_memory"
     assert (await world.store.open_call_for_user(alice.id)).private
+    await alice.click(card.response, label="Hang up")
+
+    later = await alice.slash(channel, "call")
+    assert "Your memory is **paused**" in later.response.content, "not asked again: the choice lasts"
+    assert (await world.store.open_call_for_user(alice.id)).private
+    await alice.click(later.response, label="Hang up")
+
+    panel = await alice.slash(channel, "memory")
+    assert "Memory is **paused**" in panel.response.embeds[0].description
+    await alice.click(panel.response, label="Resume memory")
+    assert (await world.store.get_user(alice.id)).consent == "remember"
+    assert "Memory is **on**" in panel.response.embeds[0].description
+    remembered = await alice.slash(channel, "call")
+    assert "this call will be remembered too" in remembered.response.content
+    assert not (await world.store.open_call_for_user(alice.id)).private
 
 
 async def test_call_with_memory_paused_says_paused_not_private(simcord_env, world: CallWorld, member) -> None:

@@ -95,8 +95,13 @@ async def test_without_memory_choice_is_kept_and_nothing_is_stored(
 ) -> None:
     _, channel, alice = member
     prompt = await alice.slash(channel, "chat", message="My PIN is 1234.")
+    assert "• **Without memory**: this chat and your later chats and calls are not remembered" in (
+        prompt.response.content
+    )
+    assert "To change your mind, press **Resume memory** in `/memory`." in prompt.response.content
     fake_llm.queue_reply("I won't keep that.")
     clicked = await alice.click(prompt.response, label="Without memory")
+    assert prompt.response.content.endswith("now or later, until you press **Resume memory** in `/memory`.")
     assert [m.content for m in clicked.followups] == ["I won't keep that."]
     assert (await world.store.get_user(alice.id)).consent == "no_memory"
 

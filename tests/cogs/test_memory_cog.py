@@ -89,9 +89,11 @@ async def test_empty_memory_says_how_it_builds_up(simcord_env, world: CallWorld,
     assert shown.ephemeral
     embed = shown.response.embeds[0]
     assert "Start a `/call` or talk to me with `/chat` — what you tell me shows up here" in embed.description
-    assert "Memory is **on**" in embed.description
+    assert "Memory is **not on yet**: your next `/call` or `/chat` asks whether I may remember you" in (
+        embed.description
+    )
     assert embed.footer.text.startswith("Page 1 of 1")
-    assert labels(shown.response) == ["◀", "▶", "Export", "Pause memory", "Forget…"]
+    assert labels(shown.response) == ["◀", "▶", "Export", "Remember me", "Forget…"]
     assert not enabled(shown.response, "◀") and not enabled(shown.response, "▶")
     assert not enabled(shown.response, "Forget…")
     assert await world.store.count_facts(alice.id) == 0
@@ -453,8 +455,16 @@ async def test_forget_everything_after_confirmation(simcord_env, world: CallWorl
     assert await world.store.count_turns(alice.id) == 0
     assert await world.store.get_user(alice.id) is None
     assert await fact_texts(world, bob.id) == ["Bob's secret hobby"]
+    assert "your next `/call` asks again whether I may remember you" in prompt.response.content
     again = await alice.slash(channel, "memory")
-    assert "Start a `/call`" in again.response.embeds[0].description
+    shown = again.response.embeds[0].description
+    assert "Start a `/call`" in shown
+    assert "Memory is **not on yet**: your next `/call` or `/chat` asks" in shown and "**on**:" not in shown
+    await alice.click(again.response, label="Remember me")
+    assert (await world.store.get_user(alice.id)).consent == "remember"
+    assert "Memory is **on**" in again.response.embeds[0].description
+    card = await alice.slash(channel, "call")
+    assert "Your call is ready" in card.response.content, "chosen in /memory: the call does not ask again"
 
 
 async def test_forget_everything_cancelled_keeps_everything(simcord_env, world: CallWorld, members) -> None:
