@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
+import aiohttp
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -57,6 +58,10 @@ REMEMBER_CHOSEN = (
 NO_MEMORY_CHOSEN = (
     "**Without memory**: saved. The agent won't remember what you say to it, now or later, until you press "
     "**Resume memory** in `/memory`."
+)
+PUBLIC_NOT_REMEMBERED = (
+    "Only you can see this: public answers never use or add to your memory, so nothing private shows in the "
+    "channel. For an answer that remembers you, use `/chat` without `public`."
 )
 SEND_AGAIN = "I restarted since you wrote, so please send your message again."
 CONSENT_EXPIRED = "You didn't choose, so nothing was sent to the agent or stored. Send your message again any time."
@@ -191,6 +196,14 @@ def channel_openers(channel: discord.abc.Messageable) -> tuple[Opener, Opener]:
     return send, send
 
 
+async def show_typing(channel: discord.abc.Messageable) -> None:
+    """Show "typing…" while the answer is prepared; a nicety, so a failure to show it never fails the answer."""
+    try:
+        await channel.typing()
+    except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+        log.info("could not show typing in a direct message (%s); answering anyway", type(exc).__name__)
+
+
 class Chat(commands.Cog):
     def __init__(self, bot: MemoryBot):
         self.bot = bot
@@ -234,6 +247,8 @@ class Chat(commands.Cog):
         first, more = interaction_openers(interaction, ephemeral=not public, into_original=True)
         deltas = chat.reply(interaction.user.id, interaction.guild_id, message, private=private or public)
         await show_stream(deltas, first, more)
+        if public:
+            await interaction.followup.send(PUBLIC_NOT_REMEMBERED, ephemeral=True)
 
     def memory_choice_view(
         self, owner_id: int, guild_id: int | None, text: str, *, ephemeral: bool
@@ -293,7 +308,7 @@ class Chat(commands.Cog):
             view = self.memory_choice_view(message.author.id, None, text, ephemeral=False)
             view.shown_in(self.bot, await message.channel.send(CONSENT_TEXT, view=view))
             return
-        await message.channel.typing()
+        await show_typing(message.channel)
         first, more = channel_openers(message.channel)
         await show_stream(chat.reply(message.author.id, None, text, private=private), first, more)
 

@@ -159,6 +159,9 @@ async def test_public_answer_is_posted_without_memory_or_mentions(
     result = await alice.slash(channel, "chat", message="Write a haiku for the channel", public=True)
 
     assert not result.ephemeral and result.response.content == "Hello @everyone, here is a haiku."
+    [hint] = result.followups
+    assert hint.ephemeral and "public answers never use or add to your memory" in hint.content
+    assert "use `/chat` without `public`" in hint.content
     assert system_text(fake_llm.last_request) == PERSONA  # memory never surfaces in a channel
     assert await world.store.open_chat_for_user(alice.id) is None
     edits = [r for r in simcord_env.http_requests if r.method == "PATCH" and "/webhooks/" in r.path]
@@ -230,6 +233,24 @@ async def test_direct_message_is_answered_with_memory_and_stored(
     turns = await world.store.chat_turns(chat.chat_id)
     assert [(t.role, t.source) for t in turns] == [("user", "text"), ("assistant", "text")]
     assert turns[0].content == "Do you remember what I eat?"
+
+
+async def test_a_direct_message_is_answered_when_the_typing_indicator_fails(
+    simcord_env, world: CallWorld, fake_llm: FakeLLM, member
+) -> None:
+    _, _, alice = member
+    await world.store.set_consent(alice.id, True, 0.0)
+    simcord_env.inject_error("POST", "/channels/*/typing", status=403, code=50013, message="Missing Permissions")
+    fake_llm.queue_reply("Still answering you.")
+
+    sent = await alice.user.send_dm("Are you there?")
+
+    replies = [m.content for m in alice.user.dm_channel.history() if m.id > sent.id]
+    assert replies == ["Still answering you."]
+    assert not [r for r in replies if "Something went wrong" in r]
+    chat = await world.store.open_chat_for_user(alice.id)
+    assert [t.content for t in await world.store.chat_turns(chat.chat_id)] == ["Are you there?", "Still answering you."]
+    assert (await world.monitor.report())["counters"]["errors"] == {}
 
 
 async def test_first_direct_message_asks_for_the_memory_choice(
