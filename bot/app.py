@@ -92,7 +92,6 @@ class Services:
             except OSError as exc:
                 where = f"web.host:web.port (WEB_HOST, WEB_PORT) {self.settings.web.host}:{self.settings.web.port}"
                 raise StartupProblem(f"the call page server cannot listen on {where}: {exc.strerror or exc}") from None
-            log.info("call page server listening on %s (public address %s)", self.web.url, self.settings.web.public_url)
         if self.calls is not None:
             counts = await self.calls.reconcile()
             log.info("reconciled open calls: %s", counts)

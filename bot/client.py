@@ -31,6 +31,11 @@ from bot.web.server import PortInUse
 
 log = logging.getLogger(__name__)
 
+# The bot joins no Discord voice channel (calls run through Agora): discord.py's start-up warnings that voice
+# libraries (PyNaCl, davey) are missing read like a failure and are not one.
+discord.VoiceClient.warn_nacl = False
+discord.VoiceClient.warn_dave = False
+
 EXTENSIONS = ("cogs.calls", "cogs.memory", "cogs.admin", "cogs.chat")
 COMMANDS_HASH_KEY = "discord.commands_hash"
 
@@ -205,9 +210,16 @@ async def _run_with_services(settings: Settings, token: str, in_use: DatabaseUse
     async with open_services(settings, full=True, in_use=in_use) as services:
         bot = build_bot(services)
         loop = asyncio.get_running_loop()
+
+        closing: list[asyncio.Future[None]] = []
+
+        def stop(sig: signal.Signals) -> None:
+            log.info("%s received: stopping (active calls are saved first)", sig.name)
+            closing.append(asyncio.ensure_future(bot.close()))
+
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, lambda: asyncio.ensure_future(bot.close()))
+                loop.add_signal_handler(sig, stop, sig)
         try:
             async with bot:
                 await bot.start(token)
@@ -222,6 +234,7 @@ async def _run_with_services(settings: Settings, token: str, in_use: DatabaseUse
                 f"Discord cannot be reached ({type(exc).__name__}: {exc}): check this machine's internet connection "
                 "and DNS; the bot exits with status 1 so systemd or Docker starts it again"
             ) from None
+    log.info("memory-call-bot %s stopped", __version__)
     return 0
 
 
@@ -251,7 +264,7 @@ class DiscordIdentity:
 
 async def discord_identity(token: str) -> DiscordIdentity:
     """Log in over HTTP only (no gateway), as `run` does first; raises discord.LoginFailure for a refused token."""
-    client = discord.Client(intents=discord.Intents.none())
+    client = discord.Client(intents=discord.Intents(guilds=True))  # without guilds discord.py warns; none are read
     try:
         await client.login(token)
         application = client.application

@@ -230,3 +230,13 @@ def test_an_interactions_endpoint_url_fails_check(workdir: Path, discord_fake: F
     discord_fake.interactions_endpoint_url = "https://elsewhere.example/interactions"
     assert main(["--config", str(write_config(workdir)), "check"]) == 1
     assert "FAIL     the application's Interactions Endpoint URL is set" in capsys.readouterr().out
+
+
+def test_check_logs_no_discord_warning_that_reads_like_a_failure(
+    workdir: Path, discord_fake: FakeDiscord, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """discord.py warned "Guilds intent seems to be disabled" at every check (its HTTP-only login used no intents)."""
+    main(["--config", str(write_config(workdir)), "check"])
+    captured = capsys.readouterr()
+    assert "logged in as" in captured.out  # check did log in to (the fake) Discord
+    assert "Guilds intent" not in captured.err and "PyNaCl" not in captured.err

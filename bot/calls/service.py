@@ -467,13 +467,20 @@ class CallService:
 
     async def _checkpoint_loop(self, call_id: str) -> None:
         interval = self.settings.agora.checkpoint_seconds
+        full = False
         while not self._closing:
             await asyncio.sleep(interval)
             try:
                 if not await self._take(call_id):
-                    log.info("call %s is looked after by another bot process now", call_id)
+                    call = await self.store.get_call(call_id)  # ended: nobody looks after it, nothing to say
+                    if call is not None and call.state in ("starting", "active", "ending"):
+                        log.info("call %s is looked after by another bot process now", call_id)
                     return
-                keep_watching = await self.checkpoint(call_id)
+                keep_watching, full = await self.checkpoint(call_id), False
+            except StorageFull:
+                if not full:  # once, not every checkpoint: Agora keeps the lines meanwhile
+                    log.warning("call %s: the database is full; checkpoints resume once there is space", call_id)
+                keep_watching, full = True, True
             except Exception:
                 log.exception("checkpoint of call %s failed; trying again at the next one", call_id)
                 keep_watching = True

@@ -40,7 +40,7 @@ from bot.memory.extraction import (
 )
 from bot.memory.importer import POST_CALL_JOB
 from bot.store.models import Conversation, FactRecord, Job, TurnRecord
-from bot.store.repository import AccountStore, ConversationStore, FactStore, JobStore
+from bot.store.repository import AccountStore, ConversationStore, FactStore, JobStore, StorageFull
 
 
 class PostCallStore(AccountStore, ConversationStore, FactStore, JobStore, Protocol):
@@ -48,6 +48,16 @@ class PostCallStore(AccountStore, ConversationStore, FactStore, JobStore, Protoc
 
 
 log = logging.getLogger(__name__)
+
+FAILING_BACKOFF_MAX_SECONDS = 60.0
+
+
+def _log_failure(exc: Exception, wait: float) -> None:
+    if isinstance(exc, StorageFull):
+        log.warning("post-call queue: the database is full; trying again in %.0f s (%s)", wait, exc)
+    else:
+        log.exception("post-call queue: could not take or settle a job; trying again in %.0f s", wait)
+
 
 POST_CHAT_JOB = "post_chat"
 EMBED_JOB = "embed"
@@ -156,18 +166,29 @@ class PostCallProcessor:
         return await facts_learned(self.store, kind, ref_id)
 
     async def run(self, stop: asyncio.Event, poll_seconds: float = 1.0) -> None:
-        """Process due jobs until ``stop`` is set; sleep ``poll_seconds`` whenever the queue is empty."""
+        """Process due jobs until ``stop`` is set; sleep ``poll_seconds`` whenever the queue is empty. While taking
+        or settling a job fails (a full disk), the wait doubles up to ``FAILING_BACKOFF_MAX_SECONDS`` and the failure
+        is logged when it starts and then once per longest wait, not every second."""
+        failures = 0
         while not stop.is_set():
+            wait = poll_seconds
             try:
                 busy = await self.run_once()
-            except Exception:
-                log.exception("post-call queue: could not take or settle a job; trying again shortly")
+            except Exception as exc:
+                failures += 1
+                wait = min(poll_seconds * 2 ** (failures - 1), FAILING_BACKOFF_MAX_SECONDS)
+                if failures == 1 or wait == FAILING_BACKOFF_MAX_SECONDS:
+                    _log_failure(exc, wait)
                 busy = False
+            else:
+                if failures:
+                    log.info("post-call queue: jobs are taken and settled again")
+                failures = 0
             if busy:
                 await asyncio.sleep(0)
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), poll_seconds)
+                await asyncio.wait_for(stop.wait(), wait)
 
     async def run_once(self) -> bool:
         """Process one due job; False when there was none."""
