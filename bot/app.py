@@ -237,8 +237,9 @@ def build_dense_retrieval(settings: Settings, store: Store, memory: MemoryServic
     client = build_embedder(settings)
     if client is None:
         return None
-    memory.context.dense = DenseRetriever(store, client)
-    return MemberEmbedder(store, client)
+    retriever = DenseRetriever(store, client)
+    memory.context.dense = retriever
+    return MemberEmbedder(store, client, on_stored=retriever.vectors_changed)
 
 
 def build_calls(

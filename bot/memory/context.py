@@ -405,7 +405,13 @@ class ContextBuilder:
             ranked = await self.store.rank_turns(user_id, terms, candidates, exclude_call_id=exclude)
         if self.dense is not None:  # fused with the nearest by embedding (reciprocal rank fusion)
             ranked_facts, ranked = await self.dense.fuse(
-                user_id, query, ranked_facts, ranked, limit=candidates, exclude_call_id=exclude
+                user_id,
+                query,
+                ranked_facts,
+                ranked,
+                limit=candidates,
+                exclude_call_id=exclude,
+                lines_by_id=index.turns_by_id if index is not None else None,
             )
         lines: Sequence[TurnRecord]
         hits = [t for t, _ in ranked]

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -54,8 +56,14 @@ assistant's "That sounds lovely.") has as many identical vectors, which would ot
 CACHED_MEMBERS = 256
 CACHED_BYTES = 256 << 20
 """Kept matrices are also bounded by size: a member with 5,500 vectors of 1536 numbers takes 34 MB."""
-THREAD_SCORING_SIZE = 1 << 20
-"""Matrices of at least this many numbers (e.g. 700 vectors of 1536) are scored off the event loop."""
+THREAD_SCORING_SIZE = 1 << 21
+"""Matrices of at least this many numbers (1,400 vectors of 1536, 8,000 of the embedded model's 256) are scored off
+the event loop; below, the hop to a thread costs more than the product (0.2-0.3 ms)."""
+RECHECK_SECONDS = 2.0
+"""How long a member's kept vectors are used without asking the store whether they changed (``vectors_stamp``, a
+trip to the database on every utterance otherwise). This process's own embed step and forgetting tell the kept
+vectors at once; only another process's writes wait this long. A kept vector only picks which lines to read: the
+lines themselves always come from the current index or store, so a line forgotten elsewhere is never shown."""
 
 T = TypeVar("T")
 Matrix = npt.NDArray[np.float32]
@@ -103,11 +111,14 @@ class MemberEmbedder:
         *,
         batch: int = EMBED_BATCH,
         max_batches: int = EMBED_BATCHES_PER_JOB,
+        on_stored: Callable[[int], None] | None = None,
     ):
         self.store = store
         self.client = client
         self.batch = batch
         self.max_batches = max_batches
+        self.on_stored = on_stored
+        """Told the member whose vectors were stored (``DenseRetriever.vectors_changed``)."""
 
     async def embed_member(self, user_id: int) -> tuple[int, bool]:
         """(vectors stored, whether some remain for a continuation job). ``LLMError`` when the server fails:
@@ -121,6 +132,8 @@ class MemberEmbedder:
             matrix = await self.client.embed([item.text[:MAX_EMBED_CHARS] for item in items])
             rows = [(item.kind, item.item_id, pack(row)) for item, row in zip(items, matrix, strict=True)]
             stored += await self.store.put_vectors(user_id, model, rows)
+            if self.on_stored is not None:
+                self.on_stored(user_id)
             if len(items) < self.batch:
                 return stored, False
         return stored, bool(await self.store.unembedded(user_id, model, 1))
@@ -184,21 +197,33 @@ class DenseRetriever:
         query_timeout: float = QUERY_TIMEOUT_SECONDS,
         cached_members: int = CACHED_MEMBERS,
         cached_bytes: int = CACHED_BYTES,
+        recheck_seconds: float = RECHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
         self.client = client
         self.query_timeout = query_timeout
         self.cached_members = cached_members
         self.cached_bytes = cached_bytes
+        self.recheck_seconds = recheck_seconds
+        self._clock = clock
         self._cache: OrderedDict[int, _MemberMatrix] = OrderedDict()
+        self._checked: dict[int, float] = {}
+        """When each member's vectors were last checked against the store (see ``RECHECK_SECONDS``)."""
         self._failing = False
 
     def forget_cached(self, user_id: int | None = None) -> None:
         """Drop kept vectors: of one member, or of everyone."""
         if user_id is None:
             self._cache.clear()
+            self._checked.clear()
         else:
             self._cache.pop(user_id, None)
+            self._checked.pop(user_id, None)
+
+    def vectors_changed(self, user_id: int) -> None:
+        """The member's vectors were written: the next build checks them against the store."""
+        self._checked.pop(user_id, None)
 
     async def embed_query(self, text: str) -> Matrix | None:
         """The utterance's unit vector, or None (logged once per run of failures) when it cannot be had in time."""
@@ -222,6 +247,14 @@ class DenseRetriever:
         return _unit(matrix[0])
 
     async def _matrix(self, user_id: int) -> _MemberMatrix | None:
+        now = self._clock()
+        if now - self._checked.get(user_id, -math.inf) < self.recheck_seconds:
+            if user_id in self._cache:
+                self._cache.move_to_end(user_id)
+            return self._cache.get(user_id)
+        if len(self._checked) >= 4 * self.cached_members:
+            self._checked.clear()
+        self._checked[user_id] = now
         model = self.client.model
         stamp = await self.store.vectors_stamp(user_id, model)
         if stamp[0] == 0:
@@ -243,7 +276,8 @@ class DenseRetriever:
         while len(self._cache) > 1 and (
             len(self._cache) > self.cached_members or sum(m.nbytes for m in self._cache.values()) > self.cached_bytes
         ):
-            self._cache.popitem(last=False)
+            dropped, _ = self._cache.popitem(last=False)
+            self._checked.pop(dropped, None)
         return entry
 
     @staticmethod
@@ -275,9 +309,11 @@ class DenseRetriever:
         *,
         limit: int,
         exclude_call_id: str | None = None,
+        lines_by_id: Callable[[Sequence[int]], list[TurnRecord]] | None = None,
     ) -> tuple[list[tuple[FactRecord, float]], list[tuple[TurnRecord, float]]]:
         """The BM25 rankings of facts and lines fused with the dense ones (scores: RRF), or as they are when the
-        member has no vectors or the utterance cannot be embedded."""
+        member has no vectors or the utterance cannot be embedded. ``lines_by_id``: where the nearest lines are
+        read (the member's index on the live path), instead of the store."""
         member = await self._matrix(user_id)
         if member is None:
             return facts, turns
@@ -290,7 +326,8 @@ class DenseRetriever:
 
         known_turns = {t.turn_id: t for t, _ in turns}
         missing = [i for i in near_turns if i not in known_turns]
-        for turn in await self.store.turns_by_id(user_id, missing):
+        found = lines_by_id(missing) if lines_by_id is not None else await self.store.turns_by_id(user_id, missing)
+        for turn in found:
             known_turns[turn.turn_id] = turn
         near_turns = [
             i

@@ -223,6 +223,7 @@ class MemberIndex:
         self._line_postings = _Postings()
         self._fact_postings = _Postings()
         self._by_position = {_position(t.call_id or t.chat_id, t.seq): row for row, t in enumerate(lines)}
+        self._by_id = {t.turn_id: row for row, t in enumerate(lines)}
         self.rendered_lines = Rendered()
         self.rendered_facts = Rendered()
         self.derived: dict[str, object] = {}
@@ -273,6 +274,11 @@ class MemberIndex:
 
     def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
         found = (self._by_position.get(_position(*position)) for position in positions)
+        return [self._line(row) for row in found if row is not None]
+
+    def turns_by_id(self, turn_ids: Sequence[int]) -> list[TurnRecord]:
+        """The lines of ``turn_ids`` that the index holds (dense retrieval's hits, without a trip to the store)."""
+        found = (self._by_id.get(turn_id) for turn_id in turn_ids)
         return [self._line(row) for row in found if row is not None]
 
     def recent(self, limit: int) -> Rows[TurnRecord]:

@@ -16,7 +16,7 @@ from bot.keys.encrypted import EncryptedStore
 from bot.llm.client import LLMClient
 from bot.llm.embeddings import EmbeddingClient
 from bot.memory.chat import ChatService
-from bot.memory.dense import RRF_K, DenseRetriever, MemberEmbedder, fuse
+from bot.memory.dense import RECHECK_SECONDS, RRF_K, DenseRetriever, MemberEmbedder, fuse
 from bot.memory.postcall import EMBED_JOB, POST_CALL_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.models import Conversation
@@ -255,7 +255,7 @@ async def test_new_vectors_are_added_to_the_kept_matrix_and_a_removal_reads_it_a
     fake_llm.concepts.update({"car": "vehicle", "automobile": "vehicle", "bike": "cycle", "bicycle": "cycle"})
     await ended_call(store, memory, [("user", PURCHASE), *FILLER[:20]], queue=False)
     await MemberEmbedder(store, embeddings).embed_member(USER)
-    memory.context.dense = DenseRetriever(store, embeddings)
+    memory.context.dense = DenseRetriever(store, embeddings, recheck_seconds=0)
     reads: list[int] = []
     member_vectors = store.member_vectors
 
@@ -319,3 +319,43 @@ async def test_turning_encryption_on_drops_vectors_stored_in_the_clear(fake_llm,
     finally:
         await backend.close()
         await keys.close()
+
+
+async def test_kept_vectors_are_checked_again_after_a_while_or_at_once_when_this_process_embeds(
+    store, memory, fake_llm, llm, embeddings, monkeypatch
+) -> None:
+    """Each utterance does not ask the store whether the vectors changed: this process's embed step says so, and
+    another process's vectors are looked for once RECHECK_SECONDS have passed."""
+    await ended_call(store, memory, [("user", PURCHASE), *FILLER[:20]], queue=False)
+    clock = FakeClock(NOW)
+    retriever = DenseRetriever(store, embeddings, clock=clock)
+    ours = MemberEmbedder(store, embeddings, on_stored=retriever.vectors_changed)
+    await ours.embed_member(USER)
+    memory.context.dense = retriever
+    checks: list[int] = []
+    vectors_stamp = store.vectors_stamp
+
+    async def counted(user_id: int, model: str) -> tuple[int, int]:
+        checks.append(user_id)
+        return await vectors_stamp(user_id, model)
+
+    monkeypatch.setattr(store, "vectors_stamp", counted)
+
+    async def utterances(n: int) -> int:
+        before = len(checks)
+        for _ in range(n):
+            await memory.build_context(USER, query="car", budget_tokens=200)
+        return len(checks) - before
+
+    assert await utterances(3) == 1, "checked once, then kept"
+    await ended_call(store, memory, [("user", "I sold my old motor scooter.")], started_at=TUESDAY + 60, queue=False)
+    await MemberEmbedder(store, embeddings).embed_member(USER)  # as another process's embed step would
+    assert await utterances(2) == 0
+    clock.advance(RECHECK_SECONDS)
+    assert await utterances(2) == 1, "looked for again after a while"
+    await ended_call(store, memory, [("user", "A green bicycle.")], started_at=TUESDAY + 120, queue=False)
+    await ours.embed_member(USER)
+    assert await utterances(2) == 1, "at once after this process's own embed step"
+    assert len(await store.member_vectors(USER, MODEL)) == len(retriever._cache[USER].turn_ids) + len(
+        retriever._cache[USER].fact_ids
+    )

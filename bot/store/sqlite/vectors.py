@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
@@ -34,6 +35,13 @@ _PUT = {
 }
 
 
+def _put_vectors(conn: sqlite3.Connection, user_id: int, model: str, vectors: list[tuple[ItemKind, int, bytes]]) -> int:
+    stored = 0
+    for kind, item_id, blob in vectors:
+        stored += max(conn.execute(_PUT[kind], (user_id, item_id, model, blob)).rowcount, 0)
+    return stored
+
+
 class SqliteVectors(SqliteBase):
     """Implements `bot.store.vectors.VectorStore`: dense retrieval's embeddings of lines and facts."""
 
@@ -42,13 +50,9 @@ class SqliteVectors(SqliteBase):
         return [EmbedItem(row[0], int(row[1]), user_id, str(row[2])) for row in rows]
 
     async def put_vectors(self, user_id: int, model: str, vectors: Sequence[tuple[ItemKind, int, bytes]]) -> int:
-        stored = 0
-        async with self._tx() as db:
-            for kind, item_id, blob in vectors:
-                cursor = await db.execute(_PUT[kind], (user_id, item_id, model, blob))
-                stored += max(cursor.rowcount, 0)
-                await cursor.close()
-        return stored
+        """One transaction in one trip to the database thread (a statement per vector there): a trip per statement
+        cost more CPU than embedding the line."""
+        return await self._one_trip(_put_vectors, user_id, model, list(vectors))
 
     async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
         rows = await self._all(
