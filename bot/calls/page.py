@@ -14,6 +14,9 @@ from bot.store.models import Conversation
 from bot.store.repository import ConversationStore, FactStore, JobStore, StoreLifecycle
 from bot.web.backend import PAGE_STATES, CallStatus, OpenElsewhere, PageSession, WebhookRetryLater
 
+TRANSCRIPT_LINES = 100
+"""The most lines a reloaded page shows again (its live transcript keeps as many)."""
+
 
 class PageStore(StoreLifecycle, ConversationStore, FactStore, JobStore, Protocol):
     """What the call page shows: the call's state, its turns and facts learned, and the health check."""
@@ -29,6 +32,7 @@ class CallPageAdapter:
         if call is None or call.state not in PAGE_STATES:
             return None
         key = browser or secrets.token_urlsafe(24)
+        reopened = call.browser_hash is not None
         if not await self.calls.bind_browser(call, key):
             raise OpenElsewhere(call.call_id)
         page_id = self.calls.page_opened(call.call_id)
@@ -43,6 +47,8 @@ class CallPageAdapter:
             max_minutes=call.max_minutes,
             page_id=page_id,
             browser_key=key,
+            reopened=reopened,
+            elapsed_seconds=max(0.0, self.calls.clock() - call.started_at),
         )
 
     async def renew_token(self, link_token: str, *, browser: str | None = None) -> str | None:
@@ -54,10 +60,12 @@ class CallPageAdapter:
             return None
         return self.calls.user_token(call)
 
-    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+    async def status(
+        self, link_token: str, *, browser: str | None = None, transcript: bool = False
+    ) -> CallStatus | None:
         """For the browser the link is bound to, also after the link expired (its page shows what was learned
         when the call ends). A link no browser opened expires as its page does, and its status never lists
-        what was learned: only a count."""
+        what was learned nor what was said (``transcript``): only counts."""
         call = await self.store.get_call_by_link_hash(self.calls.links.hash(link_token))
         if call is None or not self.calls.browser_allowed(call, browser):
             return None
@@ -69,8 +77,14 @@ class CallPageAdapter:
         convo = Conversation("call", call.call_id)
         learned_facts = await self.store.facts_from(convo) if learned and bound else []
         facts = tuple(for_member(f.text, told=f.told) for f in learned_facts)
+        said = await self.store.call_tail(call.call_id, TRANSCRIPT_LINES) if transcript and bound else []
         return CallStatus(
-            state=call.state, ended_reason=call.end_reason, turns_stored=turns, facts_learned=learned, facts=facts
+            state=call.state,
+            ended_reason=call.end_reason,
+            turns_stored=turns,
+            facts_learned=learned,
+            facts=facts,
+            lines=tuple((t.role, t.content) for t in said if t.content),
         )
 
     async def hang_up(

@@ -43,6 +43,11 @@ class PageSession:
     page_id: str = ""
     """Names this opening of the page: a close beacon from a page that was since reloaded carries an older one."""
     browser_key: str | None = None  # set as a cookie: the link now works in this browser only
+    reopened: bool = False
+    """This browser opened the page before (a reload, or the link again): the call may have run for a while, so
+    the page offers Rejoin and restores the timer and the transcript so far."""
+    elapsed_seconds: float = 0.0
+    """How long the call has run, for the page's timer."""
 
 
 @dataclass(frozen=True)
@@ -53,15 +58,20 @@ class CallStatus:
     facts_learned: int | None  # None while post-call processing is pending or memory is off
     facts: tuple[str, ...] = ()
     """What was learned (the facts' texts), once ``facts_learned`` is known."""
+    lines: tuple[tuple[str, str], ...] = ()
+    """The call's stored lines as (role, text), oldest first, when asked for (the transcript after a reload)."""
 
     def to_json(self) -> dict[str, object]:
-        return {
+        shown: dict[str, object] = {
             "state": self.state,
             "ended_reason": self.ended_reason,
             "turns_stored": self.turns_stored,
             "facts_learned": self.facts_learned,
             "facts": list(self.facts),
         }
+        if self.lines:
+            shown["lines"] = [{"role": role, "text": text} for role, text in self.lines]
+        return shown
 
 
 @runtime_checkable
@@ -71,8 +81,11 @@ class CallPageBackend(Protocol):
         browser cookie, if any; OpenElsewhere when the link is bound to another browser."""
         ...
 
-    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
-        """The call's status, or None for an unknown link (or one bound to another browser)."""
+    async def status(
+        self, link_token: str, *, browser: str | None = None, transcript: bool = False
+    ) -> CallStatus | None:
+        """The call's status, or None for an unknown link (or one bound to another browser). ``transcript``:
+        with the call's stored lines, for the browser the link is bound to only."""
         ...
 
     async def hang_up(
@@ -118,7 +131,9 @@ class NoCalls:
     async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
         return None
 
-    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+    async def status(
+        self, link_token: str, *, browser: str | None = None, transcript: bool = False
+    ) -> CallStatus | None:
         return None
 
     async def hang_up(

@@ -2,17 +2,19 @@
 
 Routes
 ------
-``GET  /call/{link_token}``                 the call page, the "no longer valid" page (404), or "already open
-                                            elsewhere" (409) when another browser opened the link first (the
-                                            first one gets a cookie binding the link to it)
-``GET  /api/calls/{link_token}/status``     JSON ``CallStatus`` or 404 ``{"error": "invalid link"}``
+``GET  /call/{link_token}``                 the call page, "this call has ended" (410) when the call is over,
+                                            the "no longer valid" page (404), or "already open elsewhere" (409)
+                                            when another browser opened the link first (the first one gets a
+                                            cookie binding the link to it)
+``GET  /api/calls/{link_token}/status``     JSON ``CallStatus`` or 404 ``{"error": "invalid link"}``; with
+                                            ``?transcript=1`` also the call's stored lines (bound browser only)
 ``POST /api/calls/{link_token}/hangup``     JSON ``CallStatus`` or 404 (accepts any body: fetch or sendBeacon)
 ``POST /api/calls/{link_token}/token``      ``{"token": …}``, a fresh RTC token for the bound browser of a running
                                             call (Agora tokens last a day at most, calls up to 72 h), or 404
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
 ``GET  /healthz``                           the health report as JSON, 503 when it raises; through a proxy only
                                             its status (``bot.web.operator``, which also serves ``/metrics``)
-``GET  /static/...``                        call.js, call.css, invalid.html
+``GET  /static/...``                        call.js, call.css, invalid.html, ended.html
 ``POST /llm/v1/chat/completions``           the voice agent's LLM with live recall (``bot.web.llm_route``)
 
 Link tokens are secrets (they are the only credential of a call page): they are validated before they reach
@@ -126,6 +128,7 @@ class _PageSettings:
     csp: str
     call_template: str
     invalid_html: str
+    ended_html: str
     preview_html: str
     status_poll_interval: float
     emulator_controls_url: str | None = None
@@ -228,6 +231,7 @@ def create_app(
         csp=build_csp(sdk_url, emulator_controls_url),
         call_template=(STATIC_DIR / "call.html").read_text(encoding="utf-8"),
         invalid_html=(STATIC_DIR / "invalid.html").read_text(encoding="utf-8"),
+        ended_html=(STATIC_DIR / "ended.html").read_text(encoding="utf-8"),
         preview_html=_PREVIEW_HTML,
         status_poll_interval=status_poll_interval,
         emulator_controls_url=emulator_controls_url,
@@ -332,6 +336,8 @@ def page_config(
         "maxMinutes": int(session.max_minutes),
         "pollIntervalMs": max(100, round(status_poll_interval * 1000)),
         "pageId": session.page_id,
+        "reopened": session.reopened,
+        "elapsedSeconds": round(session.elapsed_seconds),
     }
     if emulator_controls_url is not None:
         config["typeUrl"] = f"{emulator_controls_url}/channels/{quote(session.channel, safe='')}/user_says"
@@ -366,6 +372,9 @@ async def _call_page(request: web.Request) -> web.StreamResponse:
     except OpenElsewhere:
         return web.Response(status=409, text=_ELSEWHERE_HTML, content_type="text/html", charset="utf-8")
     if session is None or session.state not in PAGE_STATES:
+        status = await request.app[BACKEND_KEY].status(token, browser=_browser(request))
+        if status is not None and status.state in ("ended", "failed"):
+            return web.Response(status=410, text=settings.ended_html, content_type="text/html", charset="utf-8")
         return _invalid_page(request)
     response = web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
     if session.browser_key is not None:
@@ -400,7 +409,8 @@ async def _api_status(request: web.Request) -> web.Response:
     token = request.match_info["link_token"]
     if not is_valid_link_token(token):
         return _invalid_link_json()
-    return _status_json(await request.app[BACKEND_KEY].status(token, browser=_browser(request)))
+    transcript = request.query.get("transcript") == "1"
+    return _status_json(await request.app[BACKEND_KEY].status(token, browser=_browser(request), transcript=transcript))
 
 
 class _BodyTooLarge(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -141,12 +142,65 @@ async def test_reloading_the_page_keeps_the_call_whichever_request_arrives_first
             await page.goto(url)
         await asyncio.wait_for(beacon_done.wait(), 10)
         assert reopened.is_set()
-        await expect(page.get_by_role("button", name="Start call")).to_be_enabled()
+        await expect(page.get_by_role("button", name="Rejoin")).to_be_enabled()
         await asyncio.sleep(0.8)  # longer than the grace period
         assert (await world.store.get_call(started.call_id)).state == "active"
 
-        await page.get_by_role("button", name="Start call").click()
+        await page.get_by_role("button", name="Rejoin").click()
         await expect(page.get_by_role("status")).to_have_text("Waiting for the agent…")
         await page.close(run_before_unload=True)
 
         await ends_with(world, started.call_id, "page_closed")
+
+
+async def test_a_reload_mid_call_offers_rejoin_with_the_timer_and_the_transcript_so_far(
+    browser, sdk_stub_url: str, tmp_path: Path
+) -> None:
+    """Pull-to-refresh on a phone: the reloaded page says the call is still running, offers Rejoin, and shows the
+    timer from the call's start and what was said so far (the call's stored lines, to this browser only)."""
+    async with call_world(tmp_path, sdk_url=sdk_stub_url, calls={"page_close_grace_seconds": 5}) as world:
+        await world.store.set_consent(80, True, world.clock())
+        started = await world.calls.start(user_id=80, guild_id=5)
+        call = await world.store.get_call(started.call_id)
+        url = started.link_url.replace(world.settings.web.public_url, world.web.url)
+        page = await browser.new_page()
+        stranger = await browser.new_page()  # another browser: no cookie
+        try:
+            await page.goto(url)
+            await page.get_by_role("button", name="Start call").click()
+            world.emu.user_joined(call.agent_id)
+            world.emu.script(call.agent_id, [("user", "Call me Jo."), ("assistant", "Hi Jo!")])
+            assert await world.calls.checkpoint(started.call_id)
+            world.clock.advance(125)
+
+            await page.reload()
+            await expect(page.get_by_role("status")).to_have_text(
+                "Your call is still running: press Rejoin to go back in."
+            )
+            await expect(page.get_by_role("button", name="Rejoin")).to_be_enabled()
+            await expect(page.locator("#timer-value")).to_have_text(re.compile(r"^02:0[5-9] of 30:00$"))
+            transcript = page.get_by_role("list", name="Transcript")
+            await expect(transcript.get_by_role("listitem")).to_have_count(3)
+            await expect(transcript).to_contain_text("You:Call me Jo.")
+            await expect(transcript).to_contain_text("Agent:Hi Jo!")
+            now = await world.store.get_call(started.call_id)
+            assert now.state == "active", (now.state, now.end_reason)
+
+            shown = await stranger.request.get(f"{world.web.url}/api/calls/{url.rsplit('/', 1)[1]}/status?transcript=1")
+            assert shown.status == 404, "another browser never reads the call's lines"
+
+            await page.get_by_role("button", name="Rejoin").click()
+            await page.evaluate("([uid]) => window.__agoraStub.emit('user-published', uid, 'audio')", [call.agent_uid])
+            await expect(page.get_by_role("status")).to_have_text("Agent joined — speak any time")
+            await page.get_by_role("button", name="End call").click()
+            await expect(page.get_by_role("status")).to_have_text("Call ended")
+            await expect(page.locator("#summary")).to_contain_text("Lines of the conversation kept")
+            await expect(page.get_by_role("heading", name="Transcript", exact=True)).to_be_visible()
+
+            await page.goto(url)  # the old link, in the browser that held the call
+            await expect(page.get_by_role("heading", name="This call has ended")).to_be_visible()
+        finally:
+            await page.close()
+            await stranger.close()
+        assert (await world.store.get_call(started.call_id)).end_reason == "hangup_page"
+        assert [t.content for t in await world.store.call_turns(started.call_id)][1:] == ["Call me Jo.", "Hi Jo!"]

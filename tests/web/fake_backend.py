@@ -122,7 +122,9 @@ class FakeCallPageBackend:
         call.opens += 1
         return replace(call.session, state=call.state)
 
-    async def status(self, link_token: str, *, browser: str | None = None) -> CallStatus | None:
+    async def status(
+        self, link_token: str, *, browser: str | None = None, transcript: bool = False
+    ) -> CallStatus | None:
         self.log.append(("status", link_token))
         call = self.calls.get(link_token)
         return call.status() if call else None

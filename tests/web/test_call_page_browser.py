@@ -258,7 +258,10 @@ async def test_end_call_hangs_up_and_shows_the_result(open_call: OpenCall, fake_
     names = [c["name"] for c in await call.calls()]
     assert "leave" in names and "track.close" in names
     await expect(call.page.locator("#summary-turns")).to_have_text("4")
+    await expect(call.page.get_by_text("Lines of the conversation kept")).to_be_visible()
     await expect(call.page.locator("#summary-facts")).to_have_text("Still being processed…")
+    await expect(call.page.get_by_text("Nothing yet.")).to_be_hidden()  # no captions came: no transcript at all
+    await expect(call.page.get_by_role("heading", name="Live transcript")).to_be_hidden()
     for name in ("Mute", "End call", "Start call"):
         await expect(call.page.get_by_role("button", name=name)).to_be_hidden()
 

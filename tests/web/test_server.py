@@ -80,6 +80,8 @@ async def test_call_page_for_valid_token(client: TestClient, fake_backend: FakeC
         "maxMinutes": 12,
         "pollIntervalMs": 4000,
         "pageId": session.page_id,
+        "reopened": False,
+        "elapsedSeconds": 0,
     }
     assert f'<script src="{PRODUCTION_SDK_URL}"></script>' in body
     assert '<script type="module" src="/static/call.js"></script>' in body
@@ -102,7 +104,7 @@ async def test_config_is_safely_embedded(client: TestClient, fake_backend: FakeC
     assert page_config(body)["channel"] == nasty
 
 
-@pytest.mark.parametrize("case", ["unknown", "expired", "reused", "ended", "failed"])
+@pytest.mark.parametrize("case", ["unknown", "expired", "reused"])
 async def test_invalid_links_get_the_same_page(
     client: TestClient, fake_backend: FakeCallPageBackend, case: str
 ) -> None:
@@ -115,9 +117,6 @@ async def test_invalid_links_get_the_same_page(
     elif case == "reused":
         token = fake_backend.add_call(channel="secret-channel", max_opens=1)
         assert (await client.get(f"/call/{token}")).status == 200
-    else:
-        token = fake_backend.add_call(channel="secret-channel")
-        fake_backend.calls[token].state = case
 
     resp = await client.get(f"/call/{token}")
 
@@ -126,6 +125,23 @@ async def test_invalid_links_get_the_same_page(
     body = await resp.text()
     assert body == reference_body
     assert INVALID_TEXT in body
+    assert "secret-channel" not in body and "call-config" not in body
+
+
+@pytest.mark.parametrize("state", ["ended", "failed"])
+async def test_the_link_of_a_call_that_is_over_says_it_has_ended(
+    client: TestClient, fake_backend: FakeCallPageBackend, state: str
+) -> None:
+    token = fake_backend.add_call(channel="secret-channel")
+    fake_backend.calls[token].state = state
+
+    resp = await client.get(f"/call/{token}")
+
+    assert resp.status == 410
+    assert_page_headers(resp.headers)
+    body = await resp.text()
+    assert "This call has ended" in body and "expire" not in body
+    assert INVALID_TEXT not in body
     assert "secret-channel" not in body and "call-config" not in body
 
 
@@ -419,7 +435,7 @@ async def test_web_server_lifecycle_and_redacted_access_log(
                 ("GET", f"/call/{token}"),
                 ("GET", f"/api/calls/{token}/status"),
                 ("POST", f"/api/calls/{token}/hangup?via=beacon"),
-                ("GET", f"/call/{token}"),  # now invalid: 404
+                ("GET", f"/call/{token}"),  # now over: 410
                 ("GET", "/healthz"),
             ]:
                 async with http.request(method, path) as resp:
@@ -434,6 +450,6 @@ async def test_web_server_lifecycle_and_redacted_access_log(
     assert '"GET /call/<redacted> HTTP/1.1" 200' in access_lines[0]
     assert '"GET /api/calls/<redacted>/status HTTP/1.1" 200' in access_lines[1]
     assert '"POST /api/calls/<redacted>/hangup?<redacted> HTTP/1.1" 200' in access_lines[2]
-    assert '"GET /call/<redacted> HTTP/1.1" 404' in access_lines[3]
+    assert '"GET /call/<redacted> HTTP/1.1" 410' in access_lines[3]
     assert '"GET /healthz HTTP/1.1" 200' in access_lines[4]
     assert fake_backend.hangups == [(token, "beacon")]

@@ -28,6 +28,7 @@ const ui = {
   footer: $("footer"),
   transcript: $("transcript"),
   transcriptEmpty: $("transcript-empty"),
+  transcriptTitle: $("transcript-title"),
   typeForm: $("type-form"),
   typeInput: $("type-input"),
   typeSend: $("type-send"),
@@ -123,8 +124,8 @@ function formatClock(seconds) {
   return `${String(Math.floor(s / 60)).padStart(2, "0")}:${String(s % 60).padStart(2, "0")}`;
 }
 
-function startClock() {
-  callStartedAt = Date.now();
+function startClock(alreadyMs = 0) {
+  callStartedAt = Date.now() - alreadyMs;
   const max = Number(cfg.maxMinutes) > 0 ? ` of ${formatClock(cfg.maxMinutes * 60)}` : "";
   const tick = () => {
     ui.timerValue.textContent = `${formatClock((Date.now() - callStartedAt) / 1000)}${max}`;
@@ -678,6 +679,7 @@ function finish(status, { reached = true, message } = {}) {
   ui.controls.hidden = true;
   ui.footer.hidden = true; // "Closing this tab ends the call" no longer applies
   ui.summary.hidden = false;
+  showTranscriptAfterTheCall();
   const notes = [];
   const reason = endReasonText(status?.ended_reason);
   if (reason) notes.push(reason);
@@ -764,6 +766,26 @@ window.addEventListener("pagehide", () => {
   }
 });
 
+// A reload (or the link opened again) in the browser that holds the call: the call kept running meanwhile.
+async function restoreRunningCall() {
+  setPhase("idle", "Your call is still running: press Rejoin to go back in.");
+  ui.start.textContent = "Rejoin";
+  startClock(Math.max(0, Number(cfg.elapsedSeconds) || 0) * 1000);
+  try {
+    const res = await fetch(`${api.status}?transcript=1`, { cache: "no-store", credentials: "same-origin" });
+    const status = res.ok ? await res.json() : null;
+    const lines = Array.isArray(status?.lines) ? status.lines : [];
+    lines.forEach((line, i) => upsertTurn(line.role === "user" ? "user" : "assistant", `stored-${i}`, line.text));
+  } catch {
+    // the transcript is best effort; the call itself can still be rejoined
+  }
+}
+
+function showTranscriptAfterTheCall() {
+  ui.transcript.closest("section").hidden = ui.transcript.children.length === 0;
+  ui.transcriptTitle.textContent = "Transcript";
+}
+
 // The Start button works only with the voice component loaded and while the link is valid.
 
 function linkExpired() {
@@ -772,6 +794,7 @@ function linkExpired() {
   showError("This call link has expired.", "Type /call in Discord to get a new link.");
 }
 
+if (cfg.reopened && (cfg.state === "active" || cfg.state === "starting")) restoreRunningCall();
 if (!window.AgoraRTC) {
   ui.start.disabled = true;
   showError(...describeError(null, "sdk"));
