@@ -127,6 +127,8 @@ async def test_a_link_never_opened_tells_nobody_what_was_learned_and_expires_lik
             "facts_learned": 1,
             "facts": [],
         }
+        asked = await finder.get(f"/api/calls/{token}/status", params={"transcript": "1"})
+        assert asked.json() == before.json() and "X1234567" not in asked.text, "nor what was said"
         world.clock.advance(world.settings.web.link_ttl_minutes * 60 + 30 * 86400)
         after = await finder.get(f"/api/calls/{token}/status")
         hangup = await finder.post(f"/api/calls/{token}/hangup", json={"via": "page"})
@@ -147,9 +149,11 @@ async def test_the_browser_that_opened_the_link_sees_what_was_learned_after_the_
         await learned_from(world, started.call_id, PASSPORT)
 
         status = await page.get(f"/api/calls/{token}/status")
-        elsewhere = await other.get(f"/api/calls/{token}/status")
+        said = await page.get(f"/api/calls/{token}/status", params={"transcript": "1"})
+        elsewhere = await other.get(f"/api/calls/{token}/status", params={"transcript": "1"})
     assert status.status_code == 200 and status.json()["facts"] == ["Your passport number is X1234567"], (
         "as said to them"
     )
-    assert status.json()["facts_learned"] == 1
+    assert status.json()["facts_learned"] == 1 and "lines" not in status.json()
+    assert {"role": "user", "text": "My passport number is X1234567."} in said.json()["lines"]
     assert elsewhere.status_code == 404 and "X1234567" not in elsewhere.text
