@@ -12,7 +12,7 @@ import asyncpg
 
 from bot import __version__
 from bot import loop as event_loop
-from bot.config import ConfigError, Settings, load_settings
+from bot.config import KEYGEN_HINT, ConfigError, Settings, load_settings
 from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem, inspect_configured_database
 from bot.invocation import bot_command
 from bot.keys import KeyStoreLocked
@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(args.config)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
+        if any(KEYGEN_HINT in problem for problem in exc.problems):
+            print(f"Create a master key with: {bot_command('keygen')}", file=sys.stderr)
         return 2
     setup_logging(
         level=settings.log.level,

@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from bot.invocation import bot_command
-
 DEFAULT_CONFIG_PATH = Path("config.toml")
+KEYGEN_HINT = "see below"
+"""Where the message about a malformed master key points: `python -m bot` prints the command that works where the
+operator is under the list of problems (bot.invocation; config imports no other part of the bot)."""
 AGORA_DEFAULT_PRESET = "deepgram_nova_3,openai_gpt_4o_mini,minimax_speech_2_6_turbo"
 AGORA_DEFAULT_SDK_URL = "https://download.agora.io/sdk/release/AgoraRTC_N-4.24.8.js"
 AGORA_DEFAULT_TTS_VOICE = "English_captivating_female1"
@@ -269,7 +270,7 @@ class MemorySettings(_Section):
     @classmethod
     def _is_a_master_key(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and decode_master_key(value.get_secret_value()) is None:
-            raise ValueError(f"must be 32 bytes in URL-safe base64: create one with `{bot_command('keygen')}`")
+            raise ValueError(f"must be 32 bytes in URL-safe base64: create one with the keygen command ({KEYGEN_HINT})")
         return value
 
     @model_validator(mode="after")

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from bot.invocation import bot_command
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
@@ -208,7 +207,7 @@ async def copy_database(source: Store, target: Store, *, verify: bool = True) ->
     if await source.schema_version() != await target.schema_version():
         raise CopyFailed(
             f"the databases are at different schema versions ({await source.schema_version()} and "
-            f"{await target.schema_version()}): run `{bot_command('migrate')}` with the newer bot on both first"
+            f"{await target.schema_version()}): run the newer bot's `migrate` command on both first"
         )
     src, dst = _tables_of(source), _tables_of(target)
     target_tables = set(await dst.tables()) - SKIPPED
