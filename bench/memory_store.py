@@ -50,6 +50,7 @@ from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
 from bot.memory import context, index
 from bot.memory.dense import DenseRetriever, MemberEmbedder
+from bot.memory.embedded import BATCH as EMBEDDED_BATCH
 from bot.memory.embedded import EmbeddedEmbedder
 from bot.memory.service import MemoryService
 from bot.memory.tokens import message_tokens
@@ -277,7 +278,7 @@ async def measure(
     # line and fact; each utterance is then embedded in process and fused with BM25.
     embedder = EmbeddedEmbedder()
     await embedder.load()
-    member = MemberEmbedder(store, embedder)
+    member = MemberEmbedder(store, embedder, batch=EMBEDDED_BATCH)
     stored, cpu = 0, time.process_time()
     while True:
         count, more = await member.embed_member(HEAVY_USER)

@@ -28,7 +28,7 @@ from bot.llm import LLMClient, LLMError
 from bot.llm.embeddings import EmbeddingClient
 from bot.memory import embedded, tokens
 from bot.memory.chat import ChatService
-from bot.memory.dense import DenseRetriever, Embedder, MemberEmbedder
+from bot.memory.dense import EMBED_BATCH, DenseRetriever, Embedder, MemberEmbedder
 from bot.memory.live import LiveRecall
 from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
@@ -239,7 +239,8 @@ def build_dense_retrieval(settings: Settings, store: Store, memory: MemoryServic
         return None
     retriever = DenseRetriever(store, client)
     memory.context.dense = retriever
-    return MemberEmbedder(store, client, on_stored=retriever.vectors_changed)
+    batch = embedded.BATCH if isinstance(client, embedded.EmbeddedEmbedder) else EMBED_BATCH
+    return MemberEmbedder(store, client, batch=batch, on_stored=retriever.vectors_changed)
 
 
 def build_calls(

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from bot.app import build_store, open_services
 from bot.memory import tokens
+from bot.memory.embedded import BATCH as EMBEDDED_BATCH
 from bot.memory.embedded import EmbeddedEmbedder
 from bot.store.postgres import PostgresStore
 from tests.factories import make_call
@@ -109,6 +110,7 @@ async def test_the_embedding_setting_wires_dense_retrieval_into_the_queue_and_th
         assert isinstance(services.embeddings, EmbeddedEmbedder) and services.memory.context.dense is not None
         assert services.postcall is not None and services.postcall.embedder is not None
         assert services.postcall.embedder.client is services.embeddings
+        assert services.postcall.embedder.batch == EMBEDDED_BATCH, "no request to keep small: larger batches"
         await services.start_background()
         try:
             assert services.embeddings.loaded, "loaded at start-up, before Discord connects"

@@ -41,6 +41,10 @@ TENSOR = "embedding.weight"
 EMBEDDED_MODEL = "embedded:wordllama/l2_supercat_256"
 """The model id stored with the vectors: switching to or from ``llm.embedding_model`` re-embeds (vectors are kept
 per model)."""
+BATCH = 256
+"""Texts per batch of the post-call queue's embed step (``MemberEmbedder``) with this model: there is no request
+to keep small, and each batch first reads which of the member's lines lack a vector (a read over all of them), so
+fewer, larger batches cost less per line (0.41 -> 0.28 ms of CPU per line for a 5,000-line backfill)."""
 SLICE = 16
 """Texts embedded between two yields to the event loop (about 1.5 ms): a post-call batch of 64 does not hold up
 the utterances of calls in progress."""
