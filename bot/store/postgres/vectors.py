@@ -32,15 +32,21 @@ _UNEMBEDDED = """
 _PUT = {
     "turn": """
         INSERT INTO memory_vectors (user_id, turn_id, model, vector)
-        SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM turns WHERE turn_id = $2 AND user_id = $1)
+        SELECT $1, t.turn_id, $3, v.vector
+        FROM unnest($2::bigint[], $4::bytea[]) AS v(item_id, vector)
+        JOIN turns t ON t.turn_id = v.item_id AND t.user_id = $1
         ON CONFLICT (turn_id) WHERE turn_id IS NOT NULL DO UPDATE SET model = excluded.model, vector = excluded.vector
     """,
     "fact": """
         INSERT INTO memory_vectors (user_id, fact_id, model, vector)
-        SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM facts WHERE fact_id = $2 AND user_id = $1)
+        SELECT $1, f.fact_id, $3, v.vector
+        FROM unnest($2::bigint[], $4::bytea[]) AS v(item_id, vector)
+        JOIN facts f ON f.fact_id = v.item_id AND f.user_id = $1
         ON CONFLICT (fact_id) WHERE fact_id IS NOT NULL DO UPDATE SET model = excluded.model, vector = excluded.vector
     """,
 }
+"""One statement per kind for a whole batch (a round trip per vector cost more than embedding the line); a line
+or fact forgotten meanwhile joins nothing and gets no vector."""
 
 
 class PostgresVectors(PostgresBase):
@@ -51,11 +57,15 @@ class PostgresVectors(PostgresBase):
         return [EmbedItem(row["kind"], int(row["item_id"]), user_id, str(row["text"])) for row in rows]
 
     async def put_vectors(self, user_id: int, model: str, vectors: Sequence[tuple[ItemKind, int, bytes]]) -> int:
+        latest: dict[tuple[ItemKind, int], bytes] = {(kind, item_id): blob for kind, item_id, blob in vectors}
         stored = 0
         async with self._tx() as db:
-            for kind, item_id, blob in vectors:
-                status = await db.execute(_PUT[kind], user_id, item_id, model, blob)
-                stored += int(status.rsplit(" ", 1)[-1])
+            for kind in ("turn", "fact"):
+                ids = [item_id for k, item_id in latest if k == kind]
+                if ids:
+                    blobs = [latest[(kind, item_id)] for item_id in ids]
+                    status = await db.execute(_PUT[kind], user_id, ids, model, blobs)
+                    stored += int(status.rsplit(" ", 1)[-1])
         return stored
 
     async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
