@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (cli.CommandFailed, DatabaseInUse) as exc:
         print(exc, file=sys.stderr)
-        return 1
+        return exc.exit_status if isinstance(exc, cli.CommandFailed) else 1
     except StartupProblem as exc:
         print(f"The bot cannot start: {exc}", file=sys.stderr)
         return exc.exit_status

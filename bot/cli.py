@@ -44,7 +44,12 @@ from bot.store.repository import SchemaTooNew, Store
 
 
 class CommandFailed(Exception):
-    """A command could not do its job; the message says what to fix."""
+    """A command could not do its job; the message says what to fix. ``exit_status`` 2: a setting or a file to
+    fix (an unusable database), which trying again cannot."""
+
+    def __init__(self, text: str, *, exit_status: int = 1) -> None:
+        super().__init__(text)
+        self.exit_status = exit_status
 
 
 REQUIRED_TO_START = {
@@ -344,6 +349,12 @@ async def copy_db(settings: Settings, args: argparse.Namespace) -> int:
             report = await _copy(source, target)
     except (CopyFailed, SchemaTooNew) as exc:
         raise CommandFailed(f"copy-db: {exc}") from exc
+    except sqlite3.DatabaseError as exc:  # not the configured database: name the one given
+        raise CommandFailed(
+            f"copy-db: a SQLite database given is not usable ({exc}); check --from {describe(args.source)} and "
+            f"--to {describe(args.target)}",
+            exit_status=UNUSABLE_DATABASE_EXIT,
+        ) from None
     rows = ", ".join(f"{table} {count}" for table, count in report.rows.items())
     _out(f"Copied {describe(args.source)} to {describe(args.target)}: {rows}.")
     _out(f"Every member's export is identical on both sides ({report.members} members).")

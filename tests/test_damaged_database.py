@@ -106,3 +106,30 @@ def test_run_with_discord_unreachable_says_so_in_one_line(tmp_path: Path) -> Non
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("The bot cannot start: Discord cannot be reached (")
     assert "check this machine's internet connection and DNS" in last
+
+
+def test_copy_db_from_a_damaged_database_names_it_and_exits_2(damaged: Path, tmp_path: Path) -> None:
+    source = tmp_path / "old.db"
+    source.write_bytes(damaged.read_bytes())
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot",
+            "copy-db",
+            "--from",
+            f"sqlite:///{source}",
+            "--to",
+            f"sqlite:///{tmp_path}/new.db",
+        ],
+        cwd=tmp_path,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert lines[0].startswith("copy-db: a SQLite database given is not usable (")
+    assert f"--from sqlite:///{source}" in lines[0] and "memory.database_path" not in lines[0]
