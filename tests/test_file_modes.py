@@ -92,6 +92,7 @@ async def test_a_database_left_readable_by_an_older_version_is_made_owner_only(t
     assert mode(database) == 0o600
 
 
-def test_the_systemd_unit_sets_an_owner_only_umask() -> None:
+def test_the_systemd_unit_and_the_image_keep_the_data_owner_only() -> None:
     unit = (ROOT / "deploy" / "memory-call-bot.service").read_text().splitlines()
     assert "UMask=0077" in unit
+    assert "mkdir -m 0700 /data" in (ROOT / "deploy" / "Dockerfile").read_text()  # the volume's folder
