@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+from bot.memory.dates import resolved
 from bot.memory.defuse import defuse
 from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer, Rows, forget_cached_terms
 from bot.memory.recall import keep_core, neighbour_positions, neighbours
@@ -232,6 +233,32 @@ class _BudgetedBlock:
         """Forget the lines that did not fit (the budget grew)."""
         self._misfits = 0
 
+    def snapshot(self) -> tuple[Any, ...]:
+        """What the block holds, for ``restore``: flat tuples of plain values, one per line, which the garbage
+        collector stops tracking (see ``bot.memory.index``)."""
+        lines = tuple(
+            (len(key), *key, *(None,) * (3 - len(key)), group.header, *order, line)
+            for key, group in self.groups.items()
+            for order, line in group.lines.items()
+        )
+        words = tuple(" ".join(sorted(signature)) for signature in self._signatures)
+        return self.used, lines, tuple(self.seen), words
+
+    def restore(self, snapshot: tuple[Any, ...]) -> None:
+        """Hold what the block held when ``snapshot`` was taken (of a block of the same budget and index)."""
+        self.used, lines, seen, words = snapshot
+        self.groups = {}
+        for size, k0, k1, k2, header, spoken_at, seq, item, line in lines:
+            key = (k0, k1, k2)[:size]
+            self.groups.setdefault(key, _Group(header)).lines[(spoken_at, seq, item)] = line
+        self.seen = set(seen)
+        self._signatures, self._postings, self._misfits = [], {}, 0
+        for index, text in enumerate(words):
+            signature, prefix = _signature_of(text.split())
+            self._signatures.append(signature)
+            for word in prefix:
+                self._postings.setdefault(word, []).append(index)
+
     @property
     def full(self) -> bool:
         """No line can be added any more (the smallest line costs about MIN_LINE_TOKENS), or the last
@@ -272,6 +299,9 @@ class _BudgetedBlock:
                 return False
             rendered = _turn_line(turn.role, turn.content)
         line, cost = rendered
+        if note := resolved(turn.content, turn.spoken_at):  # "yesterday" said months ago: which day it was
+            line = f"{line} {note}"
+            cost = count_tokens(line + "\n")
         if cost > self.left:  # cheap first: most late candidates no longer fit
             self._misfits += 1
             return False
@@ -424,10 +454,11 @@ class ContextBuilder:
             base = _QueryBase.of(lines, priors)
             found = await self.store.turns_at(neighbour_positions(hits))
             around = neighbours(hits, lambda _: found)
+        kept = index.derived if index is not None else None  # the core is the same for every utterance of a call
+        await keep_core(block, lambda: self._fill_for_call_start(block, user_id, index), kept=kept)
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
-        await keep_core(block, lambda: self._fill_for_call_start(block, user_id, index))
         for turn, hit in _by_score(ranked, priors, _QueryBase((), base.positions), lines):  # the core has the rest
             if block.full:
                 break
@@ -778,7 +809,11 @@ def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
     either; so, with the words of every set in one global order (here alphabetical), the first
     n - ceil(t * n) + 1 words of each share at least one word. Lines whose prefixes share no word cannot be
     near-duplicates, and only the prefixes need indexing."""
-    ordered = _content_words(text).split()
+    return _signature_of(_content_words(text).split())
+
+
+def _signature_of(ordered: list[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``_signature`` of a line's content words, sorted."""
     overlap = math.ceil(NEAR_DUPLICATE * len(ordered) - 1e-9)  # rounded down on a float tie: a longer prefix
     return frozenset(ordered), tuple(ordered[: len(ordered) - overlap + 1]) if ordered else ()
 

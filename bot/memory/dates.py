@@ -1,0 +1,69 @@
+"""Relative dates in a remembered line, resolved against the day it was said: so "when did I ...?" can be answered.
+
+A line's conversation already shows its date in the memory block ("Call on 2025-03-04:"), but "I started the new
+job yesterday" read months later says nothing by itself. ``resolved`` finds the common relative phrases
+(yesterday, last night, tomorrow, N days ago, last/next week, month, year, last/next <weekday>) and returns a note
+the block appends to the line, outside its quoted text: ``(yesterday = 2025-03-03)``. The note is built only from
+this fixed vocabulary and dates, never from the member's words. Days are UTC, as the block's headers are.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+_PHRASE = re.compile(
+    r"\b(?:(?P<yesterday>yesterday|last night)|(?P<tomorrow>tomorrow)"
+    r"|(?P<ago>\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten) (?P<unit>days?|weeks?) ago"
+    r"|(?P<which>last|next) (?P<what>week|month|year|" + "|".join(WEEKDAYS) + r"))\b",
+    re.IGNORECASE,
+)
+_HINT = re.compile(r"yesterday|tomorrow|ago|last|next|night", re.IGNORECASE)
+"""A cheap first test: most lines hold none of these words and are passed over at once."""
+
+
+def _day(ts: float) -> date:
+    return datetime.fromtimestamp(ts, UTC).date()
+
+
+def _month(day: date, step: int) -> str:
+    months = day.year * 12 + day.month - 1 + step
+    return f"{months // 12:04d}-{months % 12 + 1:02d}"
+
+
+def _meaning(match: re.Match[str], said: date) -> tuple[str, str]:
+    """(the phrase as the note names it, the date or period it means)."""
+    if match["yesterday"]:
+        return match["yesterday"].lower(), (said - timedelta(days=1)).isoformat()
+    if match["tomorrow"]:
+        return "tomorrow", (said + timedelta(days=1)).isoformat()
+    if match["ago"]:
+        count = NUMBERS.get(match["ago"].lower()) or int(match["ago"])
+        unit = match["unit"].lower().rstrip("s")
+        days = count * (7 if unit == "week" else 1)
+        return f"{count} {unit}{'s' if count != 1 else ''} ago", (said - timedelta(days=days)).isoformat()
+    step = -1 if match["which"].lower() == "last" else 1
+    what = match["what"].lower()
+    phrase = f"{match['which'].lower()} {what}"
+    if what == "week":
+        monday = said - timedelta(days=said.weekday()) + timedelta(weeks=step)
+        return phrase, f"the week of {monday.isoformat()}"
+    if what == "month":
+        return phrase, _month(said, step)
+    if what == "year":
+        return phrase, str(said.year + step)
+    weekday = WEEKDAYS.index(what)
+    days = ((said.weekday() - weekday) % 7 or 7) if step < 0 else ((weekday - said.weekday()) % 7 or 7)
+    return phrase, (said + timedelta(days=step * days)).isoformat()
+
+
+def resolved(text: str, spoken_at: float) -> str:
+    """The note for ``text`` said at ``spoken_at``: "(yesterday = 2025-03-03; last week = the week of ...)", or ""
+    when it holds no relative date."""
+    if not _HINT.search(text):
+        return ""
+    said = _day(spoken_at)
+    meanings = dict(_meaning(match, said) for match in _PHRASE.finditer(text))
+    return "(" + "; ".join(f"{phrase} = {when}" for phrase, when in meanings.items()) + ")" if meanings else ""
