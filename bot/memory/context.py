@@ -63,84 +63,13 @@ QUERY_PRIOR_WEIGHT = 0.5
 MAX_QUERY_CHARS = 4000
 """A query is ranked by its first this many characters (a Discord message's longest): its first terms are what
 ranking uses anyway, and a voice turn's build stays bounded (a 740 KB utterance took 200 ms of the event loop)."""
-_STOPWORDS = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "you",
-        "your",
-        "are",
-        "can",
-        "what",
-        "which",
-        "with",
-        "have",
-        "has",
-        "had",
-        "this",
-        "that",
-        "there",
-        "their",
-        "them",
-        "they",
-        "was",
-        "were",
-        "will",
-        "would",
-        "could",
-        "should",
-        "about",
-        "from",
-        "into",
-        "just",
-        "like",
-        "need",
-        "want",
-        "know",
-        "tell",
-        "please",
-        "my",
-        "mine",
-        "me",
-        "our",
-        "out",
-        "how",
-        "when",
-        "where",
-        "who",
-        "why",
-        "does",
-        "did",
-        "doing",
-        "done",
-        "been",
-        "being",
-        "any",
-        "all",
-        "some",
-        "more",
-        "most",
-        "very",
-        "also",
-        "not",
-        "but",
-        "get",
-        "got",
-        "its",
-        "it's",
-        "i'm",
-        "okay",
-        "yes",
-        "yeah",
-        "sure",
-        "thanks",
-        "thank",
-        "hello",
-        "hi",
-        "hey",
-    ]
-)
+_STOPWORD_TEXT = """
+the and for you your are can what which with have has had this that there their them they was were will would
+could should about from into just like need want know tell please my mine me our out how when where who why does
+did doing done been being any all some more most very also not but get got its it's i'm okay yes yeah sure
+thanks thank hello hi hey
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 _json_string = json.encoder.encode_basestring
