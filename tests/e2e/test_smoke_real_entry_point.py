@@ -31,8 +31,10 @@ def find_message_with(fake: FakeDiscord, prefix: str) -> tuple[dict, str]:
 
 
 async def next_of_kind(fake: FakeDiscord, token: str, *kinds: str) -> dict:
+    """The bot's next answer of one of ``kinds`` to the interaction; a real bot process on a busy two-core machine
+    (an LLM reply, a memory build) may take longer than the fake's default 5 s."""
     while True:
-        kind, body = await fake.next_response(token)
+        kind, body = await fake.next_response(token, timeout=15.0)
         if kind in kinds:
             return body
 
