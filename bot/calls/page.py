@@ -78,6 +78,8 @@ class CallPageAdapter:
         learned_facts = await self.store.facts_from(convo) if learned and bound else []
         facts = tuple(for_member(f.text, told=f.told) for f in learned_facts)
         said = await self.store.call_tail(call.call_id, TRANSCRIPT_LINES) if transcript and bound else []
+        running = bound and not call.private and call.state in ("starting", "active")
+        told = [f for f in await self.store.facts_from(convo) if f.told and f.current] if running else []
         return CallStatus(
             state=call.state,
             ended_reason=call.end_reason,
@@ -85,6 +87,7 @@ class CallPageAdapter:
             facts_learned=learned,
             facts=facts,
             lines=tuple((t.role, t.content) for t in said if t.content),
+            remembered=tuple(f.text for f in told),
         )
 
     async def hang_up(

@@ -60,6 +60,9 @@ class CallStatus:
     """What was learned (the facts' texts), once ``facts_learned`` is known."""
     lines: tuple[tuple[str, str], ...] = ()
     """The call's stored lines as (role, text), oldest first, when asked for (the transcript after a reload)."""
+    remembered: tuple[str, ...] = ()
+    """While the call runs: what the member asked to be remembered in it, still remembered (the page shows what
+    was remembered, and what was forgotten again)."""
 
     def to_json(self) -> dict[str, object]:
         shown: dict[str, object] = {
@@ -71,6 +74,8 @@ class CallStatus:
         }
         if self.lines:
             shown["lines"] = [{"role": role, "text": text} for role, text in self.lines]
+        if self.remembered:
+            shown["remembered"] = list(self.remembered)
         return shown
 
 

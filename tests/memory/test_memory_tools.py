@@ -222,3 +222,26 @@ async def test_a_model_looping_on_remember_stores_only_a_few_facts_per_answer(
     statuses = [r["status"] for r in tool_results(fake_llm.last_request)]
     assert statuses == ["remembered"] * 4 + ["too_many"] * 8
     assert len(await current_facts(world, ALICE)) == 4
+
+
+async def test_the_call_page_of_the_member_lists_what_they_had_remembered_in_the_call(
+    world: CallWorld, fake_llm: FakeLLM
+) -> None:
+    await world.store.set_consent(ALICE, True, world.clock())
+    started = await world.calls.start(user_id=ALICE, guild_id=1)
+    agent_id = world.emu.agent_by_label("call_id", started.call_id).agent_id
+    world.emu.user_joined(agent_id)
+    token = started.link_url.rsplit("/", 1)[1]
+    async with httpx.AsyncClient(base_url=world.web.url) as member, httpx.AsyncClient(base_url=world.web.url) as other:
+        assert (await member.get(f"/call/{token}")).status_code == 200  # the member's browser opens the link
+        fake_llm.queue_tool_calls([("remember", {"fact": "My daughter's birthday is 4 May"})])
+        fake_llm.queue_reply("Got it.")
+        await world.emu.user_says(agent_id, "Remember that my daughter's birthday is 4 May.")
+        shown = (await member.get(f"/api/calls/{token}/status")).json()
+        assert shown["remembered"] == ["My daughter's birthday is 4 May"]
+        assert (await other.get(f"/api/calls/{token}/status")).status_code == 404, "another browser learns nothing"
+
+        fake_llm.queue_tool_calls([("forget", {"fact": "daughter's birthday is 4 May"})])
+        fake_llm.queue_reply("Forgotten.")
+        await world.emu.user_says(agent_id, "Forget my daughter's birthday.")
+        assert "remembered" not in (await member.get(f"/api/calls/{token}/status")).json()

@@ -25,6 +25,7 @@ class FakeCall:
     turns_stored: int = 0
     facts_learned: int | None = None
     facts: tuple[str, ...] = ()
+    remembered: tuple[str, ...] = ()
     max_opens: int | None = None  # None: the page may be opened (reloaded) any number of times
     opens: int = 0
     # What the backend reports once hung up (simulates history capture / post-call processing).
@@ -38,6 +39,7 @@ class FakeCall:
             turns_stored=self.turns_stored,
             facts_learned=self.facts_learned,
             facts=self.facts,
+            remembered=self.remembered,
         )
 
 

@@ -289,6 +289,22 @@ async def test_call_ended_elsewhere_is_noticed(open_call: OpenCall, fake_backend
     assert fake_backend.hangups == []
 
 
+async def test_what_the_member_asked_to_remember_or_forget_shows_in_the_transcript(
+    open_call: OpenCall, fake_backend: FakeCallPageBackend
+) -> None:
+    call = await open_call()
+    await call.start(agent_joins=True)
+    fake_backend.calls[call.token].remembered = ("My daughter's birthday is 4 May",)
+    transcript = call.page.locator("#transcript")
+    memory = transcript.locator("li[data-role='memory']")
+    await expect(memory).to_have_text(["Memory:Remembered: My daughter's birthday is 4 May"])
+    fake_backend.calls[call.token].remembered = ()
+    await expect(memory).to_have_text(
+        ["Memory:Remembered: My daughter's birthday is 4 May", "Memory:Forgotten: My daughter's birthday is 4 May"]
+    )
+    assert call.page_errors == []
+
+
 async def test_a_network_drop_offers_rejoin_and_keeps_the_call(
     open_call: OpenCall, fake_backend: FakeCallPageBackend
 ) -> None:

@@ -270,6 +270,24 @@ function stopPolling() {
   pollTimer = null;
 }
 
+// What the member asked the agent to remember in this call (its memory tools), as the bot reports it: each new
+// fact shows as remembered, and one that disappears as forgotten.
+const rememberedShown = new Set();
+
+function showMemoryChanges(texts) {
+  const now = new Set(texts.filter((text) => typeof text === "string" && text.trim() !== ""));
+  for (const text of now) {
+    if (rememberedShown.has(text)) continue;
+    rememberedShown.add(text);
+    upsertTurn("memory", `+${text}`, `Remembered: ${text}`);
+  }
+  for (const text of [...rememberedShown]) {
+    if (now.has(text)) continue;
+    rememberedShown.delete(text);
+    upsertTurn("memory", `-${text}`, `Forgotten: ${text}`);
+  }
+}
+
 async function pollOnce() {
   if (pollInFlight || phase === "ending" || phase === "ended") return;
   pollInFlight = true;
@@ -277,6 +295,7 @@ async function pollOnce() {
     const status = await fetchStatus();
     if (!status || phase === "ending" || phase === "ended") return;
     lastStatus = status;
+    showMemoryChanges(Array.isArray(status.remembered) ? status.remembered : []);
     if (status.state === "ended" || status.state === "failed") {
       await endedElsewhere(status);
     }
@@ -377,7 +396,7 @@ function upsertTurn(role, turnId, text, { final = true, interrupted = false } = 
     item.dataset.role = role;
     const who = document.createElement("span");
     who.className = "who";
-    who.textContent = role === "user" ? "You:" : "Agent:";
+    who.textContent = role === "user" ? "You:" : role === "memory" ? "Memory:" : "Agent:";
     const body = document.createElement("span");
     body.className = "text";
     item.append(who, body);
