@@ -135,10 +135,11 @@ class LiveTurn:
                             await self._store_reply()
                             yield event
                             continue
-                        if tools is not None and b'"tool_calls"' in event and tools.calls.take(_chunk(data)):
+                        parsed = _chunk(data)
+                        if tools is not None and b'"tool_calls"' in event and tools.calls.take(parsed):
                             continue
                         events.append(event)
-                        if delta := _delta_text(data):
+                        if delta := _delta_text(parsed):
                             deltas.append(delta)
                     if events:
                         yield b"".join(events)
@@ -436,6 +437,7 @@ def _event_data(event: bytes) -> str:
 
 
 def _chunk(data: str) -> dict[str, Any]:
+    """One event's JSON chunk, read once; an empty one for anything else (it passes through unread)."""
     try:
         chunk = json.loads(data)
     except ValueError:
@@ -443,13 +445,9 @@ def _chunk(data: str) -> dict[str, Any]:
     return chunk if isinstance(chunk, dict) else {}
 
 
-def _delta_text(data: str) -> str:
-    """The content delta of one chunk, for storing the reply; anything else passes through unread."""
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        return ""
-    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+def _delta_text(chunk: dict[str, Any]) -> str:
+    """The content delta of one chunk, for storing the reply."""
+    choices = chunk.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return ""
     delta = choices[0].get("delta")
