@@ -8,7 +8,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import cast
 
@@ -30,19 +30,9 @@ BOB = 2222
 
 
 @pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    fake = FakeLLM()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
-
-
-@pytest.fixture
-async def world(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[CallWorld]:
-    async with call_world(tmp_path, llm_base_url=llm.base_url, llm={"timeout_seconds": 1.0}) as w:
-        yield w
+def llm(fake_llm: FakeLLM) -> FakeLLM:
+    """The upstream of the live-recall ``world`` (tests/memory/conftest.py), by this module's name for it."""
+    return fake_llm
 
 
 async def start(world: CallWorld, user: int = ALICE, *, private: bool = False) -> tuple[str, str]:
