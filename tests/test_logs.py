@@ -105,7 +105,7 @@ async def test_member_text_is_in_no_log_line_with_every_level_at_debug(
     store = SqliteStore(tmp_path / "bot.db")
     await store.open()
     try:
-        assert any(MARKER in turn.content for turn in await store.recent_turns(ALICE, 10))
+        assert any(MARKER in turn.content for turn in await store.recent_turns_of(ALICE, 10))
     finally:
         await store.close()
     lines = log.getvalue().splitlines()

@@ -63,7 +63,6 @@ PASS_THROUGH = frozenset(
         "delete_guild_settings",
         "retention_policies",
         "count_open_calls",
-        "count_calls_since",
         "count_guild_calls_since",
         "create_chat",
         "end_chat",
@@ -360,12 +359,6 @@ class EncryptedStore(OpenedReads, EncryptedVectors):
             generation=generation,
             specifics=count_specifics(content) if specifics is None else specifics,
         )
-
-    async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
-        return await self._turns(await self.backend.recent_turns(user_id, limit))
-
-    async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
-        return await self._turns(await self.backend.turns_around(turn, before=before, after=after))
 
     async def search_turns(
         self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None

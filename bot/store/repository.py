@@ -93,7 +93,6 @@ class ConversationStore(Protocol):
         """Ended calls whose agent Agora would not stop yet (`agent_stop_pending`)."""
         ...
 
-    async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int: ...
     async def count_guild_calls_since(self, guild_id: int, since: float) -> int: ...
     async def transition_call(
         self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields: Any
@@ -179,11 +178,6 @@ class ConversationStore(Protocol):
         their memory holds (lines, facts, summaries, a call ending or turning private), by any writer, except
         the lines of a call still open; the generation with every forget and pause. What was read while both
         stayed the same is still current (``bot.memory.index``)."""
-        ...
-
-    async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]: ...
-    async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
-        """The turn with its neighbours in the same call or chat, in order."""
         ...
 
     async def search_turns(

@@ -52,7 +52,7 @@ async def say(store: EncryptedStore, text: str, chat_id: str) -> None:
 
 
 async def raw_lines(store: EncryptedStore) -> list[str]:
-    return [t.content for t in await store.backend.recent_turns(ALICE, 50)]
+    return [t.content for t in await store.backend.recent_turns_of(ALICE, 50)]
 
 
 async def test_a_write_after_a_forget_elsewhere_seals_with_a_new_key_never_the_deleted_one(
@@ -91,7 +91,7 @@ async def test_a_stale_key_in_a_reader_is_read_again_and_never_fails_the_member(
     await writer.set_consent(ALICE, True, time.time())
     await writer.create_chat(make_chat(ALICE, chat_id="one"))
     await say(writer, "First words.", "one")
-    assert [t.content for t in await reader.recent_turns(ALICE, 10)] == ["First words."]  # the reader caches K1
+    assert [t.content for t in await reader.recent_turns_of(ALICE, 10)] == ["First words."]  # the reader caches K1
 
     await writer.keys.delete(ALICE)  # a forget elsewhere: key, then rows and generation
     await writer.backend.forget_user(ALICE)
@@ -100,7 +100,7 @@ async def test_a_stale_key_in_a_reader_is_read_again_and_never_fails_the_member(
     await say(writer, "Fresh start.", "two")  # under a new key, made by the writer
 
     # No generation read in between: the cached key does not open the new line, so it is read afresh.
-    assert [t.content for t in await reader.recent_turns(ALICE, 10)] == ["Fresh start."]
+    assert [t.content for t in await reader.recent_turns_of(ALICE, 10)] == ["Fresh start."]
     assert [t.content for t in await reader.recent_turns_of(ALICE, 10)] == ["Fresh start."]
     facts, recent = await reader.call_start_memory(ALICE, facts=5, lines=10)
     assert facts == [] and [recent.line(i).content for i in range(len(recent))] == ["Fresh start."]
@@ -115,7 +115,7 @@ async def test_a_stale_key_in_a_reader_is_read_again_and_never_fails_the_member(
         await say(writer, "Newest.", "three")
         assert await writer.backend.append_chat_turn("three", ALICE, "user", orphan, time.time()) is not None
         await reader.memory_generation(ALICE)  # as /chat and every call turn read it first
-        assert [t.content for t in await reader.recent_turns(ALICE, 10)] == ["Newest."]
+        assert [t.content for t in await reader.recent_turns_of(ALICE, 10)] == ["Newest."]
         assert [t.content for t in await reader.chat_turns("three")] == ["Newest."]
         assert [t.content for t in await reader.recent_turns_of(ALICE, 10)] == ["Newest."]
         export = await reader.export_user(ALICE)
@@ -141,13 +141,13 @@ async def test_a_stale_key_reads_embeddings_again(two: tuple[EncryptedStore, Enc
     await writer.set_consent(ALICE, True, time.time())
     await writer.create_chat(make_chat(ALICE, chat_id="one"))
     await say(writer, "First words.", "one")
-    assert len(await reader.recent_turns(ALICE, 10)) == 1  # the reader caches the first key
+    assert len(await reader.recent_turns_of(ALICE, 10)) == 1  # the reader caches the first key
     await writer.keys.delete(ALICE)
     await writer.backend.forget_user(ALICE)
     await writer.set_consent(ALICE, True, time.time())
     await writer.create_chat(make_chat(ALICE, chat_id="two"))
     await say(writer, "Fresh start.", "two")
-    turn = (await writer.backend.recent_turns(ALICE, 1))[0]
+    turn = (await writer.backend.recent_turns_of(ALICE, 1))[0]
     vector = bytes(range(16))
     assert await writer.put_vectors(ALICE, "model", [("turn", turn.turn_id, vector)]) == 1
     assert [v.vector for v in await reader.member_vectors(ALICE, "model")] == [vector]

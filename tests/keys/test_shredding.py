@@ -69,7 +69,7 @@ async def test_a_copy_taken_before_a_forget_is_unreadable_for_that_member_and_on
     async with open_services(settings) as services:
         for user_id in (GONE, KEPT):
             await remember(services.store, services.memory, user_id)
-        assert any(SECRETS[GONE][0] in t.content for t in await services.store.recent_turns(GONE, 10))
+        assert any(SECRETS[GONE][0] in t.content for t in await services.store.recent_turns_of(GONE, 10))
         found = await services.store.search_turns(GONE, "zorblax", 5)
         assert found and SECRETS[GONE][0] in found[0].content  # search works on the hashed index
     everything = files_of(live)
@@ -104,9 +104,9 @@ async def test_a_copy_taken_before_a_forget_is_unreadable_for_that_member_and_on
 async def assert_readable_only_for_the_kept_member(copy: EncryptedStore) -> None:
     """A copy taken before GONE was forgotten, opened with the live key store: GONE's rows are there but nothing
     of them opens; KEPT's memory reads and searches as before."""
-    raw = await copy.backend.recent_turns(GONE, 10)
+    raw = await copy.backend.recent_turns_of(GONE, 10)
     assert len(raw) == 3, "the copy still holds the forgotten member's rows"
-    assert await copy.recent_turns(GONE, 10) == [], "nothing of them opens: left out as forgotten (keys/reading.py)"
+    assert await copy.recent_turns_of(GONE, 10) == [], "nothing of them opens: left out as forgotten (keys/reading.py)"
     assert await copy.search_turns(GONE, "zorblax", 5) == []
     gone = await copy.export_user(GONE)
     assert gone["facts"] == [] and gone["calls"] == [] and gone["chats"] == []

@@ -278,17 +278,6 @@ class PostgresConversations(PostgresFullText):
         bound = await self.pool.fetchval("SELECT browser_hash FROM calls WHERE call_id = $1", call_id)
         return bool(bound == browser_hash)
 
-    async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int:
-        return int(
-            await self.pool.fetchval(
-                "SELECT COUNT(*) FROM calls WHERE user_id = $1 AND guild_id IS NOT DISTINCT FROM $2 "
-                "AND started_at >= $3 AND state != 'failed'",
-                user_id,
-                guild_id,
-                since,
-            )
-        )
-
     async def count_guild_calls_since(self, guild_id: int, since: float) -> int:
         return int(
             await self.pool.fetchval(
@@ -480,26 +469,6 @@ class PostgresConversations(PostgresFullText):
                 stored_specifics(specifics, content),
             )
             return int(turn_id)
-
-    async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 AND content <> '' "
-            "ORDER BY spoken_at DESC, seq DESC LIMIT $2",
-            user_id,
-            limit,
-        )
-        return [_turn(r) for r in reversed(rows)]
-
-    async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
-        convo = Conversation.of_turn(turn)
-        column, ref = convo.column, convo.ref_id
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE {column} = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq",
-            ref,
-            turn.seq - before,
-            turn.seq + after,
-        )
-        return [_turn(r) for r in rows]
 
     async def search_turns(
         self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None

@@ -77,15 +77,6 @@ class SqliteConversations(SqliteFullText):
     async def count_open_calls(self) -> int:
         return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
 
-    async def count_calls_since(self, user_id: int, guild_id: int | None, since: float) -> int:
-        return int(
-            await self._scalar(
-                "SELECT COUNT(*) FROM calls WHERE user_id = ? AND guild_id IS ? AND started_at >= ? "
-                "AND state != 'failed'",
-                (user_id, guild_id, since),
-            )
-        )
-
     async def count_guild_calls_since(self, guild_id: int, since: float) -> int:
         return int(
             await self._scalar(
@@ -274,23 +265,6 @@ class SqliteConversations(SqliteFullText):
             await db.execute("UPDATE chats SET last_message_at = ? WHERE chat_id = ?", (at, chat_id))
             return int(cur.lastrowid or 0)
 
-    async def recent_turns(self, user_id: int, limit: int) -> list[TurnRecord]:
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND content <> '' "
-            "ORDER BY spoken_at DESC, seq DESC LIMIT ?",
-            (user_id, limit),
-        )
-        return [_turn(r) for r in reversed(rows)]
-
-    async def turns_around(self, turn: TurnRecord, *, before: int, after: int) -> list[TurnRecord]:
-        convo = Conversation.of_turn(turn)
-        column, ref = convo.column, convo.ref_id
-        rows = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE {column} = ? AND seq BETWEEN ? AND ? ORDER BY seq",
-            (ref, turn.seq - before, turn.seq + after),
-        )
-        return [_turn(r) for r in rows]
-
     async def search_turns(
         self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]:
@@ -317,7 +291,7 @@ class SqliteConversations(SqliteFullText):
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None
     ) -> list[TurnRecord]:
-        """Like ``recent_turns``, leaving out the lines of ``exclude_call_id``."""
+        """The member's latest ``limit`` lines with text, oldest first, leaving out the lines of ``exclude_call_id``."""
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND (call_id IS NULL OR call_id IS NOT ?) "
             "AND content <> '' ORDER BY spoken_at DESC, seq DESC LIMIT ?",
