@@ -28,7 +28,9 @@ from bot.llm import LLMClient, LLMError
 from bot.llm.embeddings import EmbeddingClient
 from bot.memory import embedded, tokens
 from bot.memory.chat import ChatService
+from bot.memory.choices import MemberChoices
 from bot.memory.dense import EMBED_BATCH, DenseRetriever, Embedder, MemberEmbedder
+from bot.memory.forget_requests import ForgetRequests
 from bot.memory.live import LiveRecall
 from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
@@ -65,8 +67,16 @@ class Services:
     monitor: Monitor | None = None
     live: LiveRecall | None = None
     processed_listeners: list[Callable[[str, str, int], Awaitable[None]]] = field(default_factory=list)
+    clock: Callable[[], float] = time.time
+    """The wall clock the member-facing rules stamp their changes with (tests pin it)."""
+    choices: MemberChoices = field(init=False)
+    forget_requests: ForgetRequests = field(init=False)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.choices = MemberChoices(self.store, clock=self.clock)
+        self.forget_requests = ForgetRequests(self.store, self.memory)
 
     async def notify_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:
         """Post-call processing finished a call or chat: tell whoever shows it to the member."""

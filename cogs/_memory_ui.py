@@ -1,7 +1,7 @@
 """What /memory and /forget do: the memory actions, and the views (panel, picker, confirmations) whose controls
 keep working after a restart (see ``cogs._owned``). What they say is in ``cogs._memory_texts``.
 
-The views talk to :class:`MemoryActions` (the memory service and the store), never to the cog."""
+The views talk to :class:`MemoryActions` (the memory services), never to the cog."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import io
 import json
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Self
 
 import discord
 
+from bot.memory.choices import MemberChoices
+from bot.memory.forget_requests import ForgetRequests, Refusal
 from bot.memory.forgetting import FactTraces
 from bot.memory.service import MemoryPage, MemoryService
 from bot.messages import plural
 from bot.store.models import Conversation, FactRecord
-from bot.store.repository import Store
 from cogs._memory_texts import (
     CALL_STILL_RUNNING,
     CANCELLED,
@@ -57,25 +57,33 @@ CONFIRM_SECONDS = 2 * 60
 AUTOCOMPLETE_LIMIT = 25
 AUTOCOMPLETE_FACT_SCAN = 1000
 AUTOCOMPLETE_CONVERSATION_SCAN = 50
-CLOSED_CALL_STATES = ("ended", "failed")
+REFUSED: dict[Refusal, str] = {"not_found": NOT_FOUND, "still_running": CALL_STILL_RUNNING}
 NO_MENTIONS = discord.AllowedMentions.none()
 FACT_ID = re.compile(r"[0-9]{1,18}")
 
 
-# ---- what the views do: the memory service and the store, behind one small interface -------------------
+# ---- what the views do: the memory services, behind one small interface ---------------------------------
+
+
+def parse_conversation(value: str) -> Conversation | None:
+    """The call or chat a picker or autocomplete value names ("call:<id>" or "chat:<id>"), if it names one."""
+    kind, _, ref_id = value.strip().partition(":")
+    return Conversation.named(kind, ref_id) if kind in ("call", "chat") and ref_id else None
 
 
 class MemoryActions:
-    """Everything /memory and /forget do to a member's memory, with the texts the member reads back."""
+    """Everything /memory and /forget do to a member's memory, with the texts the member reads back. Who may
+    forget what is ``ForgetRequests``' rule, pausing is ``MemberChoices``'."""
 
-    def __init__(self, memory: MemoryService, store: Store):
+    def __init__(self, memory: MemoryService, choices: MemberChoices, forgetting: ForgetRequests):
         self.memory = memory
-        self.store = store
+        self.choices = choices
+        self.forgetting = forgetting
 
     @classmethod
     def of(cls, interaction: discord.Interaction) -> Self:
         services = bot_of(interaction).services
-        return cls(services.memory, services.store)
+        return cls(services.memory, services.choices, services.forget_requests)
 
     async def load(self, user_id: int, index: int) -> tuple[MemoryPage, int, int]:
         """One page of the member's memory, the page index actually shown (clamped) and the page count."""
@@ -91,12 +99,7 @@ class MemoryActions:
         return page, index, pages
 
     async def set_memory_enabled(self, user_id: int, enabled: bool) -> None:
-        """Pausing keeps the member's choice; resuming is choosing "Remember me" again (so calls remember too)."""
-        if enabled:
-            await self.store.set_consent(user_id, True, time.time())
-        else:
-            await self.store.set_memory_enabled(user_id, False, time.time())
-        log.info("user %s %s their memory", user_id, "resumed" if enabled else "paused")
+        await self.choices.set_remembering(user_id, enabled)
 
     async def send_export(self, interaction: discord.Interaction) -> None:
         """The member's memory as a JSON attachment, in a new ephemeral message (the interaction is acknowledged)."""
@@ -114,83 +117,41 @@ class MemoryActions:
     async def fact_traces(self, user_id: int, value: str) -> FactTraces | None:
         """The member's fact ``value`` (its id as text) and what forgetting it also removes; None if not theirs."""
         fact_id = int(value.strip()) if FACT_ID.fullmatch(value.strip()) else None
-        traces = None if fact_id is None else await self.memory.fact_traces(user_id, fact_id)
-        if traces is None:
+        if fact_id is None:
             log.info("user %s asked to forget a fact that is not theirs or does not exist", user_id)
-        return traces
+            return None
+        return await self.forgetting.fact(user_id, fact_id)
 
     async def forget_fact(self, user_id: int, fact_id: int) -> str:
-        traces = await self.memory.forget_fact(user_id, fact_id)
-        if traces is None:
-            log.info("user %s asked to forget a fact that is not theirs or does not exist", user_id)
-            return NOT_FOUND
-        log.info(
-            "user %s forgot fact %s with %d lines and %d summaries",
-            user_id,
-            fact_id,
-            len(traces.turn_ids),
-            len(traces.summaries),
-        )
-        return forgot_fact_text(traces)
-
-    async def conversation(self, user_id: int, value: str) -> tuple[Conversation, float] | str:
-        """The member's finished call or chat ``value`` ("call:<id>" or "chat:<id>") and when it started, or
-        what to tell them instead (not theirs or not found; a call still running)."""
-        kind, _, ref_id = value.strip().partition(":")
-        started_at: float | None = None
-        if kind == "call" and ref_id:
-            call = await self.store.get_call(ref_id)
-            if call is not None and call.user_id == user_id:
-                if call.state not in CLOSED_CALL_STATES:
-                    return CALL_STILL_RUNNING
-                started_at = call.started_at
-        elif kind == "chat" and ref_id:
-            chat = await self.store.get_chat(ref_id)
-            if chat is not None and chat.user_id == user_id:
-                started_at = chat.started_at
-        if started_at is None:
-            log.info("user %s asked to forget a conversation that is not theirs or does not exist", user_id)
-            return NOT_FOUND
-        return Conversation("call" if kind == "call" else "chat", ref_id), started_at
+        traces = await self.forgetting.forget_fact(user_id, fact_id)
+        return NOT_FOUND if traces is None else forgot_fact_text(traces)
 
     async def confirm_conversation_text(self, user_id: int, value: str) -> tuple[Conversation | None, str]:
         """The question before forgetting the member's call or chat ``value``, saying what goes (the
         conversation, or None with what to say instead)."""
-        found = await self.conversation(user_id, value)
+        convo = parse_conversation(value)
+        found = "not_found" if convo is None else await self.forgetting.preview_conversation(user_id, convo)
         if isinstance(found, str):
-            return None, found
-        convo, started_at = found
-        return convo, confirm_conversation_text(convo.kind, started_at, await self.store.forget_preview(convo))
+            return None, REFUSED[found]
+        forgettable, preview = found
+        return forgettable.conversation, confirm_conversation_text(
+            forgettable.conversation.kind, forgettable.started_at, preview
+        )
 
     async def forget_conversation(self, user_id: int, value: str) -> str:
-        found = await self.conversation(user_id, value)
-        if isinstance(found, str):
-            return found
-        convo, started_at = found
-        result = await self.memory.forget_conversation(user_id, convo.kind, convo.ref_id)
-        if result is None:
-            log.info("user %s asked to forget a conversation that is not theirs or does not exist", user_id)
-            return NOT_FOUND
-        log.info(
-            "user %s forgot %s %s: %d turns, %d facts", user_id, convo.kind, convo.ref_id, result.turns, result.facts
-        )
-        return forgot_conversation_text(convo.kind, started_at, result)
+        convo = parse_conversation(value)
+        done = "not_found" if convo is None else await self.forgetting.forget_conversation(user_id, convo)
+        if isinstance(done, str):
+            return REFUSED[done]
+        forgotten, result = done
+        return forgot_conversation_text(forgotten.conversation.kind, forgotten.started_at, result)
 
     async def forget_everything(self, user_id: int) -> str:
-        result = await self.memory.forget_everything(user_id)
-        log.info(
-            "user %s forgot everything: %d calls, %d chats, %d turns, %d facts",
-            user_id,
-            result.calls,
-            result.chats,
-            result.turns,
-            result.facts,
-        )
-        return forgot_everything_text(result)
+        return forgot_everything_text(await self.forgetting.forget_everything(user_id))
 
     async def confirm_text(self, user_id: int) -> str:
-        facts = await self.store.count_facts(user_id, include_superseded=True)
-        conversations = await self.store.count_conversations(user_id)
+        everything = await self.forgetting.everything(user_id)
+        facts, conversations = everything.facts, everything.conversations
         what = f" ({plural(facts, 'fact')}, {plural(conversations, 'call or chat', 'calls and chats')})"
         return CONFIRM_EVERYTHING.format(what=what if facts or conversations else ",")
 

@@ -1,9 +1,8 @@
 """/memory, /remember and /forget: see what the agent remembers, tell it something, edit it, export it, pause
 it, and forget one thing or everything.
 
-Thin by design: every command parses the interaction, calls the memory service (or a simple store read), and renders
-the answer. Every reply is ephemeral. Memory text goes to the member who owns it and nowhere else: log lines carry
-ids and counts only.
+Thin by design: every command parses the interaction, calls a memory service, and renders the answer. Every reply
+is ephemeral. Memory text goes to the member who owns it and nowhere else: log lines carry ids and counts only.
 
 Commands:
     /memory                      the memory panel: facts with source and date, calls and chats, ◀ ▶ pages,
@@ -24,9 +23,9 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.client import MemoryBot
+from bot.memory.forget_requests import ForgetRequests
 from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
-from bot.store.repository import Store
 from cogs._memory_texts import SPACES, conversation_name, fact_choice, shorten, shown
 from cogs._memory_ui import (
     AUTOCOMPLETE_CONVERSATION_SCAN,
@@ -55,12 +54,12 @@ class Memory(commands.Cog):
         return self.bot.services.memory
 
     @property
-    def store(self) -> Store:
-        return self.bot.services.store
+    def forgetting(self) -> ForgetRequests:
+        return self.bot.services.forget_requests
 
     @property
     def actions(self) -> MemoryActions:
-        return MemoryActions(self.memory, self.store)
+        return MemoryActions(self.memory, self.bot.services.choices, self.forgetting)
 
     async def cog_load(self) -> None:
         self.bot.add_dynamic_items(*PERSISTENT_CONTROLS)
@@ -98,7 +97,7 @@ class Memory(commands.Cog):
 
     @forget_item.autocomplete("item")
     async def item_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
-        facts = await self.store.list_facts(interaction.user.id, limit=AUTOCOMPLETE_FACT_SCAN)
+        facts = await self.forgetting.facts(interaction.user.id, AUTOCOMPLETE_FACT_SCAN)
         needle = shorten(current, 100).casefold()
         if needle:
             facts = [f for f in facts if any(needle in SPACES.sub(" ", t).casefold() for t in (shown(f), f.text))]
@@ -112,7 +111,7 @@ class Memory(commands.Cog):
 
     @forget_call.autocomplete("call")
     async def call_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
-        conversations = await self.store.list_conversations(interaction.user.id, limit=AUTOCOMPLETE_CONVERSATION_SCAN)
+        conversations = await self.forgetting.conversations(interaction.user.id, AUTOCOMPLETE_CONVERSATION_SCAN)
         choices = [app_commands.Choice(name=conversation_name(c), value=f"{c.kind}:{c.ref_id}") for c in conversations]
         needle = shorten(current, 100).casefold()
         if needle:
