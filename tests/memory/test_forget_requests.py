@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from bot.config import DEFAULT_PERSONA
 from bot.memory import importer
-from bot.memory.forget_requests import Everything, Forgettable, ForgetRequests
+from bot.memory.forget_requests import Everything, ForgetRequests, Forgettable
 from bot.memory.service import MemoryService
 from bot.store.models import Conversation
 from bot.store.sqlite import SqliteStore
