@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bot.calls.language import ENGLISH, LANGUAGES, Language, tts_kind
 from bot.config import AgoraSettings
 
 LLM_PRESETS = ("openai_gpt",)
@@ -18,7 +19,7 @@ DEEPGRAM_PRESETS = ("deepgram_",)
 PARAMLESS_LLM_PRESETS = ("openai_gpt_5",)
 """GPT-5 models refuse ``max_tokens`` and any ``temperature`` but the default: send them no sampling params."""
 DEFAULT_LLM_PARAMS: dict[str, Any] = {"max_tokens": 400, "temperature": 0.7}
-FAILURE_MESSAGE = "Sorry, I lost my train of thought for a moment. Could you say that again?"
+FAILURE_MESSAGE = LANGUAGES[ENGLISH].failure
 
 
 def _preset_names(settings: AgoraSettings) -> list[str]:
@@ -66,29 +67,48 @@ def llm_params(settings: AgoraSettings, *, live_recall: bool = False) -> dict[st
     return params
 
 
-def tts_config(settings: AgoraSettings, preset: str | None) -> dict[str, Any] | None:
-    """``tts``: the voice for a MiniMax preset (always sent), the admin's own vendor, or nothing."""
+def tts_config(settings: AgoraSettings, preset: str | None, language: Language | None = None) -> dict[str, Any] | None:
+    """``tts``: the voice for a MiniMax preset (always sent), the admin's own vendor, or nothing. A call in
+    another language than English gets that language's MiniMax voice and ``language_boost`` (the params Agora's SDK
+    sends for ``MiniMaxTTS(voice_id=..., language_boost=...)``); OpenAI's voices speak any language as they are."""
     presets = [p.strip() for p in (preset or "").split(",")]
+    foreign = language is not None and language.code != ENGLISH
     if any(p.startswith(MINIMAX_PRESETS) for p in presets):
         params = dict(settings.tts_params)
         voice_setting = dict(params.get("voice_setting") or {})
         voice_setting.setdefault("voice_id", settings.tts_voice)
         params["voice_setting"] = voice_setting
-        return {"vendor": "minimax", "params": params}
+        tts = {"vendor": "minimax", "params": params}
+        return _in_language(tts, language) if foreign else tts
     if settings.tts_vendor:
-        return {"vendor": settings.tts_vendor, "params": dict(settings.tts_params)}
+        own = {"vendor": settings.tts_vendor, "params": dict(settings.tts_params)}
+        return _in_language(own, language) if foreign and tts_kind(settings) == "minimax" else own
     return None
 
 
-def asr_config(settings: AgoraSettings, preset: str | None) -> dict[str, Any]:
+def _in_language(tts: dict[str, Any], language: Language | None) -> dict[str, Any]:
+    """A MiniMax ``tts`` speaking ``language``: its system voice and ``language_boost``."""
+    assert language is not None and language.minimax_voice is not None, "bot.calls.language.supported checks this"
+    params = dict(tts["params"])
+    params["voice_setting"] = {**(params.get("voice_setting") or {}), "voice_id": language.minimax_voice}
+    if language.minimax_boost:
+        params["language_boost"] = language.minimax_boost
+    return {**tts, "params": params}
+
+
+def asr_config(settings: AgoraSettings, preset: str | None, language: Language | None = None) -> dict[str, Any]:
     """``asr``: with a Deepgram preset, vendor ``deepgram`` and the language in its params as well, exactly what
     Agora's SDK sends for ``DeepgramSTT(model="nova-3", language=...)`` behind the same preset (and what Agora's
-    preset join examples send); otherwise the language alone (Agora's default recognizer)."""
-    language = settings.asr_language
+    preset join examples send); otherwise the language alone (Agora's default recognizer). English calls use
+    ``agora.asr_language``; other languages the table's Agora and Deepgram codes."""
+    if language is None or language.code == ENGLISH:
+        language_tag, deepgram = settings.asr_language, settings.asr_language
+    else:
+        language_tag, deepgram = language.asr, language.deepgram
     presets = [p.strip() for p in (preset or "").split(",")]
     if any(p.startswith(DEEPGRAM_PRESETS) for p in presets):
-        return {"vendor": "deepgram", "language": language, "params": {"language": language}}
-    return {"language": language}
+        return {"vendor": "deepgram", "language": language_tag, "params": {"language": deepgram}}
+    return {"language": language_tag}
 
 
 def join_properties(
@@ -102,15 +122,17 @@ def join_properties(
     greeting: str,
     labels: dict[str, str],
     live_llm: tuple[str, str] | None = None,
+    language: Language | None = None,
 ) -> dict[str, Any]:
-    """`live_llm` is (url, key) of the bot's own LLM route: the agent then sends every turn through the bot."""
+    """`live_llm` is (url, key) of the bot's own LLM route: the agent then sends every turn through the bot.
+    `language` is the call's (`bot.calls.language.call_language`); None or English: the bot-wide settings."""
     live = live_llm is not None
     preset = preset_for(settings, live_recall=live)
     llm: dict[str, Any] = {
         "system_messages": system_messages,
         "max_history": settings.max_history,
         "greeting_message": greeting,
-        "failure_message": FAILURE_MESSAGE,
+        "failure_message": (language or LANGUAGES[ENGLISH]).failure,
     }
     params = llm_params(settings, live_recall=live)
     if params:
@@ -129,10 +151,10 @@ def join_properties(
         "enable_string_uid": False,
         "idle_timeout": settings.idle_timeout_seconds,
         "labels": labels,
-        "asr": asr_config(settings, preset),
+        "asr": asr_config(settings, preset, language),
         "llm": llm,
     }
-    tts = tts_config(settings, preset)
+    tts = tts_config(settings, preset, language)
     if tts is not None:
         properties["tts"] = tts
     return properties

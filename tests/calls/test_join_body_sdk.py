@@ -11,6 +11,7 @@ import pytest
 
 from bot.agora.tokens import build_rtc_token
 from bot.calls.agent import join_properties, preset_for
+from bot.calls.language import LANGUAGES, Language
 from bot.config import AgoraSettings
 from tests.fakes.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID
 
@@ -21,7 +22,9 @@ PRESET_SUPPLIED = {(("params", field), "missing") for field in ("key", "api_key"
 model name" (Agora's presets page)."""
 
 
-def bot_body(settings: AgoraSettings, *, live_llm: tuple[str, str] | None = None) -> tuple[str | None, dict[str, Any]]:
+def bot_body(
+    settings: AgoraSettings, *, live_llm: tuple[str, str] | None = None, language: Language | None = None
+) -> tuple[str | None, dict[str, Any]]:
     properties = join_properties(
         settings,
         channel=CHANNEL,
@@ -32,13 +35,17 @@ def bot_body(settings: AgoraSettings, *, live_llm: tuple[str, str] | None = None
         greeting=settings.greeting,
         labels={"call_id": "c1"},
         live_llm=live_llm,
+        language=language,
     )
     return preset_for(settings, live_recall=live_llm is not None), properties
 
 
-def sdk_body(monkeypatch: pytest.MonkeyPatch, settings: AgoraSettings) -> dict[str, Any]:
+def sdk_body(
+    monkeypatch: pytest.MonkeyPatch, settings: AgoraSettings, language: Language | None = None
+) -> dict[str, Any]:
     """The start request Agora's SDK sends for the bot's default pipeline (Agora-managed Deepgram nova-3, GPT-4o
-    mini and MiniMax speech-2.6-turbo), captured on a mock transport."""
+    mini and MiniMax speech-2.6-turbo), captured on a mock transport; with `language`, held in that language (the
+    SDK's ``asr.language`` is its turn detection's)."""
     monkeypatch.setenv("AGORA_AGENTS_API_BASE_URL", "http://127.0.0.1:9")
     from agora_agent import Agora, Area
     from agora_agent.agentkit import Agent
@@ -56,11 +63,20 @@ def sdk_body(monkeypatch: pytest.MonkeyPatch, settings: AgoraSettings) -> dict[s
         app_certificate=TEST_APP_CERTIFICATE,
         httpx_client=httpx.Client(transport=httpx.MockTransport(handler)),
     )
+    stt = DeepgramSTT(model="nova-3", language=language.deepgram if language else settings.asr_language)
+    tts = (
+        MiniMaxTTS(model="speech_2_6_turbo", voice_id=language.minimax_voice, language_boost=language.minimax_boost)
+        if language
+        else MiniMaxTTS(model="speech_2_6_turbo", voice_id=settings.tts_voice)
+    )
+    turn_detection = {"language": language.asr} if language else None
     agent = (
-        Agent(client=client, greeting=settings.greeting, max_history=settings.max_history)
-        .with_stt(DeepgramSTT(model="nova-3", language=settings.asr_language))
+        Agent(
+            client=client, greeting=settings.greeting, max_history=settings.max_history, turn_detection=turn_detection
+        )
+        .with_stt(stt)
         .with_llm(OpenAI(model="gpt-4o-mini", system_messages=SYSTEM))
-        .with_tts(MiniMaxTTS(model="speech_2_6_turbo", voice_id=settings.tts_voice))
+        .with_tts(tts)
     )
     session = agent.create_session(channel=CHANNEL, agent_uid=str(AGENT_UID), remote_uids=[str(USER_UID)], name="n")
     session.start()
@@ -77,6 +93,22 @@ def test_the_deepgram_preset_join_sends_the_asr_agoras_sdk_sends(monkeypatch: py
     assert properties["asr"] == sdk["properties"]["asr"]
     assert properties["asr"] == {"vendor": "deepgram", "language": "en-US", "params": {"language": "en-US"}}
     assert properties["tts"] == sdk["properties"]["tts"]
+
+
+def test_a_spanish_call_sends_the_asr_and_voice_agoras_sdk_sends_for_spanish(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = AgoraSettings()
+    spanish = LANGUAGES["es"]
+    _, properties = bot_body(settings, language=spanish)
+    sdk = sdk_body(monkeypatch, settings, spanish)
+
+    assert properties["asr"] == sdk["properties"]["asr"]
+    assert properties["asr"] == {"vendor": "deepgram", "language": "es-ES", "params": {"language": "es"}}
+    assert properties["tts"] == sdk["properties"]["tts"]
+    assert properties["tts"]["params"] == {
+        "voice_setting": {"voice_id": "Spanish_SereneWoman"},
+        "language_boost": "Spanish",
+    }
+    assert properties["llm"]["failure_message"] == spanish.failure
 
 
 def preset_supplied_gaps(properties: dict[str, Any], category: str) -> list[tuple[Any, ...]]:
@@ -106,8 +138,9 @@ def preset_supplied_gaps(properties: dict[str, Any], category: str) -> list[tupl
         ({"tts_vendor": "microsoft", "tts_params": {"key": "k", "region": "eastus", "voice_name": "en-US-A"}}, None),
     ],
 )
+@pytest.mark.parametrize("language", [None, "es", "ja"])
 def test_the_join_body_validates_through_the_sdks_models(
-    agora: dict[str, Any], live_llm: tuple[str, str] | None
+    agora: dict[str, Any], live_llm: tuple[str, str] | None, language: str | None
 ) -> None:
     """The SDK's own check before a start request (``AgentSession._request_properties_for_start``) passes, and,
     stricter than that check (which stops looking once a preset-covered category fails), every part of the body
@@ -116,7 +149,7 @@ def test_the_join_body_validates_through_the_sdks_models(
     from agora_agent.agentkit.presets import get_preset_category
 
     settings = AgoraSettings(**agora)
-    preset, properties = bot_body(settings, live_llm=live_llm)
+    preset, properties = bot_body(settings, live_llm=live_llm, language=LANGUAGES[language] if language else None)
 
     AgentSession._request_properties_for_start(properties, resolved_preset=preset, pipeline_id=None)
     covered = {get_preset_category(name) for name in (preset or "").split(",")}
@@ -129,4 +162,4 @@ def test_the_join_body_validates_through_the_sdks_models(
         else:
             assert gaps == [], gaps
     if "asr" not in covered:
-        assert properties["asr"] == {"language": settings.asr_language}
+        assert properties["asr"] == {"language": LANGUAGES[language].asr if language else settings.asr_language}
