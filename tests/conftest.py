@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,17 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
 
 
 @pytest.fixture
-def postgres_url(postgres_cluster: PostgresCluster) -> str:
-    """A fresh, empty database on the session's cluster."""
-    return postgres_cluster.new_database()
+def new_postgres_database(postgres_cluster: PostgresCluster) -> Iterator[Callable[[], str]]:
+    """Makes fresh, empty databases on the session's cluster (returns each one's URL); all of them are dropped when
+    the test ends."""
+    with ExitStack() as made:
+        yield lambda: made.enter_context(postgres_cluster.database())
+
+
+@pytest.fixture
+def postgres_url(new_postgres_database: Callable[[], str]) -> str:
+    """A fresh, empty database on the session's cluster, dropped when the test ends."""
+    return new_postgres_database()
 
 
 @pytest.fixture(autouse=True)

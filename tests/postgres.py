@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 DEBIAN_BIN = Path("/usr/lib/postgresql")
@@ -130,10 +131,25 @@ class PostgresCluster:
         return result.stdout
 
     def new_database(self) -> str:
-        """A fresh, empty database; returns its URL."""
+        """A fresh, empty database; returns its URL. The caller drops it (`drop_database`), or uses `database`."""
         name = f"t{os.getpid()}_{next(self._names)}"
         self.psql("postgres", f"CREATE DATABASE {name} TEMPLATE template0")
         return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        """Drop a database made by `new_database`, closing whatever connections a test left open to it."""
+        name = url.split("@/", 1)[1].split("?", 1)[0]
+        self.psql("postgres", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    @contextmanager
+    def database(self) -> Iterator[str]:
+        """A fresh, empty database for the block, dropped after it: a session of hundreds of tests leaves no
+        databases behind for the server's shutdown to remove."""
+        url = self.new_database()
+        try:
+            yield url
+        finally:
+            self.drop_database(url)
 
 
 def running_cluster() -> Iterator[PostgresCluster]:

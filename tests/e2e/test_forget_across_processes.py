@@ -14,6 +14,7 @@ import os
 import signal
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -34,7 +35,6 @@ from tests.fakes.agora_emulator import (
 from tests.fakes.discord_gateway import FakeDiscord
 from tests.fakes.llm_server import running_fake_llm
 from tests.harness import free_port
-from tests.postgres import PostgresCluster
 
 ALICE = 330033
 MASTER = generate_master_key_text()
@@ -43,9 +43,9 @@ MASTER = generate_master_key_text()
 class Databases:
     """Where the processes keep memory and keys, read directly by the test (no cache of its own)."""
 
-    def __init__(self, tmp_path: Path, cluster: PostgresCluster | None):
+    def __init__(self, tmp_path: Path, new_postgres_database: Callable[[], str] | None):
         self.db, self.keys = tmp_path / "bot.db", tmp_path / "bot.keys.db"
-        self.urls = None if cluster is None else (cluster.new_database(), cluster.new_database())
+        self.urls = None if new_postgres_database is None else (new_postgres_database(), new_postgres_database())
 
     def settings(self) -> tuple[str, dict[str, str]]:
         if self.urls is None:
@@ -119,7 +119,7 @@ async def forget_from_the_shell(env: dict[str, str]) -> None:
 async def test_a_forget_from_the_shell_reaches_the_running_bots_key_cache(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    where = Databases(tmp_path, request.getfixturevalue("postgres_cluster") if backend == "postgresql" else None)
+    where = Databases(tmp_path, request.getfixturevalue("new_postgres_database") if backend == "postgresql" else None)
     memory_lines, memory_env = where.settings()
     fake = FakeDiscord()
     await fake.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,6 @@ from bot.config import load_settings
 from bot.keys.crypto import generate_master_key_text, parse_master_key
 from bot.keys.pg_store import key_store_state_pg
 from bot.keys.store import SqliteKeyStore
-from tests.postgres import PostgresCluster
 
 MARKER = "Marker-Okapi-8812 takes the 7:15 ferry"
 REQUIRED = {
@@ -142,9 +142,12 @@ def test_first_run_makes_a_master_key_for_a_postgresql_database_too(tmp_path: Pa
 
 
 def test_check_reports_postgresql_memory_encrypted_with_its_key_store(
-    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, postgres_cluster: PostgresCluster
+    config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    new_postgres_database: Callable[[], str],
 ) -> None:
-    memory_url, keys_url = postgres_cluster.new_database(), postgres_cluster.new_database()
+    memory_url, keys_url = new_postgres_database(), new_postgres_database()
     monkeypatch.setenv("MEMORY_DATABASE_URL", memory_url)
     main(["--config", str(config), "check"])
     assert "is not set: members' memory (PostgreSQL) is not encrypted" in capsys.readouterr().out

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ from bot.__main__ import main
 from bot.keys.crypto import generate_master_key_text, parse_master_key
 from bot.keys.store import SqliteKeyStore
 from tests.keys.test_cli_keys import REQUIRED, config  # noqa: F401 - the operator's config fixture
-from tests.postgres import PostgresCluster
 
 CONVERSATION = [
     {
@@ -144,9 +144,9 @@ def test_postgresql_memory_without_its_key_store_database_stops_run(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    postgres_cluster: PostgresCluster,
+    new_postgres_database: Callable[[], str],
 ) -> None:
-    memory_url, keys_url, empty_url = (postgres_cluster.new_database() for _ in range(3))
+    memory_url, keys_url, empty_url = (new_postgres_database() for _ in range(3))
     monkeypatch.setenv("MEMORY_DATABASE_URL", memory_url)
     monkeypatch.setenv("MEMORY_KEY_STORE_URL", keys_url)
     import_memory(operator, tmp_path, 7)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -107,9 +107,9 @@ async def test_deleting_a_member_key_leaves_no_copy_in_the_key_store_clusters_fi
 
 @pytest.mark.parametrize("given", ["wrong", "missing"])
 async def test_a_wrong_or_missing_master_key_opens_no_postgresql_key_store_and_writes_nothing(
-    postgres_cluster: PostgresCluster, given: str
+    postgres_cluster: PostgresCluster, new_postgres_database: Callable[[], str], given: str
 ) -> None:
-    url = postgres_cluster.new_database()
+    url = new_postgres_database()
     keys = PostgresKeyStore(url, new_master())
     await keys.open()
     await keys.cipher(1)
@@ -127,9 +127,9 @@ async def test_a_wrong_or_missing_master_key_opens_no_postgresql_key_store_and_w
 
 
 async def test_rotation_rewraps_every_postgresql_key_and_a_process_started_before_cannot_add_one(
-    postgres_cluster: PostgresCluster,
+    new_postgres_database: Callable[[], str],
 ) -> None:
-    url, old, new = postgres_cluster.new_database(), new_master(), new_master()
+    url, old, new = new_postgres_database(), new_master(), new_master()
     running = PostgresKeyStore(url, old)
     await running.open()
     blobs = {}
@@ -187,10 +187,10 @@ async def remember(store: Store, memory: MemoryService, user_id: int) -> None:
 
 
 async def test_a_copy_of_the_postgresql_data_directory_taken_before_a_forget_is_unreadable_for_that_member(
-    quiet_cluster: PostgresCluster, postgres_cluster: PostgresCluster
+    quiet_cluster: PostgresCluster, new_postgres_database: Callable[[], str]
 ) -> None:
     """The memory is in the quiet cluster; the key store in another server (the session's), as in production."""
-    memory_url, keys_url = quiet_cluster.new_database(), postgres_cluster.new_database()
+    memory_url, keys_url = quiet_cluster.new_database(), new_postgres_database()
     master = new_master()
     keys = PostgresKeyStore(keys_url, master)
     await keys.open()
@@ -240,8 +240,9 @@ def test_an_unencrypted_postgresql_database_is_encrypted_in_place_by_migrate(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     postgres_cluster: PostgresCluster,
+    new_postgres_database: Callable[[], str],
 ) -> None:
-    memory_url, keys_url = postgres_cluster.new_database(), postgres_cluster.new_database()
+    memory_url, keys_url = new_postgres_database(), new_postgres_database()
 
     async def today() -> None:  # a database as today's bot writes it without encryption
         store = PostgresStore(memory_url)
