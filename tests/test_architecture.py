@@ -22,8 +22,9 @@ SERVICES = [
     "logs.py",
     "doctor.py",
     "config.py",
+    "i18n",
 ]
-LEAVES = ["agora", "llm", "store", "web", "config.py", "logs.py"]
+LEAVES = ["agora", "llm", "store", "web", "config.py", "logs.py", "i18n"]
 
 
 def imports(path: Path) -> set[str]:

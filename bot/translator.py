@@ -1,0 +1,75 @@
+"""The Discord side of the bot's words (``bot.i18n``): the command tree's translator, so command names,
+descriptions and options show in each member's Discord language, and the words for an interaction (its locale,
+which Discord sends with every one) or for a direct message (the member's last known locale, else English).
+
+The translator finds each string's key from where it sits in the tree, so the cogs declare their commands once,
+in English: ``command.<command path>.name`` / ``.description``, ``command.<command path>.option.<option>.name`` /
+``.description`` and ``choice.<value>``. English itself is the commands' own text (the translator answers None)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import discord
+from discord import app_commands
+from discord.app_commands import TranslationContextLocation as Where
+
+from bot.i18n import ENGLISH_TAG, Words, language_of, words_for
+
+LAST_LOCALES_KEPT = 50_000
+"""Members whose last locale this process remembers for direct messages (a DM carries no locale); the oldest
+are dropped first, and after a restart a member's DMs are in English until their next interaction."""
+
+_last_locales: OrderedDict[int, str] = OrderedDict()
+
+
+def command_key(context: app_commands.TranslationContextTypes) -> str | None:
+    """The catalogue key of a command string, from where it sits in the command tree."""
+    where, data = context.location, context.data
+    if where in (Where.command_name, Where.group_name):
+        return f"command.{_path(data)}.name"
+    if where in (Where.command_description, Where.group_description):
+        return f"command.{_path(data)}.description"
+    if where in (Where.parameter_name, Where.parameter_description):
+        part = "name" if where is Where.parameter_name else "description"
+        return f"command.{_path(data.command)}.option.{data.name}.{part}"
+    if where is Where.choice_name:
+        return f"choice.{data.value}"
+    return None
+
+
+def _path(command: app_commands.Command | app_commands.Group | app_commands.ContextMenu) -> str:  # type: ignore[type-arg]
+    return ".".join(command.qualified_name.split())
+
+
+class CatalogueTranslator(app_commands.Translator):
+    """Command names, descriptions and options from the message catalogues, for every Discord locale that has
+    one; None (Discord shows the English default) for English and for locales without a catalogue."""
+
+    async def translate(
+        self, string: app_commands.locale_str, locale: discord.Locale, context: app_commands.TranslationContextTypes
+    ) -> str | None:
+        tag = language_of(locale.value)
+        key = command_key(context)
+        if tag == ENGLISH_TAG or key is None:
+            return None
+        return words_for(tag).catalogue.texts.get(key)
+
+
+def remember_locale(interaction: discord.Interaction) -> None:
+    """Keep the member's Discord locale for their direct messages."""
+    user_id = interaction.user.id
+    _last_locales[user_id] = interaction.locale.value
+    _last_locales.move_to_end(user_id)
+    while len(_last_locales) > LAST_LOCALES_KEPT:
+        _last_locales.popitem(last=False)
+
+
+def words_of(interaction: discord.Interaction) -> Words:
+    """The words for whoever caused ``interaction``: their Discord language."""
+    return words_for(interaction.locale.value)
+
+
+def words_for_member(user_id: int) -> Words:
+    """The words for a member outside an interaction (a direct message): their last known locale, else English."""
+    return words_for(_last_locales.get(user_id))
