@@ -1,17 +1,13 @@
-"""The call lifecycle's combined steps (`CallStepStore`) on every store: what each returns and writes, and on
-SQLite that each takes ONE trip to the database thread (counted as bench/calls.py counts them)."""
+"""The call lifecycle's combined steps (`CallStepStore`) on every store: what each returns and writes. How many
+trips to the database each takes is measured by bench/calls.py (trips per operation)."""
 
 from __future__ import annotations
 
 import time
 
-import pytest
-
 from bot.store.models import GuildSettings, NewTurn
 from bot.store.repository import Store
-from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
-from tests.store.test_sqlite_trips import counted_trips
 
 ALICE, BOB, CAROL = 42, 43, 44
 GUILD = 7
@@ -171,23 +167,3 @@ async def test_a_call_open_when_its_member_forgot_everything_leaves_no_row_once_
     forgotten = {hung_up.call_id, stuck.call_id, starting.call_id}
     for user in (ALICE, CAROL, dave):
         assert not forgotten & {c["id"] for c in (await store.export_user(user))["calls"]}
-
-
-async def test_each_step_is_one_trip_on_sqlite(sqlite_store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = sqlite_store
-    now = time.time()
-    await store.set_consent(ALICE, True, now)
-    call = make_call(ALICE, state="active")
-    await store.create_call(call)
-    with counted_trips(monkeypatch) as trips:
-        await store.call_start_check(ALICE, GUILD, now - 60)
-    assert trips[0] == 1
-    with counted_trips(monkeypatch) as trips:
-        assert await store.call_and_generation(call.call_id) is not None
-    assert trips[0] == 1
-    with counted_trips(monkeypatch) as trips:
-        assert await store.begin_call_ending(call.call_id, ["active"], end_reason="hangup") is not None
-    assert trips[0] == 1
-    with counted_trips(monkeypatch) as trips:
-        assert (await store.end_call(call.call_id, ended_at=now, agent_stop_pending=False, post_call_job="x")).won
-    assert trips[0] == 1

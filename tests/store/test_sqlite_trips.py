@@ -1,17 +1,12 @@
-"""SQLite: the writes of the call path take ONE trip to the database thread each, whatever they run there.
+"""SQLite's operations that run whole on the database thread (bot/store/sqlite/trips.py): what each writes and reads.
 
-A burst of calls queues every operation behind the store's lock; an operation that awaits each statement holds
-it for many trips (bench/calls.py shows the difference). The trips are counted at aiosqlite's entry point to its
-thread, the same one bench/calls.py counts."""
+How many trips to the database thread each operation takes is measured by bench/calls.py (trips per operation),
+not pinned here through aiosqlite's private entry point."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
-import aiosqlite
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,72 +18,55 @@ from bot.store.sqlite import SqliteStore
 from tests.factories import make_call
 
 
-@contextmanager
-def counted_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    trips = [0]
-    original = aiosqlite.Connection._execute
-
-    async def counting(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        trips[0] += 1
-        return await original(self, fn, *args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(aiosqlite.Connection, "_execute", counting)
-        yield trips
-
-
 def _turns(n: int, at: float) -> list[NewTurn]:
     return [NewTurn("user" if i % 2 == 0 else "assistant", f"line {i}", at, i, 0, False, 1000 + i) for i in range(n)]
 
 
-async def test_the_call_path_writes_in_one_trip_each(
-    sqlite_store: SqliteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_call_paths_writes_are_applied_whole(sqlite_store: SqliteStore) -> None:
     store = sqlite_store
     await store.set_consent(42, True, 1.0)
     call = make_call(42, state="starting")
-    with counted_trips(monkeypatch) as trips:
-        await store.create_call(call)
-    assert trips[0] == 1
-    with counted_trips(monkeypatch) as trips:
-        assert await store.transition_call(call.call_id, ["starting"], "active", agent_id="a-1")
-    assert trips[0] == 1
+    await store.create_call(call)
+    assert (await store.get_call(call.call_id)).state == "starting"  # type: ignore[union-attr]
+    assert await store.transition_call(call.call_id, ["starting"], "active", agent_id="a-1")
+    active = await store.get_call(call.call_id)
+    assert active is not None and (active.state, active.agent_id) == ("active", "a-1")
     generation = await store.memory_generation(42)
-    with counted_trips(monkeypatch) as trips:
-        written = await store.apply_call_turns(
-            call.call_id,
-            42,
-            _turns(4, 2.0),
-            [],
-            anchored=True,
-            checkpoint_at=2.0,
-            generation=generation,
-            expected_version=0,
-        )
-    assert written and trips[0] == 1
+    written = await store.apply_call_turns(
+        call.call_id,
+        42,
+        _turns(4, 2.0),
+        [],
+        anchored=True,
+        checkpoint_at=2.0,
+        generation=generation,
+        expected_version=0,
+    )
+    assert written
     stored = await store.call_turns(call.call_id)
     assert [t.content for t in stored] == ["line 0", "line 1", "line 2", "line 3"]
     assert (await store.get_call(call.call_id)).turns_version == 1  # type: ignore[union-attr]
 
-    # An update and an insert in one merge: still one trip, all of it applied.
+    # An update and an insert in one merge: all of it applied.
     first = stored[0]
-    with counted_trips(monkeypatch) as trips:
-        assert await store.apply_call_turns(
-            call.call_id,
-            42,
-            [NewTurn("assistant", "line 4", 3.0, 4, 0, False, 1004)],
-            [TurnUpdate(first.turn_id, 0, "line 0, longer", 0, False, 1000)],
-            anchored=True,
-            checkpoint_at=3.0,
-            generation=generation,
-            expected_version=1,
-        )
-    assert trips[0] == 1
-    assert [t.content for t in await store.call_turns(call.call_id)][::4] == ["line 0, longer", "line 4"]
+    assert await store.apply_call_turns(
+        call.call_id,
+        42,
+        [NewTurn("assistant", "line 4", 3.0, 4, 0, False, 1004)],
+        [TurnUpdate(first.turn_id, 0, "line 0, longer", 0, False, 1000)],
+        anchored=True,
+        checkpoint_at=3.0,
+        generation=generation,
+        expected_version=1,
+    )
+    assert [t.content for t in await store.call_turns(call.call_id)] == [
+        "line 0, longer", "line 1", "line 2", "line 3", "line 4",
+    ]  # fmt: skip
+    assert (await store.get_call(call.call_id)).turns_version == 2  # type: ignore[union-attr]
 
 
 async def test_a_refused_or_stale_merge_writes_nothing_and_leaves_no_transaction_open(
-    sqlite_store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+    sqlite_store: SqliteStore,
 ) -> None:
     store = sqlite_store
     await store.set_consent(7, True, 1.0)
@@ -113,14 +91,14 @@ async def test_a_refused_or_stale_merge_writes_nothing_and_leaves_no_transaction
     assert await store.call_turns(call.call_id) == []
     assert (await store.get_call(call.call_id)).turns_version == 0  # type: ignore[union-attr]
 
-    with counted_trips(monkeypatch) as trips:  # the fence refuses a stale generation, in the same one trip
-        assert not await merge_two_lines(generation=generation + 1, expected_version=0)
-    assert trips[0] == 1 and await store.call_turns(call.call_id) == []
+    assert not await merge_two_lines(generation=generation + 1, expected_version=0)  # the fence: a stale generation
+    assert await store.call_turns(call.call_id) == []
+    assert (await store.get_call(call.call_id)).turns_version == 0  # type: ignore[union-attr]
 
     # The connection is not left inside a transaction: the next write goes through and is kept.
     assert await merge_two_lines(generation=generation, expected_version=0)
     assert len(await store.call_turns(call.call_id)) == 2
-    with pytest.raises(OpenCallExists):  # the member's second open call is refused, in one trip too
+    with pytest.raises(OpenCallExists):  # the member's second open call is refused
         await store.create_call(make_call(7, state="starting"))
     assert await store.transition_call(call.call_id, ["active"], "ending")
 
