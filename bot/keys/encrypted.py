@@ -1,12 +1,15 @@
 """Every text of a member's memory encrypted with that member's key, in front of any backend.
 
-``EncryptedStore`` wraps a ``Store`` (SQLite or PostgreSQL alike): texts are sealed (``bot.keys.sealed``) on the way
+``EncryptedStore`` wraps a ``Backend`` (SQLite or PostgreSQL alike): texts are sealed (``bot.keys.sealed``) on the way
 in and opened on the way out, so the backend only ever sees ciphertext and keyed term hashes. Searches hash their
 query terms the same way. A member whose key is gone (forgotten) has nothing readable: their rows, in any copy of
 the database, are ciphertext nobody can open.
 
-Methods that carry no member text pass straight through; a method of the backend that is in neither list is
-refused (``AttributeError``), so a new text-bearing method cannot bypass encryption unnoticed.
+It implements ``Store`` method by method, in three parts: calls, chats and lines (``encrypted_conversations``),
+embeddings (``encrypted_vectors``), and here the rest. A method that carries no member text passes straight
+through, written out like any other: a method added to ``Store`` and not here makes ``EncryptedStore`` no longer a
+``Store`` for the type checker (``bot.app.build_store``), so a new text-bearing method cannot bypass encryption
+unnoticed.
 """
 
 from __future__ import annotations
@@ -16,119 +19,50 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bot.keys.crypto import DecryptionFailed, MemberCipher
+from bot.keys.crypto import DecryptionFailed
+from bot.keys.encrypted_conversations import EncryptedConversations
 from bot.keys.encrypted_vectors import EncryptedVectors
-from bot.keys.reading import OpenedReads, ReadKeys
-from bot.keys.records import _opened, _sealed_write, _SealedFact, _SealedTurn, _with
+from bot.keys.reading import ReadKeys
+from bot.keys.records import CALL_SUMMARY, CHAT_SUMMARY, FACT, TURN
 from bot.keys.sealed import is_sealed, seal, unseal
 from bot.keys.store import KeyStore
-from bot.keys.terms import query_terms
-from bot.store.columns import turn_record
+from bot.store.health import WriteHealth
 from bot.store.models import (
-    CallMemoryState,
-    CallRecord,
-    ChatRecord,
     Conversation,
     ConversationSummary,
     FactRecord,
-    LivePlan,
-    LivePlanNeeds,
-    LiveWrite,
-    NewTurn,
-    RecentLines,
-    TurnRecord,
-    TurnsWrite,
-    TurnUpdate,
+    ForgetResult,
+    GuildSettings,
+    Job,
+    UserRecord,
 )
-from bot.store.repository import Store
+from bot.store.repository import Backend
 from bot.store.specifics import specifics as count_specifics
 
 ENCRYPTION_META = "memory_encryption"
 """The memory database's marker: once set, the bot does not start without the key store and its master key."""
 ENCRYPTION_SCHEME = "aes-256-gcm/member-keys/v1"
 
-TURN, FACT, CALL_SUMMARY, CHAT_SUMMARY = "turns.content", "facts.text", "calls.summary", "chats.summary"
 
-PASS_THROUGH = frozenset(
-    {
-        "close",
-        "schema_version",
-        "ping",
-        "write_health",  # counts of failed writes by kind, and why the last one failed: no member text
-        "get_user",
-        "set_consent",
-        "set_memory_enabled",
-        "get_guild_settings",
-        "update_guild_settings",
-        "delete_guild_settings",
-        "retention_policies",
-        "count_open_calls",
-        "count_guild_calls_since",
-        "create_chat",
-        "end_chat",
-        "count_call_turns",
-        "count_turns",
-        "count_facts",
-        "count_conversations",
-        "forget_call",
-        "forget_chat",
-        "forget_preview",  # counts only
-        "forget_user",
-        "scrub",
-        "purge_transcripts",
-        "enqueue_job",
-        "expedite_job",
-        "claim_job",
-        "finish_job",
-        "fail_job",
-        "job_state",
-        "notice_seen",
-        "remember_notice",
-        "get_meta",
-        "set_meta",
-        "bind_call_browser",
-        "pending_scrub",
-        "job_queue",
-        "take_call_lease",  # a call's lease: ids and times only, no text
-        "release_call_leases",
-        "call_start_check",  # settings, consent, a call id and counts: no member text
-        "end_call",  # a state change, a count and a queued job: no text
-    }
-)
-
-
-class EncryptedStore(OpenedReads, EncryptedVectors):
-    def __init__(self, backend: Store, keys: KeyStore):
-        self.backend = backend
-        self.keys = keys
+class EncryptedStore(EncryptedConversations, EncryptedVectors):
+    def __init__(self, backend: Backend, keys: KeyStore):
+        super().__init__(backend, keys)
         self.sealing_guard: Callable[[str], contextlib.AbstractAsyncContextManager[None]] | None = None
         """Exclusive use of the database while encrypting it in place (``bot.store.inuse``): refused while
         another bot process writes plain text to it."""
-        hashed_search = getattr(backend, "search_hashed_terms", None)
-        if hashed_search is not None:
-            hashed_search()  # PostgreSQL: its queries now carry keyed hashes, not words to stem
-
-    def __getattr__(self, name: str) -> Any:
-        if name in PASS_THROUGH:
-            return getattr(self.backend, name)
-        raise AttributeError(f"EncryptedStore does not pass {name!r} through: decide whether it carries member text")
+        backend.search_hashed_terms()
 
     async def open(self) -> None:
         """Opens the backend; the first time, encrypts whatever it already holds in place (a database from
         before encryption), scrubs the plain text's residue, then marks the database encrypted."""
         await self.backend.open()
         if await self.backend.get_meta(ENCRYPTION_META) is None:
-            reseal = getattr(self.backend, "reseal_texts", None)
-            if reseal is None:
-                raise RuntimeError(f"{type(self.backend).__name__} cannot encrypt existing memory in place")
             guard = self.sealing_guard
             async with guard("encrypt the memory database in place") if guard else contextlib.nullcontext():
-                if await reseal(self._seal_existing):
+                if await self.backend.reseal_texts(self._seal_existing):
                     await self.backend.scrub()
                 await self.backend.set_meta(ENCRYPTION_META, ENCRYPTION_SCHEME)
-        count = getattr(self.backend, "count_specifics", None)
-        if count is not None:
-            await count(self._count_sealed)
+        await self.backend.count_specifics(self._count_sealed)
 
     async def _count_sealed(self, user_id: int, value: str) -> int | None:
         """A sealed line's specifics (lines sealed before they were stored with it); None when it cannot be
@@ -147,280 +81,6 @@ class EncryptedStore(OpenedReads, EncryptedVectors):
         cipher = await self.keys.cipher(user_id, create=True)  # at the first open, before anything else writes
         assert cipher is not None
         return seal(cipher, column, value, indexed=column in (TURN, FACT))
-
-    # ---- sealing ---------------------------------------------------------------------------------------
-
-    async def _writer(self, user_id: int, generation: int | None = None) -> MemberCipher:
-        """The key a write seals with. ``generation``: the one the write's fence checks, so the cached key
-        serves only if it was read from the key store after that generation was seen (``CachingKeyStore``);
-        a write without a fence reads the key from the key store."""
-        cipher = await self.keys.cipher(user_id, create=True, generation=generation, fresh=generation is None)
-        assert cipher is not None
-        return cipher
-
-    # ---- memory generations: each one read tells the key cache (``CachingKeyStore.observe``) ----------------
-
-    async def memory_generation(self, user_id: int) -> int:
-        generation = await self.backend.memory_generation(user_id)
-        self.keys.observe(user_id, generation)
-        return generation
-
-    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
-        stamp = await self.backend.memory_stamp(user_id)
-        self.keys.observe(user_id, stamp[1])
-        return stamp
-
-    async def _call(self, call: CallRecord | None) -> CallRecord | None:
-        if call is None or call.summary is None:
-            return call
-        return dataclasses.replace(call, summary=await self._open_text(call.user_id, CALL_SUMMARY, call.summary))
-
-    async def _chat(self, chat: ChatRecord | None) -> ChatRecord | None:
-        if chat is None or chat.summary is None:
-            return chat
-        return dataclasses.replace(chat, summary=await self._open_text(chat.user_id, CHAT_SUMMARY, chat.summary))
-
-    async def _hashed_query(self, user_id: int, query: str) -> str | None:
-        cipher = await self._reader(user_id)
-        terms = query_terms(query)
-        if cipher is None or not terms:
-            return None
-        return " ".join(cipher.term_hash(term) for term in terms)
-
-    # ---- calls and chats -------------------------------------------------------------------------------
-
-    async def create_call(self, call: CallRecord) -> None:
-        if call.summary is not None:
-            cipher = await self._writer(call.user_id)
-            call = dataclasses.replace(call, summary=seal(cipher, CALL_SUMMARY, call.summary, indexed=False))
-        await self.backend.create_call(call)
-
-    async def get_call(self, call_id: str) -> CallRecord | None:
-        return await self._call(await self.backend.get_call(call_id))
-
-    async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None:
-        return await self._call(await self.backend.get_call_by_link_hash(link_hash))
-
-    async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
-        state = await self.backend.call_memory_state(call_id)
-        if state is not None:
-            self.keys.observe(state.call.user_id, state.generation)
-        if state is None or state.call.summary is None:
-            return state
-        summary = await self._open_text(state.call.user_id, CALL_SUMMARY, state.call.summary)
-        return dataclasses.replace(state, call=dataclasses.replace(state.call, summary=summary))
-
-    async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None:
-        return await self._call(await self.backend.get_call_by_agent_id(agent_id))
-
-    async def open_call_for_user(self, user_id: int) -> CallRecord | None:
-        return await self._call(await self.backend.open_call_for_user(user_id))
-
-    async def open_calls(self) -> list[CallRecord]:
-        return [c for c in [await self._call(c) for c in await self.backend.open_calls()] if c is not None]
-
-    async def calls_with_agent_to_stop(self) -> list[CallRecord]:
-        calls = [await self._call(c) for c in await self.backend.calls_with_agent_to_stop()]
-        return [c for c in calls if c is not None]
-
-    async def _sealed_fields(self, call_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-        if fields.get("summary") is None:
-            return fields
-        call = await self.backend.get_call(call_id)
-        if call is None:
-            return fields
-        cipher = await self._writer(call.user_id)
-        return {**fields, "summary": seal(cipher, CALL_SUMMARY, fields["summary"], indexed=False)}
-
-    async def transition_call(self, call_id: str, from_states: Sequence[Any], to_state: Any, **fields: Any) -> bool:
-        return await self.backend.transition_call(
-            call_id, from_states, to_state, **await self._sealed_fields(call_id, fields)
-        )
-
-    async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None:
-        read = await self.backend.call_and_generation(call_id)
-        if read is None:
-            return None
-        self.keys.observe(read[0].user_id, read[1])
-        opened = await self._call(read[0])
-        assert opened is not None
-        return opened, read[1]
-
-    async def begin_call_ending(
-        self, call_id: str, from_states: Sequence[Any], **fields: Any
-    ) -> tuple[CallRecord, int] | None:
-        began = await self.backend.begin_call_ending(call_id, from_states, **await self._sealed_fields(call_id, fields))
-        if began is None:
-            return None
-        call, generation = began
-        self.keys.observe(call.user_id, generation)
-        opened = await self._call(call)
-        assert opened is not None
-        return opened, generation
-
-    async def update_call(self, call_id: str, **fields: Any) -> None:
-        await self.backend.update_call(call_id, **await self._sealed_fields(call_id, fields))
-
-    async def get_chat(self, chat_id: str) -> ChatRecord | None:
-        return await self._chat(await self.backend.get_chat(chat_id))
-
-    async def open_chat_for_user(self, user_id: int) -> ChatRecord | None:
-        return await self._chat(await self.backend.open_chat_for_user(user_id))
-
-    async def idle_chats(self, last_message_before: float) -> list[ChatRecord]:
-        chats = [await self._chat(c) for c in await self.backend.idle_chats(last_message_before)]
-        return [c for c in chats if c is not None]
-
-    # ---- turns -----------------------------------------------------------------------------------------
-
-    async def call_turns(self, call_id: str) -> list[TurnRecord]:
-        return await self._turns(await self.backend.call_turns(call_id))
-
-    async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
-        return await self._turns(await self.backend.call_tail(call_id, limit))
-
-    async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
-        return await self._turns(await self.backend.chat_turns(chat_id))
-
-    async def apply_call_turns(
-        self,
-        call_id: str,
-        user_id: int,
-        inserts: Sequence[NewTurn],
-        updates: Sequence[TurnUpdate],
-        *,
-        anchored: bool,
-        checkpoint_at: float,
-        generation: int | None = None,
-        expected_version: int | None = None,
-        live_key: str | None = None,
-    ) -> bool:
-        sealed = _sealed_write(await self._writer(user_id, generation), TurnsWrite(inserts, updates, anchored))
-        return await self.backend.apply_call_turns(
-            call_id,
-            user_id,
-            sealed.inserts,
-            sealed.updates,
-            anchored=anchored,
-            checkpoint_at=checkpoint_at,
-            generation=generation,
-            expected_version=expected_version,
-            live_key=live_key,
-        )
-
-    async def write_live_turn(
-        self,
-        call_id: str,
-        user_id: int,
-        turn_key: str | None,
-        *,
-        tail: int,
-        plan: LivePlan,
-        checkpoint_at: float,
-        generation: int,
-    ) -> LiveWrite:
-        """The plan sees the lines opened and its write is sealed, wherever the backend runs it (SQLite: on its
-        database thread)."""
-        cipher = await self._writer(user_id, generation)
-
-        def sealed_plan(stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
-            opened = [_with(t, "content", unseal(cipher, TURN, t.content)) for t in stored]
-            write = plan(opened, whole, anchored)
-            return _sealed_write(cipher, write) if isinstance(write, TurnsWrite) else write
-
-        return await self.backend.write_live_turn(
-            call_id,
-            user_id,
-            turn_key,
-            tail=tail,
-            plan=sealed_plan,
-            checkpoint_at=checkpoint_at,
-            generation=generation,
-        )
-
-    async def append_chat_turn(
-        self,
-        chat_id: str,
-        user_id: int,
-        role: str,
-        content: str,
-        at: float,
-        *,
-        generation: int | None = None,
-        specifics: int | None = None,
-    ) -> int | None:
-        cipher = await self._writer(user_id, generation)
-        return await self.backend.append_chat_turn(
-            chat_id,
-            user_id,
-            role,
-            seal(cipher, TURN, content, indexed=True),
-            at,
-            generation=generation,
-            specifics=count_specifics(content) if specifics is None else specifics,
-        )
-
-    async def search_turns(
-        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
-    ) -> list[TurnRecord]:
-        hashed = await self._hashed_query(user_id, query)
-        if hashed is None:
-            return []
-        return await self._turns(
-            await self.backend.search_turns(user_id, hashed, limit, exclude_call_id=exclude_call_id)
-        )
-
-    async def rank_turns(
-        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
-    ) -> list[tuple[TurnRecord, float]]:
-        hashed = await self._hashed_query(user_id, query)
-        if hashed is None:
-            return []
-        ranked = await self.backend.rank_turns(user_id, hashed, limit, exclude_call_id=exclude_call_id)
-        opened = {turn.turn_id: turn for turn in await self._turns([turn for turn, _ in ranked])}
-        return [(opened[turn.turn_id], score) for turn, score in ranked if turn.turn_id in opened]
-
-    async def recent_turns_of(
-        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
-    ) -> list[TurnRecord]:
-        """The lines with their text opened when first read (``_SealedTurn``): a call start ranks a few hundred
-        lines by their stored specifics and reads the text of the few dozen that go into its block. A line
-        counted before its specifics were stored is opened at once (ranking needs its text)."""
-        turns = await self.backend.recent_turns_of(user_id, limit, exclude_call_id=exclude_call_id)
-        if not turns:
-            return []
-        if any(turn.user_id != user_id for turn in turns):
-            return await self._turns(turns)
-        sampled = await self._sampled(user_id, TURN, turns[-1].content)
-        if sampled is None:
-            return await self._turns(turns)
-        cipher = sampled[0]
-        return [_SealedTurn.of(turn, cipher) if turn.specifics is not None else _opened(turn, cipher) for turn in turns]
-
-    async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
-        """Texts opened only when read: the facts' (``_SealedFact``), and the lines' for the lines made into records
-        (``_SealedTurn``). A call start ranks a few hundred lines by their stored specifics and uses a few dozen,
-        and renders only the facts that fit its share of the block (about half of the page)."""
-        page, recent = await self.backend.call_start_memory(user_id, facts=facts, lines=lines)
-        if not page and not recent.rows:
-            return [], recent
-        if page:
-            sampled = await self._sampled(user_id, FACT, page[0].text)
-        else:
-            sampled = await self._sampled(user_id, TURN, turn_record(recent.rows[-1]).content)
-        if sampled is None:
-            return await self._facts(page), await self._recent_opened(recent)
-        cipher, text = sampled
-        if any(fact.user_id != user_id for fact in page):
-            opened = await self._facts(page)
-        else:
-            opened = [_SealedFact.of(fact, cipher) for fact in page[1:]]
-            if page:
-                opened.insert(0, _with(page[0], "text", text))
-        return opened, RecentLines(recent.rows, lambda row: _SealedTurn.of(turn_record(row), cipher))
-
-    async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
-        return await self._turns(await self.backend.turns_at(positions))
 
     # ---- facts and summaries ---------------------------------------------------------------------------
 
@@ -569,6 +229,105 @@ class EncryptedStore(OpenedReads, EncryptedVectors):
                 conversation["turns"] = [turn for turn in turns if turn["content"] is not None]
         keys.report()
         return data
+
+    # ---- no member text: straight to the backend -------------------------------------------------------
+
+    async def close(self) -> None:
+        await self.backend.close()
+
+    async def schema_version(self) -> int:
+        return await self.backend.schema_version()
+
+    async def ping(self) -> None:
+        await self.backend.ping()
+
+    @property
+    def write_health(self) -> WriteHealth:
+        return self.backend.write_health
+
+    async def get_user(self, user_id: int) -> UserRecord | None:
+        return await self.backend.get_user(user_id)
+
+    async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord:
+        return await self.backend.set_consent(user_id, remember, at)
+
+    async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord:
+        return await self.backend.set_memory_enabled(user_id, enabled, at)
+
+    async def set_user_language(self, user_id: int, language: str | None, at: float) -> UserRecord:
+        return await self.backend.set_user_language(user_id, language, at)
+
+    async def get_guild_settings(self, guild_id: int) -> GuildSettings:
+        return await self.backend.get_guild_settings(guild_id)
+
+    async def update_guild_settings(self, guild_id: int, at: float, **changes: Any) -> GuildSettings:
+        return await self.backend.update_guild_settings(guild_id, at, **changes)
+
+    async def delete_guild_settings(self, guild_id: int) -> None:
+        await self.backend.delete_guild_settings(guild_id)
+
+    async def retention_policies(self) -> list[tuple[int, int]]:
+        return await self.backend.retention_policies()
+
+    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int:
+        return await self.backend.count_facts(user_id, include_superseded=include_superseded)
+
+    async def count_conversations(self, user_id: int) -> int:
+        return await self.backend.count_conversations(user_id)
+
+    async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None:
+        return await self.backend.forget_call(user_id, call_id)
+
+    async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None:
+        return await self.backend.forget_chat(user_id, chat_id)
+
+    async def forget_preview(self, convo: Conversation) -> ForgetResult:
+        return await self.backend.forget_preview(convo)
+
+    async def forget_user(self, user_id: int) -> ForgetResult:
+        return await self.backend.forget_user(user_id)
+
+    async def scrub(self) -> bool:
+        return await self.backend.scrub()
+
+    async def pending_scrub(self) -> bool:
+        return await self.backend.pending_scrub()
+
+    async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int:
+        return await self.backend.purge_transcripts(guild_id=guild_id, older_than=older_than)
+
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool:
+        return await self.backend.enqueue_job(kind, ref_id, at, not_before=not_before)
+
+    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
+        return await self.backend.expedite_job(kind, ref_id, at)
+
+    async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
+        return await self.backend.claim_job(at, lease_seconds)
+
+    async def finish_job(self, job_id: int, at: float) -> None:
+        await self.backend.finish_job(job_id, at)
+
+    async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None:
+        await self.backend.fail_job(job_id, at, error, retry_at=retry_at)
+
+    async def job_state(self, kind: str, ref_id: str) -> str | None:
+        return await self.backend.job_state(kind, ref_id)
+
+    async def job_queue(self) -> tuple[int, float | None]:
+        return await self.backend.job_queue()
+
+    async def notice_seen(self, notice_id: str) -> bool:
+        return await self.backend.notice_seen(notice_id)
+
+    async def remember_notice(self, notice_id: str, at: float) -> bool:
+        return await self.backend.remember_notice(notice_id, at)
+
+    async def get_meta(self, key: str) -> str | None:
+        return await self.backend.get_meta(key)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self.backend.set_meta(key, value)
 
 
 __all__ = ["ENCRYPTION_META", "ENCRYPTION_SCHEME", "EncryptedStore", "is_sealed"]

@@ -1,4 +1,4 @@
-"""The encrypting layer's part of ``VectorStore`` (mixed into ``EncryptedStore``): a member's embeddings are their
+"""The encrypting layer's part of ``VectorStore`` (a part of ``EncryptedStore``): a member's embeddings are their
 data (an embedding says much about its text), so each packed vector is encrypted with the member's key, with the
 column and the line or fact it belongs to bound as associated data (a vector cannot be moved to another row or
 member). The texts handed out for embedding, and the lines and facts looked up by id, are opened like every other
@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
-from bot.keys.reading import ReadKeys
+from bot.keys.reading import OpenedReads, ReadKeys
 from bot.keys.records import raise_forgotten
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.vectors import VECTOR_COLUMN, EmbedItem, ItemKind, StoredVector
-
-if TYPE_CHECKING:
-    from bot.keys.store import KeyStore
-    from bot.store.repository import Store
 
 TURN_TEXT, FACT_TEXT = "turns.content", "facts.text"
 
@@ -31,17 +26,7 @@ def _opened_vectors(cipher: MemberCipher, stored: Sequence[StoredVector]) -> lis
     return [dataclasses.replace(v, vector=cipher.decrypt_bytes(_column(v.kind, v.item_id), v.vector)) for v in stored]
 
 
-class EncryptedVectors:
-    if TYPE_CHECKING:
-        backend: Store
-
-        keys: KeyStore
-
-        async def _writer(self, user_id: int, generation: int | None = None) -> MemberCipher: ...
-        async def _reader(self, user_id: int) -> MemberCipher | None: ...
-        async def _turns(self, turns: Sequence[TurnRecord]) -> list[TurnRecord]: ...
-        async def _facts(self, facts: Sequence[FactRecord]) -> list[FactRecord]: ...
-
+class EncryptedVectors(OpenedReads):
     async def _vector_cipher(self, user_id: int, *, fresh: bool = False) -> MemberCipher:
         cipher = await self.keys.cipher(user_id, create=False, fresh=fresh)
         if cipher is None:

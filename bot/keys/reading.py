@@ -1,5 +1,5 @@
-"""How the encrypting layer opens what it reads (mixed into ``EncryptedStore``), and what it does with a value
-that does not open.
+"""How the encrypting layer opens what it reads and which key a write seals with (the base of every part of
+``EncryptedStore``), and what it does with a value that does not open.
 
 A value that does not open with the cached key is tried once more with the member's key read afresh from the
 key store: another process may have forgotten the member and a new key been made since (``CachingKeyStore``).
@@ -25,9 +25,11 @@ from bot.keys.records import TURN, _Row, _with
 from bot.keys.sealed import unseal
 from bot.store.columns import turn_record
 from bot.store.models import FactRecord, RecentLines, TurnRecord
+from bot.store.terms import query_stems
 
 if TYPE_CHECKING:
     from bot.keys.store import KeyStore
+    from bot.store.repository import Backend
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +81,29 @@ class ReadKeys:
 
 
 class OpenedReads:
-    if TYPE_CHECKING:
-        keys: KeyStore
+    """The backend the layer stands in front of and the member keys; each part of ``EncryptedStore`` builds on
+    this."""
+
+    def __init__(self, backend: Backend, keys: KeyStore):
+        self.backend = backend
+        self.keys = keys
+
+    async def _writer(self, user_id: int, generation: int | None = None) -> MemberCipher:
+        """The key a write seals with. ``generation``: the one the write's fence checks, so the cached key
+        serves only if it was read from the key store after that generation was seen (``CachingKeyStore``);
+        a write without a fence reads the key from the key store."""
+        cipher = await self.keys.cipher(user_id, create=True, generation=generation, fresh=generation is None)
+        assert cipher is not None
+        return cipher
+
+    async def _hashed_query(self, user_id: int, query: str) -> str | None:
+        """``query``'s terms as the member's keyed hashes, which is what the backend's index holds; None when
+        the member has no key or the query no term."""
+        cipher = await self._reader(user_id)
+        terms = query_stems(query)
+        if cipher is None or not terms:
+            return None
+        return " ".join(cipher.term_hash(term) for term in terms)
 
     async def _reader(self, user_id: int) -> MemberCipher | None:
         return await self.keys.cipher(user_id, create=False)

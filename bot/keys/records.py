@@ -12,7 +12,8 @@ from bot.keys.sealed import seal, unseal
 from bot.store.models import FactRecord, TurnRecord, TurnsWrite
 from bot.store.specifics import specifics as count_specifics
 
-TURN, FACT = "turns.content", "facts.text"
+TURN, FACT, CALL_SUMMARY, CHAT_SUMMARY = "turns.content", "facts.text", "calls.summary", "chats.summary"
+"""The sealed columns, each bound into its values (associated data): a value cannot be moved to another column."""
 
 _Record = TypeVar("_Record")
 

@@ -1,11 +1,12 @@
 """The persistence interfaces, one narrow protocol per aggregate (accounts and consent, server settings,
-conversations, facts, jobs and notices, privacy), and `Store`, all of them together, which each backend (SQLite,
-PostgreSQL) implements. No SQL or driver types cross them."""
+conversations, facts, jobs and notices, privacy), `Store`, all of them together, which the composition root holds,
+and `Backend`, what each database (SQLite, PostgreSQL) implements: `Store` and what only the encrypting layer in
+front of it calls. No SQL or driver types cross them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.store.models import (
     CallEnd,
@@ -29,6 +30,9 @@ from bot.store.models import (
     UserRecord,
 )
 from bot.store.vectors import VectorStore
+
+if TYPE_CHECKING:
+    from bot.store.health import WriteHealth
 
 NOTICE_KEEP_SECONDS = 7 * 86400
 """How long webhook notice ids are kept for de-duplication; older deliveries are refused by their signed
@@ -57,6 +61,10 @@ class StoreLifecycle(Protocol):
     async def close(self) -> None: ...
     async def schema_version(self) -> int: ...
     async def ping(self) -> None: ...
+    @property
+    def write_health(self) -> WriteHealth:
+        """Counts of failed writes by kind, and why the last one failed (no member text)."""
+        ...
 
 
 class AccountStore(Protocol):
@@ -393,3 +401,21 @@ class Store(
 ):
     """Every aggregate: what a backend implements and what the composition root holds. A service declares only
     the narrow protocols it uses."""
+
+
+class Backend(Store, Protocol):
+    """A database behind `Store`, with what only the encrypting layer in front of it (``bot.keys.encrypted``)
+    calls."""
+
+    async def reseal_texts(self, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
+        """Replace every member text ``(user_id, column, value)`` for which ``reseal`` gives a new value (encrypts
+        a database from before encryption in place); how many were replaced."""
+        ...
+
+    async def count_specifics(self, count: Callable[[int, str], Awaitable[int | None]]) -> int:
+        """Fill in the specifics of lines stored without them with ``count(user_id, content)``; how many."""
+        ...
+
+    def search_hashed_terms(self) -> None:
+        """From now on queries carry keyed hashes of terms, not words."""
+        ...

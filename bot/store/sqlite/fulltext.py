@@ -27,6 +27,10 @@ def _varint(blob: bytes) -> int:
         if byte < 0x80:
             return value
     return value
+    def search_hashed_terms(self) -> None:
+        """Queries carry keyed hashes of stemmed terms (member encryption): nothing changes, since FTS5's tokenizer
+        treats the stored hashes and the queried ones alike, so they still match."""
+
 
 
 class SqliteFullText(SqliteBase):
