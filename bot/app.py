@@ -17,6 +17,7 @@ from bot import loop as event_loop
 from bot.agora import ConvoAIClient
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
+from bot.calls.settings import GuildSettingsService
 from bot.config import Settings
 from bot.doctor import StartupProblem
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked
@@ -77,6 +78,11 @@ class Services:
     def __post_init__(self) -> None:
         self.choices = MemberChoices(self.store, clock=self.clock)
         self.forget_requests = ForgetRequests(self.store, self.memory)
+
+    @property
+    def guild_settings(self) -> GuildSettingsService:
+        """What /settings reads and changes; built on use, as the call service (today's usage) comes later."""
+        return GuildSettingsService(self.store, self.settings, self.calls, clock=self.clock)
 
     async def notify_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:
         """Post-call processing finished a call or chat: tell whoever shows it to the member."""

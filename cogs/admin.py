@@ -89,8 +89,7 @@ class Admin(commands.Cog):
         self.bot = bot
 
     def service(self) -> GuildSettingsService:
-        services = self.bot.services
-        return GuildSettingsService(services.store, services.settings, services.calls)
+        return self.bot.services.guild_settings
 
     async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
         """The run-time half of the permission rule: `default_permissions` only hides the commands."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from typing import Any, Self
 
 import discord
@@ -15,7 +14,6 @@ from bot import messages
 from bot.calls.service import CallEnded, CallService, StartedCall
 from bot.client import MemoryBot
 from bot.messages import plural
-from bot.store.models import needs_consent
 from cogs._consent import ChoiceButton, MemoryChoiceView
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
@@ -156,8 +154,7 @@ class Calls(commands.Cog):
         if self.bot.services.calls is None:
             await interaction.followup.send(messages.CALLS_NOT_CONFIGURED, ephemeral=True)
             return
-        user = await self.bot.services.store.get_user(interaction.user.id)
-        if not private and needs_consent(user):
+        if not private and await self.bot.services.choices.must_ask(interaction.user.id):
             view = MemoryChoiceView(
                 interaction.user.id,
                 "call",
@@ -177,7 +174,7 @@ class Calls(commands.Cog):
 
     async def choose(self, interaction: discord.Interaction, *, remember: bool) -> None:
         await interaction.response.edit_message(content="Starting your call…", view=None)
-        await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
+        await self.bot.services.choices.choose(interaction.user.id, remember)
         await self.start_and_show(interaction, private=not remember, edit=True, declined=not remember)
 
     async def start_and_show(

@@ -28,7 +28,6 @@ from discord.ext import commands
 from bot import messages
 from bot.client import MemoryBot
 from bot.memory.chat import ChatDisabled, ChatService
-from bot.store.models import UserRecord, needs_consent
 from cogs._consent import ChoiceButton, MemoryChoiceView
 
 log = logging.getLogger(__name__)
@@ -150,15 +149,6 @@ async def show_stream(deltas: AsyncGenerator[str, None], open_first: Opener, ope
     return answer
 
 
-def memory_choice(user: UserRecord | None) -> bool | None:
-    """Whether to answer privately given the member's standing choice; None when they must be asked first."""
-    if user is not None and not user.memory_enabled:
-        return False  # paused: ChatService neither reads nor stores, so there is nothing to consent to
-    if user is None or needs_consent(user):
-        return None
-    return user.consent != "remember"
-
-
 def interaction_openers(
     interaction: discord.Interaction, *, ephemeral: bool, into_original: bool
 ) -> tuple[Opener, Opener]:
@@ -237,7 +227,7 @@ class Chat(commands.Cog):
         chat = self.chat_service()  # before deferring, so "chat is off" is never posted publicly
         await interaction.response.defer(ephemeral=not public, thinking=True)
         if not (public or private):
-            standing = memory_choice(await self.bot.services.store.get_user(interaction.user.id))
+            standing = await self.bot.services.choices.chat_privately(interaction.user.id)
             if standing is None:
                 view = self.memory_choice_view(interaction.user.id, interaction.guild_id, message, ephemeral=True)
                 prompt = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
@@ -258,7 +248,7 @@ class Chat(commands.Cog):
         async def chosen(interaction: discord.Interaction, remember: bool) -> None:
             chat = self.chat_service()
             await interaction.response.edit_message(content=choice_saved(remember), view=None)
-            await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
+            await self.bot.services.choices.choose(interaction.user.id, remember)
             first, more = interaction_openers(interaction, ephemeral=ephemeral, into_original=False)
             await show_stream(chat.reply(interaction.user.id, guild_id, text, private=not remember), first, more)
 
@@ -275,7 +265,7 @@ class Chat(commands.Cog):
         """A memory choice sent before a restart: the message that waited for it is gone, so save the choice
         and ask for the message again."""
         await interaction.response.edit_message(content=f"{choice_saved(remember)} {SEND_AGAIN}", view=None)
-        await self.bot.services.store.set_consent(interaction.user.id, remember, time.time())
+        await self.bot.services.choices.choose(interaction.user.id, remember)
 
     # ---- direct messages -------------------------------------------------------------------------------
 
@@ -303,7 +293,7 @@ class Chat(commands.Cog):
             await message.channel.send(messages.cooldown(time.time() + retry_after))
             return
         chat = self.chat_service()
-        private = memory_choice(await self.bot.services.store.get_user(message.author.id))
+        private = await self.bot.services.choices.chat_privately(message.author.id)
         if private is None:
             view = self.memory_choice_view(message.author.id, None, text, ephemeral=False)
             view.shown_in(self.bot, await message.channel.send(CONSENT_TEXT, view=view))

@@ -126,11 +126,16 @@ class OwnWords:
             return Act("refused")
         return Act("corrected", fact, replaced=None if found is None else found.text)
 
+    async def editable_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
+        """The member's fact ``fact_id`` when they may edit it: theirs, and not already replaced by another."""
+        fact = await self.memory.store.get_fact(fact_id)
+        return fact if fact is not None and fact.user_id == user_id and fact.current else None
+
     async def correct_fact(self, user_id: int, fact_id: int, right: str) -> Act:
         """Replace the member's fact ``fact_id`` by ``right`` (an edit of a fact they picked)."""
         fact = " ".join(right.split())[:MAX_FACT_CHARS]
-        old = await self.memory.store.get_fact(fact_id)
-        if old is None or old.user_id != user_id or not old.current:
+        old = await self.editable_fact(user_id, fact_id)
+        if old is None:
             return Act("not_found")
         if not fact:
             return Act("empty")
