@@ -44,7 +44,12 @@ def build_export(
         "exported_at": iso(time.time()),
         "settings": None
         if user is None
-        else {"memory_enabled": user.memory_enabled, "consent": user.consent, "consent_at": iso(user.consent_at)},
+        else {
+            "memory_enabled": user.memory_enabled,
+            "consent": user.consent,
+            "consent_at": iso(user.consent_at),
+            "language": user.language,
+        },
         "facts": [
             {
                 "id": f["fact_id"],
@@ -65,6 +70,7 @@ def build_export(
                 "started_at": iso(c["started_at"]),
                 "ended_at": iso(c["ended_at"]),
                 "end_reason": c["end_reason"],
+                "language": c["language"],
                 "private": bool(c["private"]),
                 "summary": c["summary"],
                 "turns": by_conversation.get(c["call_id"], []),

@@ -459,6 +459,18 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE calls ADD COLUMN lines_lost INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        16,
+        "call languages: the member's chosen language, the server's default, and the language each call was held in",
+        """
+        -- The language a member chose for their calls (/call language:, /memory language:) and a server's default
+        -- (/settings language): a code of bot.calls.language.LANGUAGES, NULL for none. A call records the
+        -- language it was held in ('en' for every call from before).
+        ALTER TABLE users ADD COLUMN language TEXT;
+        ALTER TABLE guild_settings ADD COLUMN language TEXT;
+        ALTER TABLE calls ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

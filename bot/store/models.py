@@ -20,6 +20,8 @@ class UserRecord:
     consent: Literal["remember", "no_memory"] | None
     consent_at: float | None
     created_at: float
+    language: str | None = None
+    """The language the member chose for their calls (`bot.calls.language`); None: their Discord language."""
 
 
 def needs_consent(user: UserRecord | None) -> bool:
@@ -44,6 +46,8 @@ class GuildSettings:
     max_call_minutes: int | None = None
     calls_per_member_per_day: int | None = None
     retention_days: int | None = None
+    language: str | None = None
+    """The language of calls here when a member chose none and Discord's is not one calls can be held in."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class CallRecord:
     lines_lost: int = 0
     """Things the member said that were never stored: counted by Agora's turn analytics after the call's agent
     stopped while no bot process watched it and its history webhook never came (`bot.calls.recovery`)."""
+    language: str = "en"
+    """The language the call was held in (a code of `bot.calls.language.LANGUAGES`): what its lines were said in."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ PINNED = {
         13: "d65fcba153068ed61d585c9b22d953bc5c485cec6e531b261982ae0317560881",
         14: "cf8bdfd15951b12b74787069be5cc1ec28e0e674b92456881626f98652241d73",
         15: "8736aa64b28dccb387a2d0a43cd110ec2d8822850295424836d096b4b8bf2b9b",
+        16: "fea69e6dcaa6a55749d6bae58284ee3aeff91af4ff3b352cc51fe02bdf83f5f3",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
@@ -49,6 +50,7 @@ PINNED = {
         13: "c301afd7be26e3b82f7ff1fb28b28c4da5d7276cfcf982f657c48433d9953e27",
         14: "e6eae4e069cbd3fd78056f8acd2a1e0ff43c61b6858bae031369bcbd8ca94796",
         15: "8736aa64b28dccb387a2d0a43cd110ec2d8822850295424836d096b4b8bf2b9b",
+        16: "fea69e6dcaa6a55749d6bae58284ee3aeff91af4ff3b352cc51fe02bdf83f5f3",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

@@ -45,3 +45,15 @@ class PostgresAccounts(PostgresBase):
                 await _stop_remembering(db, user_id)
         assert row is not None
         return _user(row)
+
+    async def set_user_language(self, user_id: int, language: str | None, at: float) -> UserRecord:
+        async with self._tx() as db:
+            row = await db.fetchrow(
+                "INSERT INTO users (user_id, created_at, language) VALUES ($1, $2, $3) "
+                "ON CONFLICT (user_id) DO UPDATE SET language = excluded.language RETURNING *",
+                user_id,
+                at,
+                language,
+            )
+        assert row is not None
+        return _user(row)

@@ -190,6 +190,7 @@ def _user(row: asyncpg.Record) -> UserRecord:
         consent=row["consent"],
         consent_at=row["consent_at"],
         created_at=row["created_at"],
+        language=row["language"],
     )
 
 

@@ -43,3 +43,14 @@ class SqliteAccounts(SqliteBase):
         user = await self.get_user(user_id)
         assert user is not None
         return user
+
+    async def set_user_language(self, user_id: int, language: str | None, at: float) -> UserRecord:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO users (user_id, created_at, language) VALUES (?, ?, ?) "
+                "ON CONFLICT (user_id) DO UPDATE SET language = excluded.language",
+                (user_id, at, language),
+            )
+        user = await self.get_user(user_id)
+        assert user is not None
+        return user

@@ -347,6 +347,7 @@ def _user(row: aiosqlite.Row) -> UserRecord:
         consent=row["consent"],
         consent_at=row["consent_at"],
         created_at=row["created_at"],
+        language=row["language"],
     )
 
 
@@ -361,6 +362,7 @@ def _guild(guild_id: int, row: aiosqlite.Row | None) -> GuildSettings:
         max_call_minutes=row["max_call_minutes"],
         calls_per_member_per_day=row["calls_per_member_per_day"],
         retention_days=row["retention_days"],
+        language=row["language"],
     )
 
 
