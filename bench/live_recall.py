@@ -400,7 +400,12 @@ async def run(args: argparse.Namespace) -> int:
             own_words=own_words,
         )
         web = WebServer(
-            CallPageAdapter(calls, store),
+            CallPageAdapter(
+                calls,
+                store,
+                app_id=settings.agora.app_id or "",
+                page_close_grace_seconds=settings.calls.page_close_grace_seconds,
+            ),
             host="127.0.0.1",
             port=0,
             sdk_url="http://127.0.0.1:9/sdk.js",

@@ -262,9 +262,16 @@ def build_dense_retrieval(settings: Settings, store: Store, memory: MemoryServic
 def build_calls(
     settings: Settings, store: Store, memory: MemoryService, agora: ConvoAIClient, counters: Counters, **overrides: Any
 ) -> tuple[CallService, CallPageAdapter]:
-    """The call service and its web backend; the tests pass a clock and turn the checkpoint loop off."""
+    """The call service and its web backend; the tests pass a clock, shorter timings and turn the checkpoint loop
+    off."""
     calls = CallService(store, memory, agora, settings, counters=counters, **overrides)
-    return calls, CallPageAdapter(calls, store)
+    page = CallPageAdapter(
+        calls,
+        store,
+        app_id=settings.agora.app_id or "",
+        page_close_grace_seconds=settings.calls.page_close_grace_seconds,
+    )
+    return calls, page
 
 
 def build_live_recall(

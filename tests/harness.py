@@ -25,7 +25,7 @@ from bot.app import (
     build_web_server,
 )
 from bot.calls.page import CallPageAdapter
-from bot.calls.service import CallEnded, CallService
+from bot.calls.service import CallEnded, CallService, CallTimings
 from bot.config import Settings
 from bot.memory.dense import MemberEmbedder
 from bot.memory.live import LiveRecall
@@ -137,6 +137,8 @@ class CallWorld:
     live: LiveRecall | None = None
     embedder: MemberEmbedder | None = None
     """With ``llm.embedding_model``: the post-call queue's embedding step (dense retrieval is on in ``memory``)."""
+    timings: CallTimings | None = None
+    """The call service's timings when a test shortened them (a restarted service keeps them)."""
 
     async def start_member_call(self, user_id: int, *, private: bool = False) -> tuple[str, str]:
         """A consenting member starts a call and joins it (the greeting is spoken); returns (call_id, agent_id)."""
@@ -162,6 +164,7 @@ class CallWorld:
             clock=self.clock,
             run_checkpoints=False,
             counters=self.monitor.counters,
+            timings=self.timings,
         )
         self.calls.add_listener(self.log)
         self.adapter.calls = self.calls
@@ -181,6 +184,7 @@ async def call_world(
     database_url: str | None = None,
     llm_base_url: str | None = None,
     busy_timeout_ms: int = 5000,
+    timings: CallTimings | None = None,
     **sections: dict[str, Any],
 ) -> AsyncIterator[CallWorld]:
     """Store, memory, Agora client, call service and web server, wired to a running Agora emulator.
@@ -209,7 +213,9 @@ async def call_world(
     embedder = build_dense_retrieval(settings, store, memory)
     agora = build_agora_client(settings, timeout=5, backoff_base=0.001, backoff_max=0.01)
     counters = Counters()
-    calls, adapter = build_calls(settings, store, memory, agora, counters, clock=clock, run_checkpoints=checkpoints)
+    calls, adapter = build_calls(
+        settings, store, memory, agora, counters, clock=clock, run_checkpoints=checkpoints, timings=timings
+    )
     log = EndedLog()
     calls.add_listener(log)
     llm = build_llm_client(settings) if settings.live_recall_enabled else None
@@ -220,7 +226,9 @@ async def call_world(
         await web.start()
     if webhooks:
         emu.webhook_url = f"{web.url}/agora/webhook"
-    world = CallWorld(settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor, live, embedder)
+    world = CallWorld(
+        settings, emu, store, memory, agora, calls, web, clock, log, adapter, monitor, live, embedder, timings
+    )
     try:
         yield world
     finally:

@@ -23,9 +23,13 @@ class PageStore(StoreLifecycle, ConversationStore, FactStore, JobStore, Protocol
 
 
 class CallPageAdapter:
-    def __init__(self, calls: CallService, store: PageStore):
+    def __init__(self, calls: CallService, store: PageStore, *, app_id: str, page_close_grace_seconds: float):
+        """``app_id``: the Agora project the page joins; ``page_close_grace_seconds``: with a grace, a closed tab
+        ends its call only after it (a reload keeps it), without one at once."""
         self.calls = calls
         self.store = store
+        self.app_id = app_id
+        self.page_close_grace_seconds = page_close_grace_seconds
 
     async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
         call = await self.calls.call_for_link(link_token, browser=browser)
@@ -37,7 +41,7 @@ class CallPageAdapter:
             raise OpenElsewhere(call.call_id)
         page_id = self.calls.page_opened(call.call_id)
         return PageSession(
-            app_id=self.calls.settings.agora.app_id or "",
+            app_id=self.app_id,
             channel=call.channel,
             rtc_token=self.calls.user_token(call),
             user_uid=call.user_uid,
@@ -48,7 +52,7 @@ class CallPageAdapter:
             page_id=page_id,
             browser_key=key,
             reopened=reopened,
-            elapsed_seconds=max(0.0, self.calls.clock() - call.started_at),
+            elapsed_seconds=self.calls.elapsed_seconds(call),
         )
 
     async def renew_token(self, link_token: str, *, browser: str | None = None) -> str | None:
@@ -66,11 +70,11 @@ class CallPageAdapter:
         """For the browser the link is bound to, also after the link expired (its page shows what was learned
         when the call ends). A link no browser opened expires as its page does, and its status never lists
         what was learned nor what was said (``transcript``): only counts."""
-        call = await self.store.get_call_by_link_hash(self.calls.links.hash(link_token))
+        call = await self.calls.call_of_link(link_token)
         if call is None or not self.calls.browser_allowed(call, browser):
             return None
         bound = call.browser_hash is not None
-        if not bound and call.link_expires_at is not None and self.calls.clock() > call.link_expires_at:
+        if not bound and self.calls.link_expired(call):
             return None
         turns = await self.store.count_call_turns(call.call_id)
         learned = None if call.private else await facts_learned(self.store, "call", call.call_id)
@@ -97,7 +101,7 @@ class CallPageAdapter:
         if call is None or not self.calls.browser_allowed(call, browser):
             return None
         if call.state in ("starting", "active"):
-            if via == "beacon" and self.calls.settings.calls.page_close_grace_seconds > 0:
+            if via == "beacon" and self.page_close_grace_seconds > 0:
                 self.calls.page_closed(call.call_id, page_id)
             else:
                 await self.calls.finalize(call.call_id, "page_closed" if via == "beacon" else "hangup_page")

@@ -7,14 +7,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.calls.service import CallTimings
 from tests.calls.test_lifecycle import ALICE, start_call
 from tests.harness import CallWorld, call_world, eventually
 
 
 @pytest.fixture
 async def world(tmp_path: Path):
-    async with call_world(tmp_path) as w:
-        w.calls.leave_retry_first_seconds = 0.01
+    async with call_world(tmp_path, timings=CallTimings(leave_retry_first_seconds=0.01)) as w:
         yield w
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.calls import service as call_service
+from bot.calls.service import CallTimings
 from tests.calls.test_lifecycle import conversation, start_call, stored
 from tests.fakes.agora_emulator import ResponseGate
 from tests.harness import CallWorld, call_world
@@ -48,18 +48,18 @@ async def test_a_checkpoint_waits_for_a_start_in_flight_then_saves_everything(wo
     assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *lines]
 
 
-async def test_the_wait_is_bounded(world: CallWorld, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(call_service, "CHECKPOINT_YIELD_MAX_SECONDS", 0.2)
-    started, agent = await start_call(world)
-    world.emu.script(agent.agent_id, conversation(2))
-    starting, gate = await a_start_in_flight(world)
-    try:
-        assert await asyncio.wait_for(world.calls.checkpoint(started.call_id), 2)  # saved although Bob still waits
-        assert len(await stored(world, started.call_id)) == 3
-        assert not starting.done()
-    finally:
-        gate.release()
-        await asyncio.wait_for(starting, 5)
+async def test_the_wait_is_bounded(tmp_path: Path) -> None:
+    async with call_world(tmp_path, timings=CallTimings(checkpoint_yield_max_seconds=0.2)) as world:
+        started, agent = await start_call(world)
+        world.emu.script(agent.agent_id, conversation(2))
+        starting, gate = await a_start_in_flight(world)
+        try:
+            assert await asyncio.wait_for(world.calls.checkpoint(started.call_id), 2)  # saved although Bob waits
+            assert len(await stored(world, started.call_id)) == 3
+            assert not starting.done()
+        finally:
+            gate.release()
+            await asyncio.wait_for(starting, 5)
 
 
 async def test_a_takeover_or_shutdown_save_does_not_wait(world: CallWorld) -> None:

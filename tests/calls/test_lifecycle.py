@@ -131,7 +131,7 @@ async def test_idle_timeout_without_webhook_keeps_everything_up_to_the_last_chec
 async def test_webhooks_delivered_twice_or_out_of_order_are_harmless(
     tmp_path: Path, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level("INFO", logger="bot.calls.service")
+    caplog.set_level("INFO", logger="bot.calls")
     async with call_world(tmp_path) as world:
         world.emu.webhook_mode = mode
         started, agent = await start_call(world)

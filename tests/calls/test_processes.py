@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,16 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield w
 
 
+@dataclass
+class OtherProcess:
+    calls: CallService
+    log: EndedLog
+    store: Store
+    memory: MemoryService
+
+
 @pytest.fixture
-async def other_process(world: CallWorld) -> AsyncIterator[tuple[CallService, EndedLog]]:
+async def other_process(world: CallWorld) -> AsyncIterator[OtherProcess]:
     """A second bot process: its own store connection to the same database, its own call service."""
     store: Store
     if isinstance(world.store, PostgresStore):
@@ -44,7 +53,7 @@ async def other_process(world: CallWorld) -> AsyncIterator[tuple[CallService, En
     calls = CallService(store, memory, world.agora, world.settings, clock=world.clock, run_checkpoints=False)
     log = EndedLog()
     calls.add_listener(log)
-    yield calls, log
+    yield OtherProcess(calls, log, store, memory)
     await calls.shutdown(grace_seconds=1)
     await memory.wait_scrubbed()
     await store.close()
@@ -55,9 +64,9 @@ def lines(n: int, start: int = 0) -> list[tuple[str, str]]:
 
 
 async def test_a_dead_process_calls_are_taken_over_after_one_lease_and_nothing_is_lost(
-    world: CallWorld, other_process: tuple[CallService, EndedLog]
+    world: CallWorld, other_process: OtherProcess
 ) -> None:
-    first, (second, second_log) = world.calls, other_process
+    first, second, second_log = world.calls, other_process.calls, other_process.log
     await world.store.set_consent(ALICE, True, world.clock())
     started = await first.start(user_id=ALICE, guild_id=77)
     agent = world.emu.agent_by_label("call_id", started.call_id)
@@ -93,9 +102,9 @@ async def test_a_dead_process_calls_are_taken_over_after_one_lease_and_nothing_i
 
 
 async def test_a_process_shutting_down_hands_its_calls_over_at_once(
-    world: CallWorld, other_process: tuple[CallService, EndedLog]
+    world: CallWorld, other_process: OtherProcess
 ) -> None:
-    second, _ = other_process
+    second = other_process.calls
     await world.store.set_consent(ALICE, True, world.clock())
     started = await world.calls.start(user_id=ALICE, guild_id=77)
     world.emu.user_joined(world.emu.agent_by_label("call_id", started.call_id).agent_id)
@@ -134,11 +143,11 @@ async def test_the_takeover_loop_finds_orphaned_calls_on_its_own(
 
 
 async def test_two_processes_merging_one_call_at_once_store_each_line_once(
-    world: CallWorld, other_process: tuple[CallService, EndedLog]
+    world: CallWorld, other_process: OtherProcess
 ) -> None:
     """A checkpoint in one process and the final history read in another can merge the same window at once: the
     second writer finds the transcript changed (its version moved), reads again and merges, adding nothing twice."""
-    second = other_process[0]
+    second = other_process
     call = make_call(user_id=ALICE, state="active")
     await world.store.create_call(call)
     window = lines(6)

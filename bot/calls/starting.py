@@ -1,0 +1,225 @@
+"""Starting a call: the server's and the member's limits, the call's row, the memory context and the agent's join;
+and the live-recall key a starting or active call's agent presents to the bot's LLM route."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections.abc import Callable
+
+from bot.agora import AgoraError, AgoraLimitExceeded, ConvoAIClient
+from bot.calls.agent import join_properties, preset_for
+from bot.calls.agent_control import AgentControl
+from bot.calls.checkpoints import Checkpoints
+from bot.calls.errors import (
+    CallAlreadyActive,
+    CallsDisabled,
+    CapacityReached,
+    ConsentRequired,
+    QuotaReached,
+    VoiceUnavailable,
+)
+from bot.calls.leases import Leases
+from bot.calls.links import LinkTokens
+from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
+from bot.calls.model import CallStore, GuildUsage, StartedCall, start_of_day
+from bot.calls.traffic import MembersWaiting
+from bot.config import Settings
+from bot.memory.service import MemoryService
+from bot.monitor import Counters
+from bot.store.models import CallMemoryState, CallRecord, GuildSettings, needs_consent, remembers
+from bot.store.repository import OpenCallExists
+
+log = logging.getLogger(__name__)
+
+
+class CallStarter:
+    def __init__(
+        self,
+        store: CallStore,
+        memory: MemoryService,
+        agora: ConvoAIClient,
+        settings: Settings,
+        *,
+        agents: AgentControl,
+        checkpoints: Checkpoints,
+        leases: Leases,
+        links: LinkTokens,
+        members: MembersWaiting,
+        counters: Counters,
+        clock: Callable[[], float],
+    ):
+        self.store = store
+        self.memory = memory
+        self.agora = agora
+        self.settings = settings
+        self.agents = agents
+        self.checkpoints = checkpoints
+        self.leases = leases
+        self.links = links
+        self.members = members
+        self.counters = counters
+        self.clock = clock
+        self.public_url = settings.web.public_url.rstrip("/")
+        self._starting: set[str] = set()  # calls this process is starting right now (a takeover leaves them alone)
+
+    # ---- policy ----------------------------------------------------------------------------------------
+
+    def effective_max_minutes(self, guild: GuildSettings) -> int:
+        return guild.max_call_minutes or self.settings.calls.max_minutes
+
+    def effective_daily_limit(self, guild: GuildSettings) -> int:
+        return guild.calls_per_member_per_day or self.settings.calls.calls_per_member_per_day
+
+    async def usage_today(self, guild_id: int) -> GuildUsage:
+        since = start_of_day(self.clock())
+        calls = await self.store.count_guild_calls_since(guild_id, since)
+        active = len([c for c in await self.store.open_calls() if c.guild_id == guild_id])
+        return GuildUsage(calls_today=calls, active_now=active)
+
+    # ---- start -----------------------------------------------------------------------------------------
+
+    def is_starting(self, call_id: str) -> bool:
+        return call_id in self._starting
+
+    async def start(self, *, user_id: int, guild_id: int | None, private: bool = False) -> StartedCall:
+        with self.members.waiting():
+            return await self._start(user_id=user_id, guild_id=guild_id, private=private)
+
+    async def _start(self, *, user_id: int, guild_id: int | None, private: bool) -> StartedCall:
+        now = self.clock()
+        check = await self.store.call_start_check(user_id, guild_id, start_of_day(now))
+        guild = check.guild
+        if not guild.calls_enabled:
+            raise CallsDisabled()
+        user = check.user
+        if not private and needs_consent(user):
+            raise ConsentRequired()
+        if check.open_call_id is not None:
+            raise CallAlreadyActive(check.open_call_id)
+        limit = self.effective_daily_limit(guild)
+        if check.calls_today >= limit:
+            raise QuotaReached(limit, start_of_day(now) + 86400)
+        if check.open_calls >= self.settings.agora.max_concurrent_agents:
+            raise CapacityReached()
+
+        remember = remembers(user, private=private)
+        max_minutes = self.effective_max_minutes(guild)
+        call_id = uuid.uuid4().hex
+        user_uid = secrets.randbelow(9_000_000) + 1000
+        agent_uid = secrets.randbelow(90_000_000) + 10_000_000
+        link = self.links.new()
+        link_expires = now + self.settings.web.link_ttl_minutes * 60
+        live = self.settings.live_recall_enabled
+        llm_key = new_llm_key(call_id) if live else None
+        call = CallRecord(
+            call_id=call_id,
+            user_id=user_id,
+            guild_id=guild_id,
+            channel=f"call-{call_id[:20]}",
+            agent_name=f"memcall-{call_id}",
+            user_uid=user_uid,
+            agent_uid=agent_uid,
+            state="starting",
+            max_minutes=max_minutes,
+            started_at=now,
+            private=not remember,
+            link_hash=self.links.hash(link),
+            link_expires_at=link_expires,
+            owner=self.leases.owner,
+            lease_until=now + self.leases.starting_seconds,
+            llm_key_hash=hash_llm_key(llm_key) if llm_key else None,
+        )
+        self._starting.add(call_id)
+        try:
+            try:
+                await self.store.create_call(call)
+            except OpenCallExists as exc:
+                active = await self.store.open_call_for_user(user_id)
+                raise CallAlreadyActive(active.call_id if active else "") from exc
+
+            persona = guild.persona or self.settings.memory.persona
+            if remember:
+                system_messages = await self.memory.build_context(user_id, persona=persona, memory_enabled=True)
+            else:
+                system_messages = [{"role": "system", "content": persona}]
+            agora = self.settings.agora
+            try:
+                agent_token = self.agents.agent_token(call)
+                properties = join_properties(
+                    agora,
+                    channel=call.channel,
+                    agent_token=agent_token,
+                    agent_uid=agent_uid,
+                    user_uid=user_uid,
+                    system_messages=system_messages,
+                    greeting=guild.greeting or agora.greeting,
+                    labels={"call_id": call_id},
+                    live_llm=(self.live_llm_url, llm_key) if llm_key else None,
+                )
+                started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
+            except AgoraLimitExceeded as exc:
+                await self.abandon(call, f"agora refused: {exc}")
+                raise CapacityReached() from exc
+            except (AgoraError, ValueError) as exc:
+                await self.abandon(call, str(exc))
+                raise VoiceUnavailable(str(exc)) from exc
+            except BaseException:
+                await self.abandon(call, "start interrupted")
+                raise
+
+            if not await self.store.transition_call(
+                call_id,
+                ["starting"],
+                "active",
+                agent_id=started.agent_id,
+                lease_until=self.clock() + self.leases.seconds,
+            ):
+                # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
+                await self.agents.leave_quietly(started.agent_id)
+                raise VoiceUnavailable("call was ended while starting")
+            self.checkpoints.watch(call_id)
+            self.counters.calls_started += 1
+            log.info("call started", extra={"call_id": call_id, "user_id": user_id, "guild_id": guild_id})
+            return StartedCall(
+                call_id=call_id,
+                link_url=f"{self.public_url}/call/{link}",
+                link_expires_at=link_expires,
+                max_minutes=max_minutes,
+                private=not remember,
+                memory_paused=not private and user is not None and not user.memory_enabled,
+            )
+        finally:
+            self._starting.discard(call_id)
+
+    async def abandon(self, call: CallRecord, why: str) -> None:
+        """A start failed after the call row existed: mark it failed and stop any agent it may have created."""
+        log.warning("call %s could not start: %s", call.call_id, why, extra={"call_id": call.call_id})
+        await self.store.transition_call(
+            call.call_id, ["starting"], "failed", ended_at=self.clock(), end_reason="start_failed", link_hash=None
+        )
+        try:
+            for info in await self.agora.list_agents(channel=call.channel, states=(0, 1, 2)):
+                await self.agents.leave_quietly(info.agent_id)
+        except AgoraError as exc:
+            log.warning("could not check for an orphan agent of call %s: %s", call.call_id, exc)
+
+    async def remember_card(self, call_id: str, token: str, message_id: int) -> None:
+        """Where the member's card is, so whichever process ends the call can update it."""
+        await self.store.update_call(call_id, notify_token=token, card_message_id=message_id)
+
+    # ---- live recall -----------------------------------------------------------------------------------
+
+    @property
+    def live_llm_url(self) -> str:
+        return f"{self.public_url}/llm/v1/chat/completions"
+
+    async def call_for_llm_key(self, key: str) -> CallMemoryState | None:
+        """The call whose LLM-route key this is, while that call is starting or active, with its member's memory
+        state (read with the call's row in the same trip: a voice turn's first read); None otherwise."""
+        call_id = call_id_of(key)
+        found = await self.store.call_memory_state(call_id) if call_id else None
+        if found is None or not key_matches(key, found.call.llm_key_hash):
+            return None
+        return found if found.call.state in ("starting", "active") else None
