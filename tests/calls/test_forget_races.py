@@ -12,12 +12,6 @@ from tests.calls.test_lifecycle import ALICE, conversation, start_call, stored
 from tests.harness import CallWorld, call_world
 
 
-@pytest.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path) as w:
-        yield w
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def any_world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CallWorld]:
     url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None

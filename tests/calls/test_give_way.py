@@ -16,12 +16,6 @@ from tests.harness import CallWorld, call_world
 BOB = 1002
 
 
-@pytest.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path) as w:
-        yield w
-
-
 async def a_start_in_flight(world: CallWorld) -> tuple[asyncio.Future[object], ResponseGate]:
     """Bob's start, held at Agora's answer to its join: a member is waiting."""
     await world.store.set_consent(BOB, True, world.clock())

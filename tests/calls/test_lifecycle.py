@@ -35,12 +35,6 @@ def link_token(started) -> str:
     return started.link_url.rsplit("/", 1)[1]
 
 
-@pytest.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path) as w:
-        yield w
-
-
 async def test_a_lone_surrogate_in_agoras_history_does_not_stop_the_call_being_stored(world: CallWorld) -> None:
     """JSON can spell a lone surrogate ("\\ud800"); no UTF-8 store can hold one, so it is replaced, not fatal."""
     started, agent = await start_call(world)

@@ -15,12 +15,6 @@ from tests.factories import seed_fact
 from tests.harness import CallWorld, call_world
 
 
-@pytest.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path) as w:
-        yield w
-
-
 async def test_the_link_is_bound_to_the_first_browser_that_opens_it(world: CallWorld) -> None:
     started, agent = await start_call(world)
     token = link_token(started)

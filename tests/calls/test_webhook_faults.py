@@ -21,12 +21,6 @@ from tests.harness import CallWorld, call_world, eventually
 DAY = 86400.0
 
 
-@pytest.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path) as w:
-        yield w
-
-
 def body_of(envelope: dict[str, Any]) -> bytes:
     return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
 
