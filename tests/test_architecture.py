@@ -69,3 +69,16 @@ def test_the_package_tree_in_the_doc_lists_every_module_and_package() -> None:
     actual = {p.name for p in (ROOT / "bot").iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
     actual -= {"__init__.py"}
     assert actual == listed
+
+
+def test_cogs_never_reach_the_store() -> None:
+    """Cogs parse, call a service and render: no cog calls a store method or hands a store on, and the only part
+    of the store a cog imports is its plain records (``bot.store.models``)."""
+    for path in sorted((ROOT / "cogs").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        reached = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "store"]
+        assert not reached, f"{path.relative_to(ROOT)} reaches a store on lines {reached}"
+        modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        modules |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        store_parts = {m for m in modules if m.startswith("bot.store") and m != "bot.store.models"}
+        assert not store_parts, f"{path.relative_to(ROOT)} imports {store_parts}"
