@@ -16,6 +16,7 @@ from aiohttp import web
 from bot.agora import build_rtc_token, verify_signature
 from tests.agora.conftest import FROZEN_NOW, agora_built_token, packed_string, token_service
 from tests.fakes.agora_emulator import (
+    ASR_LANGUAGES,
     NCS_RECEIVER_TIMEOUT_SECONDS,
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
@@ -253,6 +254,9 @@ async def test_a_fixed_port_is_the_only_port_listened_on() -> None:
         ({"vendor": "deepgram", "params": {"language": ""}}, 400),
         ({"vendor": "deepgram", "params": {"language": 7}}, 400),
         ({"vendor": "deepgram", "params": "en"}, 400),
+        ({"vendor": "deepgram", "language": "es-ES", "params": {"language": "es"}}, 200),  # a Spanish call
+        ({"vendor": "deepgram", "language": "es-ES", "params": {"language": "en-US"}}, 400),  # two languages
+        ({"vendor": "deepgram", "language": "es", "params": {"language": "es"}}, 400),  # not a documented value
     ],
 )
 async def test_a_deepgram_preset_refuses_another_vendor_or_a_bad_language(
@@ -265,3 +269,37 @@ async def test_a_deepgram_preset_refuses_another_vendor_or_a_bad_language(
     if status == 400:
         assert response.json()["reason"] == "InvalidFieldValue"
         assert "properties.asr" in response.json()["detail"]
+
+
+def test_the_asr_languages_are_the_ones_agoras_sdk_documents() -> None:
+    from typing import get_args
+
+    from agora_agent.types.asr_language import AsrLanguage
+
+    assert set(get_args(get_args(AsrLanguage)[0])) == ASR_LANGUAGES
+
+
+@pytest.mark.parametrize(
+    ("language", "status"), [("en-US", 200), ("de-DE", 200), ("de", 400), ("german", 400), (7, 400)]
+)
+async def test_the_asr_language_must_be_one_agora_documents(
+    agora_emulator: AgoraEmulator, language: object, status: int
+) -> None:
+    body = {"name": "lang", "properties": make_join_properties(agora_emulator, asr={"language": language})}
+    async with httpx.AsyncClient(base_url=agora_emulator.project_url, headers={"Authorization": BASIC}) as http:
+        response = await http.post("/join", json=body)
+    assert response.status_code == status, response.text
+
+
+@pytest.mark.parametrize(("boost", "status"), [(None, 200), ("Spanish", 200), ("Chinese,Yue", 200), ("es", 400)])
+async def test_a_minimax_language_boost_must_be_one_minimax_names(
+    agora_emulator: AgoraEmulator, boost: str | None, status: int
+) -> None:
+    params: dict[str, Any] = {"voice_setting": {"voice_id": "Spanish_SereneWoman"}}
+    if boost is not None:
+        params["language_boost"] = boost
+    properties = make_join_properties(agora_emulator, tts={"vendor": "minimax", "params": params})
+    body = {"name": "boost", "preset": "minimax_speech_2_6_turbo", "properties": properties}
+    async with httpx.AsyncClient(base_url=agora_emulator.project_url, headers={"Authorization": BASIC}) as http:
+        response = await http.post("/join", json=body)
+    assert response.status_code == status, response.text

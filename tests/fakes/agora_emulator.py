@@ -23,6 +23,12 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   (400 ``InvalidFieldValue``); neither field is required, since Agora's Deepgram page documents a preset join
   with only ``asr.language`` (its join examples and the SDK send ``vendor: "deepgram"`` and
   ``params.language``, which the bot sends too).
+* ``asr.language`` must be one of the languages Agora documents (``ASR_LANGUAGES``, the SDK's ``AsrLanguage``),
+  else 400 ``InvalidFieldValue``. With a Deepgram preset, ``asr.params.language`` must name the same language
+  as ``asr.language`` ("es" or "es-ES" with "es-ES"): the docs do not say what Agora does with two different
+  languages (UNVERIFIED), so the emulator refuses them, which catches a body whose recognizer and turn detection
+  disagree. A MiniMax preset's ``tts.params.language_boost``, when sent, must be one of MiniMax's values
+  (``MINIMAX_LANGUAGE_BOOSTS``).
 * The (*) rule for ``llm``/``tts``: an LLM preset, a non-null ``pipeline_id`` or ``mllm.enable: true`` makes
   ``llm`` optional, otherwise ``llm.url`` is required; a TTS preset, ``pipeline_id`` or ``mllm.enable:
   true`` makes ``tts`` optional, otherwise ``tts.vendor`` (one of the documented vendors) is required.
@@ -140,6 +146,18 @@ ASR_PRESETS = frozenset({"deepgram_nova_2", "deepgram_nova_3"})
 LLM_PRESETS = frozenset({"openai_gpt_4o_mini", "openai_gpt_4_1_mini", "openai_gpt_5_nano", "openai_gpt_5_mini"})
 TTS_PRESETS = frozenset({"minimax_speech_2_6_turbo", "minimax_speech_2_8_turbo", "openai_tts_1"})
 MINIMAX_PRESETS = frozenset({"minimax_speech_2_6_turbo", "minimax_speech_2_8_turbo"})
+ASR_LANGUAGES = frozenset(
+    "ar-EG ar-JO ar-SA ar-AE bn-IN zh-CN zh-HK zh-TW nl-NL en-IN en-US fil-PH fr-FR de-DE gu-IN he-IL hi-IN id-ID "  # noqa: SIM905
+    "it-IT ja-JP kn-IN ko-KR ms-MY fa-IR pt-PT ru-RU es-ES ta-IN te-IN th-TH tr-TR vi-VN".split()
+)
+"""``asr.language`` values Agora documents (agora-agents 2.12.0, ``agora_agent.types.asr_language.AsrLanguage``)."""
+MINIMAX_LANGUAGE_BOOSTS = frozenset(
+    "auto Chinese Chinese,Yue English Arabic Russian Spanish French Portuguese German Turkish Dutch Ukrainian "  # noqa: SIM905
+    "Vietnamese Indonesian Japanese Italian Korean Thai Polish Romanian Greek Czech Finnish Hindi Bulgarian Danish "
+    "Hebrew Malay Persian Slovak Swedish Croatian Filipino Hungarian Norwegian Slovenian Catalan Nynorsk Tamil "
+    "Afrikaans".split(" ")
+)
+"""MiniMax's ``language_boost`` values (its T2A API reference)."""
 PARAMLESS_LLM_PRESETS = frozenset({"openai_gpt_5_nano", "openai_gpt_5_mini"})
 TTS_VENDORS = frozenset(
     {
@@ -1297,6 +1315,11 @@ class _JoinValidator:
         self._tts(properties.get("tts"), required=not (presets & TTS_PRESETS or has_pipeline or uses_mllm))
         if properties.get("asr") is not None:
             _check_object(properties["asr"], "properties.asr")
+            language = properties["asr"].get("language")
+            if language is not None and language not in ASR_LANGUAGES:
+                raise ApiError(
+                    400, "InvalidFieldValue", f"properties.asr.language {language!r} is not a supported language"
+                )
         self._preset_needs(presets, properties)
         self._emulator._check_agent_token(properties["token"], channel, agent_uid, enable_rtm=enable_rtm)
         return properties
@@ -1411,6 +1434,13 @@ class _JoinValidator:
                     raise ApiError(
                         400, "InvalidFieldValue", "properties.asr.params.language must be a Deepgram language code"
                     )
+                heard = asr.get("language")
+                if isinstance(language, str) and isinstance(heard, str) and _primary(language) != _primary(heard):
+                    raise ApiError(
+                        400,
+                        "InvalidFieldValue",
+                        f"properties.asr.params.language {language!r} is another language than asr.language {heard!r}",
+                    )
         if presets & MINIMAX_PRESETS:
             tts = properties.get("tts") or {}
             voice = ((tts.get("params") or {}).get("voice_setting") or {}).get("voice_id")
@@ -1422,6 +1452,11 @@ class _JoinValidator:
                 )
             if tts.get("vendor") not in (None, "minimax"):
                 raise ApiError(400, "InvalidFieldValue", "properties.tts.vendor must be minimax with a MiniMax preset")
+            boost = (tts.get("params") or {}).get("language_boost")
+            if boost is not None and boost not in MINIMAX_LANGUAGE_BOOSTS:
+                raise ApiError(
+                    400, "InvalidFieldValue", f"properties.tts.params.language_boost {boost!r} is not a MiniMax value"
+                )
         if presets & PARAMLESS_LLM_PRESETS:
             params = (properties.get("llm") or {}).get("params") or {}
             refused = sorted(set(params) & {"max_tokens", "temperature"})
@@ -1444,6 +1479,11 @@ class _JoinValidator:
             return
         if vendor not in TTS_VENDORS:
             raise ApiError(400, "InvalidFieldValue", f"properties.tts.vendor must be one of {sorted(TTS_VENDORS)}")
+
+
+def _primary(language: str) -> str:
+    """The language of a BCP-47 tag, without its region: "es" for "es-ES" and "es"."""
+    return language.split("-", 1)[0].lower()
 
 
 def _chunk_problem(data: str) -> str | None:
