@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from bot.agora import AgoraError, AgoraNotFound, ConvoAIClient
 from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS, build_rtc_token
 from bot.calls.agent import RUNNING_STATUSES, stop_reason, token_update
-from bot.calls.model import CallStore, CallTimings
+from bot.calls.model import CallTimings
 from bot.config import AgoraSettings
 from bot.store.models import CallRecord
 from bot.store.repository import StorageFull
@@ -43,10 +44,16 @@ def token_lifetime(call: CallRecord, now: float) -> int:
     return int(max(60, min(remaining + TOKEN_MARGIN_SECONDS, MAX_TOKEN_LIFETIME_SECONDS)))
 
 
+class AgentStore(Protocol):
+    async def get_call(self, call_id: str) -> CallRecord | None: ...
+    async def update_call(self, call_id: str, **fields: Any) -> None: ...
+    async def calls_with_agent_to_stop(self) -> list[CallRecord]: ...
+
+
 class AgentControl:
     def __init__(
         self,
-        store: CallStore,
+        store: AgentStore,
         agora: ConvoAIClient,
         settings: AgoraSettings,
         *,

@@ -6,24 +6,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from bot.agora import AgoraError, AgoraNotFound, ConvoAIClient
 from bot.calls.agent_control import AgentControl
 from bot.calls.ending import Ending
 from bot.calls.leases import Leases
-from bot.calls.model import CallStore
 from bot.calls.traffic import MembersWaiting
 from bot.logs import bind
 from bot.memory.service import MemoryService
+from bot.store.models import CallRecord
 from bot.store.repository import StorageFull
 
 log = logging.getLogger(__name__)
 
 
+class CheckpointStore(Protocol):
+    async def get_call(self, call_id: str) -> CallRecord | None: ...
+    async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None: ...
+    async def open_calls(self) -> list[CallRecord]: ...
+
+
 class Checkpoints:
     def __init__(
         self,
-        store: CallStore,
+        store: CheckpointStore,
         memory: MemoryService,
         agora: ConvoAIClient,
         *,

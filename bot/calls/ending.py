@@ -7,22 +7,46 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from bot.agora import AgoraError, AgoraNotFound, ConvoAIClient
 from bot.calls.agent_control import AgentControl
 from bot.calls.errors import NoActiveCall
 from bot.calls.leases import Leases
-from bot.calls.model import CallEnded, CallListener, CallStore, card_of
-from bot.calls.recovery import count_lost_lines
+from bot.calls.model import CallEnded, CallListener, card_of
+from bot.calls.recovery import RecoveryStore, count_lost_lines
 from bot.calls.traffic import MembersWaiting
 from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
-from bot.store.models import CallRecord, Role
+from bot.store.models import CallEnd, CallRecord, CallState, Role
 from bot.store.repository import StorageFull
 
 log = logging.getLogger(__name__)
+
+
+class EndingStore(RecoveryStore, Protocol):
+    async def get_call(self, call_id: str) -> CallRecord | None: ...
+    async def open_call_for_user(self, user_id: int) -> CallRecord | None: ...
+    async def begin_call_ending(
+        self, call_id: str, from_states: Sequence[CallState], **fields: Any
+    ) -> tuple[CallRecord, int] | None: ...
+    async def memory_generation(self, user_id: int) -> int: ...
+    async def end_call(
+        self,
+        call_id: str,
+        *,
+        ended_at: float,
+        agent_stop_pending: bool,
+        post_call_job: str | None = None,
+        not_before: float = 0.0,
+    ) -> CallEnd: ...
+    async def transition_call(
+        self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields: Any
+    ) -> bool: ...
+    async def count_call_turns(self, call_id: str) -> int: ...
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
 
 
 @dataclass
@@ -41,7 +65,7 @@ class UnsavedEnding:
 class Ending:
     def __init__(
         self,
-        store: CallStore,
+        store: EndingStore,
         memory: MemoryService,
         agora: ConvoAIClient,
         *,

@@ -7,8 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-
-from bot.calls.model import CallStore
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -18,8 +17,13 @@ STARTING_LEASE_SECONDS = 120.0
 """A starting call (joining the agent, with retries) is left alone by other processes for at least this long."""
 
 
+class LeaseStore(Protocol):
+    async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool: ...
+    async def release_call_leases(self, owner: str) -> None: ...
+
+
 class Leases:
-    def __init__(self, store: CallStore, *, owner: str, checkpoint_seconds: float, clock: Callable[[], float]):
+    def __init__(self, store: LeaseStore, *, owner: str, checkpoint_seconds: float, clock: Callable[[], float]):
         self.store = store
         self.owner = owner
         self.clock = clock

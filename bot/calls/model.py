@@ -8,11 +8,6 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from bot.store.models import CallRecord
-from bot.store.repository import AccountStore, CallStepStore, ConversationStore, GuildSettingsStore, JobStore
-
-
-class CallStore(AccountStore, GuildSettingsStore, ConversationStore, CallStepStore, JobStore, Protocol):
-    """What the call lifecycle reads and writes."""
 
 
 @dataclass(frozen=True)

@@ -8,21 +8,26 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Protocol
 
 from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS
 from bot.calls.agent_control import TOKEN_MARGIN_SECONDS, rtc_token
 from bot.calls.links import LinkTokens
-from bot.calls.model import CallStore
 from bot.config import AgoraSettings
 from bot.store.models import CallRecord
 
 log = logging.getLogger(__name__)
 
 
+class PageSessionStore(Protocol):
+    async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None: ...
+    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool: ...
+
+
 class PageSessions:
     def __init__(
         self,
-        store: CallStore,
+        store: PageSessionStore,
         links: LinkTokens,
         agora: AgoraSettings,
         *,

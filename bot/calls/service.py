@@ -24,20 +24,21 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Protocol
 
 from bot.agora import ConvoAIClient
-from bot.calls.agent_control import AgentControl
-from bot.calls.checkpoints import Checkpoints
-from bot.calls.ending import Ending
+from bot.calls.agent_control import AgentControl, AgentStore
+from bot.calls.checkpoints import Checkpoints, CheckpointStore
+from bot.calls.ending import Ending, EndingStore
 from bot.calls.inbox import WebhookInbox
-from bot.calls.leases import Leases
+from bot.calls.leases import Leases, LeaseStore
 from bot.calls.links import LinkTokens
-from bot.calls.model import CallEnded, CallListener, CallStore, CallTimings, GuildUsage, StartedCall
-from bot.calls.page_sessions import PageSessions
-from bot.calls.starting import CallStarter
-from bot.calls.takeover import Takeover
+from bot.calls.model import CallEnded, CallListener, CallTimings, GuildUsage, StartedCall
+from bot.calls.page_sessions import PageSessions, PageSessionStore
+from bot.calls.starting import CallStarter, StartStore
+from bot.calls.takeover import Takeover, TakeoverStore
 from bot.calls.traffic import MembersWaiting
-from bot.calls.webhooks import Webhooks
+from bot.calls.webhooks import Webhooks, WebhookStore
 from bot.config import Settings
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
@@ -46,6 +47,21 @@ from bot.store.models import CallMemoryState, CallRecord
 __all__ = ["CallEnded", "CallListener", "CallService", "CallStore", "CallTimings", "GuildUsage", "StartedCall"]
 
 log = logging.getLogger(__name__)
+
+
+class CallStore(
+    StartStore,
+    CheckpointStore,
+    EndingStore,
+    LeaseStore,
+    TakeoverStore,
+    AgentStore,
+    WebhookStore,
+    PageSessionStore,
+    Protocol,
+):
+    """What the call lifecycle reads and writes: the union of what its parts use, each part being handed only
+    its own protocol."""
 
 
 class CallService:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from bot.agora import AgoraError, AgoraLimitExceeded, ConvoAIClient
 from bot.calls.agent import join_properties, preset_for
@@ -23,21 +24,42 @@ from bot.calls.errors import (
 from bot.calls.leases import Leases
 from bot.calls.links import LinkTokens
 from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
-from bot.calls.model import CallStore, GuildUsage, StartedCall, start_of_day
+from bot.calls.model import GuildUsage, StartedCall, start_of_day
 from bot.calls.traffic import MembersWaiting
 from bot.config import Settings
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
-from bot.store.models import CallMemoryState, CallRecord, GuildSettings, needs_consent, remembers
+from bot.store.models import (
+    CallMemoryState,
+    CallRecord,
+    CallStartCheck,
+    CallState,
+    GuildSettings,
+    needs_consent,
+    remembers,
+)
 from bot.store.repository import OpenCallExists
 
 log = logging.getLogger(__name__)
 
 
 class CallStarter:
+class StartStore(Protocol):
+    async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck: ...
+    async def create_call(self, call: CallRecord) -> None: ...
+    async def open_call_for_user(self, user_id: int) -> CallRecord | None: ...
+    async def transition_call(
+        self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields: Any
+    ) -> bool: ...
+    async def update_call(self, call_id: str, **fields: Any) -> None: ...
+    async def count_guild_calls_since(self, guild_id: int, since: float) -> int: ...
+    async def open_calls(self) -> list[CallRecord]: ...
+    async def call_memory_state(self, call_id: str) -> CallMemoryState | None: ...
+
+
     def __init__(
         self,
-        store: CallStore,
+        store: StartStore,
         memory: MemoryService,
         agora: ConvoAIClient,
         settings: Settings,

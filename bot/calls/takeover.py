@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from bot.agora import AgoraError, AgoraNotFound, ConvoAIClient
 from bot.calls.agent import RUNNING_STATUSES, stop_reason
@@ -14,16 +15,20 @@ from bot.calls.agent_control import AgentControl
 from bot.calls.checkpoints import Checkpoints
 from bot.calls.ending import Ending
 from bot.calls.leases import Leases
-from bot.calls.model import CallStore
 from bot.calls.starting import CallStarter
+from bot.store.models import CallRecord
 
 log = logging.getLogger(__name__)
+
+
+class TakeoverStore(Protocol):
+    async def open_calls(self) -> list[CallRecord]: ...
 
 
 class Takeover:
     def __init__(
         self,
-        store: CallStore,
+        store: TakeoverStore,
         agora: ConvoAIClient,
         *,
         agents: AgentControl,

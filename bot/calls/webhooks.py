@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from pydantic import SecretStr
 
@@ -22,10 +23,10 @@ from bot.calls.agent_control import AgentControl
 from bot.calls.ending import Ending
 from bot.calls.errors import WebhookNotStored
 from bot.calls.inbox import WebhookInbox
-from bot.calls.model import CallStore
-from bot.calls.recovery import count_lost_lines
+from bot.calls.recovery import RecoveryStore, count_lost_lines
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
+from bot.store.models import CallRecord
 from bot.store.repository import NOTICE_KEEP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -33,10 +34,20 @@ log = logging.getLogger(__name__)
 STALE_NOTICE_MARGIN_SECONDS = 86400.0
 
 
+class WebhookStore(RecoveryStore, Protocol):
+    async def notice_seen(self, notice_id: str) -> bool: ...
+    async def remember_notice(self, notice_id: str, at: float) -> bool: ...
+    async def get_call(self, call_id: str) -> CallRecord | None: ...
+    async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None: ...
+    async def count_call_turns(self, call_id: str) -> int: ...
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
+    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool: ...
+
+
 class Webhooks:
     def __init__(
         self,
-        store: CallStore,
+        store: WebhookStore,
         memory: MemoryService,
         agora: ConvoAIClient,
         *,
