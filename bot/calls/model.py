@@ -35,6 +35,10 @@ class StartedCall:
     private: bool
     memory_paused: bool = False
     """Private only because the member paused their memory (not a private call they asked for)."""
+    language: str = "en"
+    """The language the call is held in (`bot.calls.language`)."""
+    language_wanted: str | None = None
+    """The language the member would have had, when this bot's voice settings cannot hold calls in it."""
 
 
 @dataclass(frozen=True)

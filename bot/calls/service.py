@@ -174,8 +174,10 @@ class CallService:
 
     # ---- starting and policy ---------------------------------------------------------------------------
 
-    async def start(self, *, user_id: int, guild_id: int | None, private: bool = False) -> StartedCall:
-        return await self.starter.start(user_id=user_id, guild_id=guild_id, private=private)
+    async def start(
+        self, *, user_id: int, guild_id: int | None, private: bool = False, locale: str | None = None
+    ) -> StartedCall:
+        return await self.starter.start(user_id=user_id, guild_id=guild_id, private=private, locale=locale)
 
     async def remember_card(self, call_id: str, token: str, message_id: int) -> None:
         await self.starter.remember_card(call_id, token, message_id)

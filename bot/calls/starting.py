@@ -21,6 +21,7 @@ from bot.calls.errors import (
     QuotaReached,
     VoiceUnavailable,
 )
+from bot.calls.language import ENGLISH, call_language, greeting_for, persona_for
 from bot.calls.leases import Leases
 from bot.calls.links import LinkTokens
 from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
@@ -43,7 +44,6 @@ from bot.store.repository import OpenCallExists
 log = logging.getLogger(__name__)
 
 
-class CallStarter:
 class StartStore(Protocol):
     async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck: ...
     async def create_call(self, call: CallRecord) -> None: ...
@@ -57,6 +57,7 @@ class StartStore(Protocol):
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None: ...
 
 
+class CallStarter:
     def __init__(
         self,
         store: StartStore,
@@ -105,11 +106,14 @@ class StartStore(Protocol):
     def is_starting(self, call_id: str) -> bool:
         return call_id in self._starting
 
-    async def start(self, *, user_id: int, guild_id: int | None, private: bool = False) -> StartedCall:
+    async def start(
+        self, *, user_id: int, guild_id: int | None, private: bool = False, locale: str | None = None
+    ) -> StartedCall:
+        """`locale` is the member's Discord language (the interaction's), for `bot.calls.language.call_language`."""
         with self.members.waiting():
-            return await self._start(user_id=user_id, guild_id=guild_id, private=private)
+            return await self._start(user_id=user_id, guild_id=guild_id, private=private, locale=locale)
 
-    async def _start(self, *, user_id: int, guild_id: int | None, private: bool) -> StartedCall:
+    async def _start(self, *, user_id: int, guild_id: int | None, private: bool, locale: str | None) -> StartedCall:
         now = self.clock()
         check = await self.store.call_start_check(user_id, guild_id, start_of_day(now))
         guild = check.guild
@@ -127,6 +131,10 @@ class StartStore(Protocol):
             raise CapacityReached()
 
         remember = remembers(user, private=private)
+        agora = self.settings.agora
+        language = call_language(
+            agora, choice=user.language if user else None, locale=locale, server_default=guild.language
+        )
         max_minutes = self.effective_max_minutes(guild)
         call_id = uuid.uuid4().hex
         user_uid = secrets.randbelow(9_000_000) + 1000
@@ -152,6 +160,7 @@ class StartStore(Protocol):
             owner=self.leases.owner,
             lease_until=now + self.leases.starting_seconds,
             llm_key_hash=hash_llm_key(llm_key) if llm_key else None,
+            language=language.code,
         )
         self._starting.add(call_id)
         try:
@@ -161,12 +170,11 @@ class StartStore(Protocol):
                 active = await self.store.open_call_for_user(user_id)
                 raise CallAlreadyActive(active.call_id if active else "") from exc
 
-            persona = guild.persona or self.settings.memory.persona
+            persona = persona_for(guild.persona or self.settings.memory.persona, language.language)
             if remember:
                 system_messages = await self.memory.build_context(user_id, persona=persona, memory_enabled=True)
             else:
                 system_messages = [{"role": "system", "content": persona}]
-            agora = self.settings.agora
             try:
                 agent_token = self.agents.agent_token(call)
                 properties = join_properties(
@@ -176,9 +184,15 @@ class StartStore(Protocol):
                     agent_uid=agent_uid,
                     user_uid=user_uid,
                     system_messages=system_messages,
-                    greeting=guild.greeting or agora.greeting,
+                    greeting=greeting_for(
+                        language.language,
+                        bot_greeting=agora.greeting,
+                        server_greeting=guild.greeting,
+                        server_language=guild.language or ENGLISH,
+                    ),
                     labels={"call_id": call_id},
                     live_llm=(self.live_llm_url, llm_key) if llm_key else None,
+                    language=language.language,
                 )
                 started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
             except AgoraLimitExceeded as exc:
@@ -211,6 +225,8 @@ class StartStore(Protocol):
                 max_minutes=max_minutes,
                 private=not remember,
                 memory_paused=not private and user is not None and not user.memory_enabled,
+                language=language.code,
+                language_wanted=language.fallback_from.code if language.fallback_from else None,
             )
         finally:
             self._starting.discard(call_id)
