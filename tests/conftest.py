@@ -21,6 +21,7 @@ from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
 from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from tests.harness import CallWorld, call_world
 from tests.postgres import PostgresCluster, running_cluster
 
 
@@ -112,3 +113,11 @@ async def fake_llm() -> AsyncIterator[FakeLLM]:
 async def llm(fake_llm: FakeLLM) -> AsyncIterator[LLMClient]:
     async with LLMClient(base_url=fake_llm.base_url, model="fake-model", max_retries=0) as client:
         yield client
+
+
+@pytest_asyncio.fixture
+async def live_recall_world(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[CallWorld]:
+    """Live recall on: the bot's LLM route in front of the strict fake LLM (``fake_llm``), calls driven by the Agora
+    emulator; the route waits at most 1 s for the LLM."""
+    async with call_world(tmp_path, llm_base_url=fake_llm.base_url, llm={"timeout_seconds": 1.0}) as world:
+        yield world

@@ -7,17 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.i18n import english
 from bot.store.repository import StorageFull
 from cogs.calls import ended_text
 from tests.calls.test_lifecycle import ALICE, start_call, stored
 from tests.factories import seed_fact
 from tests.harness import CallWorld, call_world
-
-
-@pytest.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path, webhooks=False) as w:
-        yield w
 
 
 async def fill_the_disk(world: CallWorld) -> None:
@@ -36,28 +31,29 @@ def long_lines(n: int) -> list[tuple[str, str]]:
     return [("user" if i % 2 == 0 else "assistant", f"line {i} " + "words spoken at length " * 200) for i in range(n)]
 
 
-async def test_hang_up_on_a_full_disk_stops_the_agent_and_stores_the_call_later(world: CallWorld) -> None:
-    started, agent = await start_call(world)
-    convo = long_lines(6)
-    world.emu.script(agent.agent_id, convo)
-    await fill_the_disk(world)
-    with pytest.raises(StorageFull):
-        await seed_fact(world.store, ALICE, "x " * 5000, world.clock())  # the disk is full for real
+async def test_hang_up_on_a_full_disk_stops_the_agent_and_stores_the_call_later(tmp_path: Path) -> None:
+    async with call_world(tmp_path, webhooks=False) as world:  # no webhook 103 stores the call meanwhile
+        started, agent = await start_call(world)
+        convo = long_lines(6)
+        world.emu.script(agent.agent_id, convo)
+        await fill_the_disk(world)
+        with pytest.raises(StorageFull):
+            await seed_fact(world.store, ALICE, "x " * 5000, world.clock())  # the disk is full for real
 
-    ended = await world.calls.hang_up(ALICE)
+        ended = await world.calls.hang_up(ALICE)
 
-    assert world.emu.agent(agent.agent_id).status == "STOPPED"
-    assert not ended.saved
-    text = ended_text(ended)
-    assert "storage is full" in text and "saved automatically" in text and "went wrong" not in text
-    assert await stored(world, started.call_id) == []
+        assert world.emu.agent(agent.agent_id).status == "STOPPED"
+        assert not ended.saved
+        text = ended_text(ended, english())
+        assert "storage is full" in text and "saved automatically" in text and "went wrong" not in text
+        assert await stored(world, started.call_id) == []
 
-    await free_space(world)
-    assert await world.calls.save_unsaved() == 1
-    call = await world.store.get_call(started.call_id)
-    assert call.state == "ended" and call.end_reason == "hangup"
-    assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
-    assert await world.store.job_state("post_call", started.call_id) == "pending"
+        await free_space(world)
+        assert await world.calls.save_unsaved() == 1
+        call = await world.store.get_call(started.call_id)
+        assert call.state == "ended" and call.end_reason == "hangup"
+        assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
+        assert await world.store.job_state("post_call", started.call_id) == "pending"
 
 
 FULL_DISK = """
@@ -86,7 +82,7 @@ async def test_a_full_disk_on_postgresql_is_handled_like_sqlite(tmp_path: Path, 
         ended = await world.calls.hang_up(ALICE)
 
         assert world.emu.agent(agent.agent_id).status == "STOPPED"
-        assert not ended.saved and "storage is full" in ended_text(ended)
+        assert not ended.saved and "storage is full" in ended_text(ended, english())
         assert await stored(world, started.call_id) == []
 
         await world.store.pool.execute(SPACE_AGAIN)

@@ -4,34 +4,15 @@ OpenAI's error shape before anything is stored or sent upstream (issue 33 item 6
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import httpx
 import pytest
 
 from bot.web.llm_route import LLM_ROUTE
 from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld, call_world
+from tests.harness import CallWorld
 
 ALICE = 1111
 TURN = '{"model": "m", "stream": true, "messages": [{"role": "user", "content": "My passport is X1."}]'
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    fake = FakeLLM()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
-
-
-@pytest.fixture
-async def world(tmp_path: Path, llm: FakeLLM) -> AsyncIterator[CallWorld]:
-    async with call_world(tmp_path, llm_base_url=llm.base_url, llm={"timeout_seconds": 1.0}) as w:
-        yield w
 
 
 async def call_key(world: CallWorld) -> tuple[str, str, str]:
@@ -60,8 +41,9 @@ def nested(depth: int) -> str:
     ids=["nan", "infinity", "minus-infinity", "overflow", "nested-980", "nested-300-in-a-tool"],
 )
 async def test_non_json_constants_and_deep_nesting_are_a_400_before_anything_is_stored(
-    world: CallWorld, llm: FakeLLM, extra: str
+    live_recall_world: CallWorld, fake_llm: FakeLLM, extra: str
 ) -> None:
+    world, llm = live_recall_world, fake_llm
     call_id, agent_id, key = await call_key(world)
     before = await world.store.call_turns(call_id)
     async with httpx.AsyncClient() as http:
@@ -82,7 +64,8 @@ async def test_non_json_constants_and_deep_nesting_are_a_400_before_anything_is_
     assert [t.content for t in await world.store.call_turns(call_id)][-2:] == ["Are you there?", "Still here."]
 
 
-async def test_ordinary_nesting_and_finite_numbers_pass(world: CallWorld, llm: FakeLLM) -> None:
+async def test_ordinary_nesting_and_finite_numbers_pass(live_recall_world: CallWorld, fake_llm: FakeLLM) -> None:
+    world, llm = live_recall_world, fake_llm
     call_id, _agent_id, key = await call_key(world)
     llm.queue_reply("Noted.")
     schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}
