@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,21 +17,29 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from bot.memory.dates import resolved
 from bot.memory.defuse import defuse
-from bot.memory.index import MemberIndex, MemberIndexes, Rendered, Renderer, Rows, forget_cached_terms
+from bot.memory.index import IndexStore, MemberIndex, MemberIndexes, Rendered, Renderer, Rows
 from bot.memory.recall import keep_core, neighbour_positions, neighbours
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_uncached
 from bot.store.memo import memo
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
-from bot.store.repository import CallStartStore, ConversationStore, FactStore
 from bot.store.specifics import specifics
-from bot.store.terms import stem
+from bot.store.terms import STOP_WORDS, content_query, stem, words
 
 if TYPE_CHECKING:
     from bot.memory.dense import DenseRetriever
 
 
-class ContextStore(FactStore, ConversationStore, CallStartStore, Protocol):
-    """What building a memory block reads."""
+class ContextStore(IndexStore, Protocol):
+    """What building a memory block reads (and what the member indexes it builds read)."""
+
+    async def call_start_memory(
+        self, user_id: int, *, facts: int, lines: int
+    ) -> tuple[list[FactRecord], RecentLines]: ...
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]: ...
+    async def rank_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[tuple[TurnRecord, float]]: ...
+    async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]: ...
 
 
 MEMORY_HEADER = (
@@ -63,13 +70,6 @@ QUERY_PRIOR_WEIGHT = 0.5
 MAX_QUERY_CHARS = 4000
 """A query is ranked by its first this many characters (a Discord message's longest): its first terms are what
 ranking uses anyway, and a voice turn's build stays bounded (a 740 KB utterance took 200 ms of the event loop)."""
-_STOPWORD_TEXT = """
-the and for you your are can what which with have has had this that there their them they was were will would
-could should about from into just like need want know tell please my mine me our out how when where who why does
-did doing done been being any all some more most very also not but get got its it's i'm okay yes yeah sure
-thanks thank hello hi hey
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 _json_string = json.encoder.encode_basestring
@@ -103,12 +103,6 @@ def _date_at(ts: float) -> str:
 @memo(maxsize=4096)
 def _midnight_date(days: int) -> str:
     return _date_at(days * _SECONDS_PER_DAY)
-
-
-def query_terms(query: str) -> str:
-    """Keep the words of a message that can select memories (drop stop words)."""
-    words = re.findall(r"\w+", query.lower())
-    return " ".join(w for w in words if w not in _STOPWORDS and len(w) > 2)
 
 
 @dataclass
@@ -331,7 +325,7 @@ class ContextBuilder:
         current (``stamp``: the member's ``memory_stamp`` when the caller has just read it): the live path builds
         on every utterance."""
         query = query[:MAX_QUERY_CHARS] if query else None
-        terms = query_terms(query) if query else ""
+        terms = content_query(query) if query else ""
         index = None if exclude_call_id is None else await self.indexes.get(user_id, exclude_call_id, stamp)
         block = _BudgetedBlock(budget, index)
         if terms:
@@ -450,7 +444,6 @@ class ContextBuilder:
         self.forget_cached(user_id)
         for cached in TEXT_CACHES:
             cached.cache_clear()
-        forget_cached_terms()
 
     async def _fill_rest(
         self,
@@ -721,14 +714,11 @@ def _informative_order(lines: Sequence[TurnRecord], priors: dict[int, float]) ->
     return tuple(kept)
 
 
-_WORD = re.compile(r"\w+")
-
-
 @memo(maxsize=1 << 16)
 def _content_words(text: str) -> str:
     """The distinct content words of ``text``, sorted, in one string (kept by ``_signature``'s cache: a string,
     which the garbage collector does not track, unlike a set)."""
-    return " ".join(sorted(frozenset(_WORD.findall(text.lower())) - _STOPWORDS))
+    return " ".join(sorted(frozenset(words(text)) - STOP_WORDS))
 
 
 def _signature(text: str) -> tuple[frozenset[str], tuple[str, ...]]:

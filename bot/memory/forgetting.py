@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bot.memory.context import _STOPWORDS
 from bot.store.models import Conversation, FactRecord
+from bot.store.terms import STOP_WORDS
 
 _WORD = re.compile(r"[\w'’-]+")
 _EXTRA_STOPWORDS = frozenset({"called", "named", "likes", "loves", "since", "user", "member", "their", "his", "her"})
@@ -36,10 +36,10 @@ def fact_terms(text: str) -> FactTerms:
     names = {
         t.lower().strip("'’-")
         for n, t in enumerate(tokens)
-        if (n > 0 and t[:1].isupper() and t.lower() not in _STOPWORDS) or any(c.isdigit() for c in t)
+        if (n > 0 and t[:1].isupper() and t.lower() not in STOP_WORDS) or any(c.isdigit() for c in t)
     }
     words = {
-        t.lower() for t in tokens if len(t) > 2 and t.lower() not in _STOPWORDS and t.lower() not in _EXTRA_STOPWORDS
+        t.lower() for t in tokens if len(t) > 2 and t.lower() not in STOP_WORDS and t.lower() not in _EXTRA_STOPWORDS
     } - names
     return FactTerms(frozenset(n for n in names if n), frozenset(words))
 

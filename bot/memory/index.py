@@ -4,7 +4,7 @@ The live voice path builds a query-aware memory block on every turn of a call, l
 Reading and ranking the member's lines from the database each time costs several milliseconds of Python on the
 event loop (postings decoded, rows turned into records) for the same few thousand lines. ``MemberIndex`` reads the
 member's lines outside the call, their current facts and latest summaries once, with the terms of each line
-(stemmed as the full-text index stems them, ``bot.keys.terms``), and ranks an utterance over them with the same
+(stemmed as the full-text index stems them, ``bot.store.terms``), and ranks an utterance over them with the same
 BM25 as the backends (``bot.store.ranking``).
 
 It is used only while it is current: before each use the member's ``memory_stamp`` is read from the store (one
@@ -31,9 +31,7 @@ utterance.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -43,11 +41,10 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from bot.keys.terms import index_terms, stem
 from bot.store.columns import FACT_NAMES, TURN_NAMES, fact_record, turn_record
-from bot.store.models import ConversationSummary, FactRecord, TurnRecord
-from bot.store.ranking import fts_terms, rank_arrays
-from bot.store.repository import ConversationStore, FactStore
+from bot.store.models import CallRecord, ConversationSummary, FactRecord, TurnRecord
+from bot.store.ranking import rank_arrays
+from bot.store.terms import line_terms, query_stems
 
 INDEXED_MEMBERS = 128
 """Members whose index is held at once, least recently used dropped first: enough for every call a process runs
@@ -55,7 +52,6 @@ at once (`agora.max_concurrent_agents`, 20 by default) with room for those that 
 with 5,000 lines; most members have far fewer."""
 ALL = 1 << 31
 log = logging.getLogger(__name__)
-_WORD = re.compile(r"[^\W_]+")
 SUMMARIES = 3
 LOAD_SLICE = 48
 """Lines tokenized and rendered between two yields to the event loop while an index is read (about a
@@ -65,8 +61,24 @@ _fact_row_of = attrgetter(*FACT_NAMES)
 _Record = TypeVar("_Record", TurnRecord, FactRecord)
 
 
-class IndexStore(FactStore, ConversationStore, Protocol):
+class IndexStore(Protocol):
     """What an index reads."""
+
+    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]: ...
+    async def list_facts(
+        self,
+        user_id: int,
+        *,
+        include_superseded: bool = False,
+        superseded_only: bool = False,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[FactRecord]: ...
+    async def memory_stamp(self, user_id: int) -> tuple[int, int]: ...
+    async def open_call_for_user(self, user_id: int) -> CallRecord | None: ...
+    async def recent_turns_of(
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]: ...
 
 
 class Renderer(NamedTuple):
@@ -77,32 +89,6 @@ class Renderer(NamedTuple):
     """(role, content) -> rendered line"""
     fact: Callable[[str, float], tuple[str, int]]
     """(text, confirmed_at) -> rendered fact"""
-
-
-def _text_terms(text: str) -> tuple[tuple[str, ...], int]:
-    """The distinct stemmed terms of ``text`` (a tuple: not tracked by the garbage collector, unlike a set) and
-    its length in terms (what FTS5 counts)."""
-    if text.isascii():  # nothing to fold, and numbers do not stem: ``index_terms``'s terms, several times faster
-        terms = [word if word.isdigit() else stem(word) for word in _WORD.findall(text.lower())]
-    else:
-        terms = index_terms(text)
-    return tuple(dict.fromkeys(terms)), len(terms)
-
-
-_terms = functools.lru_cache(maxsize=1 << 14)(_text_terms)
-"""``_text_terms`` of the words of queries, which repeat; an index's lines, each read once per index, are not
-cached (they would only push the query words out, and hold the collector up)."""
-
-
-def forget_cached_terms() -> None:
-    """Empty the cache of query words (what members said), as when something is forgotten."""
-    _terms.cache_clear()
-
-
-def _query(text: str) -> list[str]:
-    """The query's terms as the backends search them (``fts_terms``: one word per stem, as the encrypted path
-    hashes them; each then stemmed by the index)."""
-    return [term for word in fts_terms(text) for term in _terms(word)[0]]
 
 
 class Rows(Sequence[_Record], Generic[_Record]):
@@ -162,7 +148,7 @@ class _Postings:
         for row, text in enumerate(texts):
             if row and not row % LOAD_SLICE:
                 await asyncio.sleep(0)
-            terms, length = _text_terms(text)
+            terms, length = line_terms(text)
             lengths.append(length)
             for term in terms:
                 rows.setdefault(term, []).append(row)
@@ -264,11 +250,11 @@ class MemberIndex:
     def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
         """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
         ranking's seam (a ranked list of candidates)."""
-        ranked = self._line_postings.rank(_query(query), limit)
+        ranked = self._line_postings.rank(query_stems(query), limit)
         return [(self._line(row), score) for row, score in ranked]
 
     def rank_facts(self, query: str, limit: int) -> list[tuple[FactRecord, float]]:
-        ranked = self._fact_postings.rank(_query(query), limit)
+        ranked = self._fact_postings.rank(query_stems(query), limit)
         facts = self.facts
         return [(facts[row], score) for row, score in ranked]
 

@@ -10,13 +10,15 @@ name one fact clearly; otherwise the caller is told which facts came close, so i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from bot.memory.service import MemoryService
 from bot.store.models import Conversation, FactRecord, UserRecord, remembers
-from bot.store.terms import query_terms
+from bot.store.terms import query_stems
+
+if TYPE_CHECKING:
+    from bot.memory.service import MemoryService
 
 MAX_FACT_CHARS = 500
 """A told fact longer than this is cut: a fact is a short statement, and the memory block has a budget."""
@@ -25,7 +27,7 @@ CLEAR_COVERAGE = 0.5
 """A description names a fact when at least this share of its words are the fact's, and no other fact has as
 many."""
 VAGUE_WORDS = frozenset(
-    query_terms("that this what about said told fact facts thing things remember forget memory please know my me")
+    query_stems("that this what about said told fact facts thing things remember forget memory please know my me")
 )
 """Words that say how to treat a fact, not which fact it is."""
 
@@ -55,7 +57,7 @@ class Act:
 
 
 def _words(text: str) -> set[str]:
-    return set(query_terms(text, max_terms=32)) - VAGUE_WORDS
+    return set(query_stems(text, max_terms=32)) - VAGUE_WORDS
 
 
 def named_fact(description: str, ranked: list[FactRecord]) -> FactRecord | list[FactRecord] | None:
@@ -75,9 +77,29 @@ def named_fact(description: str, ranked: list[FactRecord]) -> FactRecord | list[
     return [fact for _, fact in scored[:3]]
 
 
+class OwnWordsStore(Protocol):
+    """What telling, correcting and forgetting in the member's own words read and write."""
+
+    async def add_told_fact(
+        self,
+        user_id: int,
+        text: str,
+        at: float,
+        *,
+        convo: Conversation | None = None,
+        supersedes: Sequence[int] = (),
+        generation: int | None = None,
+    ) -> int | None: ...
+    async def get_fact(self, fact_id: int) -> FactRecord | None: ...
+    async def get_user(self, user_id: int) -> UserRecord | None: ...
+    async def memory_generation(self, user_id: int) -> int: ...
+    async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]: ...
+
+
 class OwnWords:
     def __init__(self, memory: MemoryService, *, clock: Callable[[], float] = time.time) -> None:
         self.memory = memory
+        self.store: OwnWordsStore = memory.store
         self.clock = clock
 
     async def remember(
@@ -88,16 +110,16 @@ class OwnWords:
         fact = " ".join(text.split())[:MAX_FACT_CHARS]
         if not fact:
             return Act("empty")
-        written = await self.memory.store.add_told_fact(user_id, fact, self.clock(), convo=convo, generation=generation)
+        written = await self.store.add_told_fact(user_id, fact, self.clock(), convo=convo, generation=generation)
         return Act("refused") if written is None else Act("remembered", fact)
 
     async def tell(self, user_id: int, text: str) -> Act | Refusal:
         """``/remember``: store ``text`` as the member said it, outside any conversation, when their memory is
         on; otherwise why not."""
-        why = refusal(await self.memory.store.get_user(user_id))
+        why = refusal(await self.store.get_user(user_id))
         if why is not None:
             return why
-        generation = await self.memory.store.memory_generation(user_id)
+        generation = await self.store.memory_generation(user_id)
         act = await self.remember(user_id, text, generation=generation)
         return "paused" if act.outcome == "refused" else act
 
@@ -119,7 +141,7 @@ class OwnWords:
         if isinstance(found, list):
             return Act("unclear", close=[f.text for f in found])
         supersedes = [] if found is None else [found.fact_id]
-        written = await self.memory.store.add_told_fact(
+        written = await self.store.add_told_fact(
             user_id, fact, self.clock(), convo=convo, supersedes=supersedes, generation=generation
         )
         if written is None:
@@ -128,7 +150,7 @@ class OwnWords:
 
     async def editable_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
         """The member's fact ``fact_id`` when they may edit it: theirs, and not already replaced by another."""
-        fact = await self.memory.store.get_fact(fact_id)
+        fact = await self.store.get_fact(fact_id)
         return fact if fact is not None and fact.user_id == user_id and fact.current else None
 
     async def correct_fact(self, user_id: int, fact_id: int, right: str) -> Act:
@@ -141,7 +163,7 @@ class OwnWords:
             return Act("empty")
         if fact == old.text:
             return Act("corrected", fact, replaced=old.text)
-        written = await self.memory.store.add_told_fact(user_id, fact, self.clock(), supersedes=[fact_id])
+        written = await self.store.add_told_fact(user_id, fact, self.clock(), supersedes=[fact_id])
         return Act("refused") if written is None else Act("corrected", fact, replaced=old.text)
 
     async def forget(self, user_id: int, description: str) -> Act:
@@ -155,5 +177,5 @@ class OwnWords:
         return Act("not_found") if traces is None else Act("forgotten", found.text)
 
     async def _find(self, user_id: int, description: str) -> FactRecord | list[FactRecord] | None:
-        ranked = [fact for fact, _ in await self.memory.store.rank_facts(user_id, description, CANDIDATES)]
+        ranked = [fact for fact, _ in await self.store.rank_facts(user_id, description, CANDIDATES)]
         return named_fact(description, ranked)

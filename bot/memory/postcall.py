@@ -27,7 +27,6 @@ from typing import Literal, Protocol
 
 from bot.llm.client import LLMClient
 from bot.llm.errors import LLMError
-from bot.memory.context import query_terms
 from bot.memory.dense import MemberEmbedder
 from bot.memory.extraction import (
     ExtractedFact,
@@ -39,12 +38,47 @@ from bot.memory.extraction import (
     parse_reply,
 )
 from bot.memory.importer import POST_CALL_JOB
-from bot.store.models import Conversation, FactRecord, Job, TurnRecord
-from bot.store.repository import AccountStore, ConversationStore, FactStore, JobStore, StorageFull
+from bot.store.models import CallRecord, ChatRecord, Conversation, FactRecord, Job, TurnRecord, UserRecord
+from bot.store.repository import StorageFull
+from bot.store.terms import content_query
 
 
-class PostCallStore(AccountStore, ConversationStore, FactStore, JobStore, Protocol):
+class PostCallStore(Protocol):
     """What post-call processing reads and writes."""
+
+    async def apply_extraction(
+        self,
+        job_id: int,
+        attempt: int,
+        user_id: int,
+        at: float,
+        convo: Conversation,
+        *,
+        new_facts: Sequence[tuple[str, Sequence[int]]] = (),
+        confirmed: Sequence[int] = (),
+        summary: str | None = None,
+        generation: int | None = None,
+    ) -> int | None: ...
+    async def call_turns(self, call_id: str) -> list[TurnRecord]: ...
+    async def chat_turns(self, chat_id: str) -> list[TurnRecord]: ...
+    async def claim_job(self, at: float, lease_seconds: float) -> Job | None: ...
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
+    async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None: ...
+    async def finish_job(self, job_id: int, at: float) -> None: ...
+    async def get_call(self, call_id: str) -> CallRecord | None: ...
+    async def get_chat(self, chat_id: str) -> ChatRecord | None: ...
+    async def get_user(self, user_id: int) -> UserRecord | None: ...
+    async def list_facts(
+        self,
+        user_id: int,
+        *,
+        include_superseded: bool = False,
+        superseded_only: bool = False,
+        offset: int = 0,
+        limit: int = 100,
+    ) -> list[FactRecord]: ...
+    async def memory_generation(self, user_id: int) -> int: ...
+    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]: ...
 
 
 log = logging.getLogger(__name__)
@@ -123,8 +157,11 @@ def reconcile(facts: Sequence[ExtractedFact], current: Sequence[FactRecord]) -> 
     return WritePlan(new_facts, confirmed)
 
 
-class LearnedStore(FactStore, JobStore, Protocol):
+class LearnedStore(Protocol):
     """What telling how much a conversation taught reads."""
+
+    async def facts_from(self, convo: Conversation) -> list[FactRecord]: ...
+    async def job_state(self, kind: str, ref_id: str) -> str | None: ...
 
 
 async def facts_learned(store: LearnedStore, kind: str, ref_id: str) -> int | None:
@@ -393,7 +430,7 @@ class PostCallProcessor:
             return current
         chosen = {f.fact_id: f for f in current[:RECENT_FACTS_IN_PROMPT]}
         for line in user_lines:
-            terms = query_terms(line)
+            terms = content_query(line)
             if not terms:
                 continue
             for fact in await self.store.search_facts(user_id, terms, RELATED_FACTS_PER_LINE):

@@ -1,9 +1,9 @@
 """Member-scoped Okapi BM25, shared by both backends so a search ranks the same on SQLite and PostgreSQL.
 
-Each backend finds, for every query term, the member's rows holding it (stemmed by its index) and the member's row
-count; `first_stage` sums the terms' IDF per row (term frequency taken as 1: lines are short) and keeps the best
-`RERANK_DEPTH * limit`; the backend reads those rows with their length, and `rerank` applies BM25's length
-normalisation."""
+Each backend finds, for every query term (``bot.store.terms.search_words``), the member's rows holding it (stemmed
+by its index) and the member's row count; `first_stage` sums the terms' IDF per row (term frequency taken as 1:
+lines are short) and keeps the best `RERANK_DEPTH * limit`; the backend reads those rows with their length, and
+`rerank` applies BM25's length normalisation."""
 
 from __future__ import annotations
 
@@ -16,21 +16,13 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from bot.store.terms import query_words
-
 WORD = re.compile(r"\w+", re.UNICODE)
+"""Until the PostgreSQL facts count a fact's length with ``bot.store.terms.token_count`` as its lines do."""
 BM25_K1 = 1.2
 BM25_B = 0.75
 RERANK_DEPTH = 2
 
 Row = TypeVar("Row")
-
-
-def fts_terms(text: str, max_terms: int = 12) -> list[str]:
-    """The words of free text that can be searched for, one per stem, as ``bot.store.terms.query_words`` picks
-    them for the encrypted path too (so a query that says "schedule" and "scheduled" weighs that stem once on
-    both). Words are runs of letters and digits, which hold no quote, so no user text reaches a query language."""
-    return [word for word, _ in query_words(text, max_terms)]
 
 
 def idf(total: int, frequency: int) -> float:

@@ -15,10 +15,10 @@ from bot.app import open_services
 from bot.config import Settings
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
-from bot.keys.terms import index_terms
 from bot.memory.service import MemoryService
 from bot.store.models import ChatRecord
 from bot.store.sqlite import SqliteStore
+from bot.store.terms import index_terms
 from tests.factories import make_call, seed_fact, seed_summary
 from tests.harness import make_settings
 

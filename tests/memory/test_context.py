@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.memory import index
 from bot.memory.context import (
     _UNSAFE_LINE_BREAKS,
     LATEST_EXCHANGE,
@@ -35,6 +34,7 @@ from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
 from bot.store.models import RecentLines, TurnRecord
 from bot.store.sqlite import SqliteStore
+from bot.store.terms import query_stems
 from tests.factories import make_call, seed_fact
 
 
@@ -398,8 +398,8 @@ async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory
     await seed_fact(store, 12, "Locker code is 4417", 5.0, call_id=call)
     assert "4417" in (await memory.build_context(12))[1]["content"]
     assert "4417" in (await memory.build_context(12, query="what is my locker code"))[1]["content"]
-    index._query("what is my locker code")  # as the live route's index reads an utterance
-    caches = (*TEXT_CACHES, index._terms)
+    query_stems("what is my locker code")  # as the live route's index reads an utterance
+    caches = TEXT_CACHES
     assert [cached.cache_info().currsize > 0 for cached in caches] == [True] * len(caches)
 
     await memory.forget_everything(12)

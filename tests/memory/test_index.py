@@ -11,13 +11,8 @@ import types
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from bot.keys.encrypted import EncryptedStore
-from bot.keys.terms import index_terms
 from bot.memory.context import _fact_line, _turn_line
-from bot.memory.index import _terms
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, ChatRecord, Conversation
 from bot.store.postgres import PostgresStore
@@ -201,12 +196,6 @@ async def test_the_lines_and_facts_an_index_renders_once_are_those_the_block_ren
         assert index.rendered_lines.get(turn.turn_id) == _turn_line(turn.role, turn.content)
     for fact in index.facts:
         assert index.rendered_facts.get(fact.fact_id) == _fact_line(fact.text, fact.confirmed_at)
-
-
-@given(st.text(alphabet=st.characters(codec="ascii"), max_size=80))
-def test_index_terms_of_plain_ascii_take_the_fast_path_to_the_same_terms(text: str) -> None:
-    terms = index_terms(text)
-    assert _terms(text) == (tuple(dict.fromkeys(terms)), len(terms))
 
 
 _SHARED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)

@@ -36,7 +36,7 @@ from bot.store.models import (
 from bot.store.postgres.base import _OPEN, _call, _chat, _prefixed, _storage_errors, _to_db, _turn, _user
 from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.fulltext import PostgresFullText
-from bot.store.ranking import WORD, rerank
+from bot.store.ranking import rerank
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
 
@@ -45,6 +45,7 @@ _CALL_START_MEMORY = (
     f"(SELECT {_TURN_COLUMNS}, NULL::double precision, NULL::double precision, true FROM turns WHERE user_id = $1 "
     "AND content <> '' ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT $2) UNION ALL "
     "(SELECT fact_id, user_id, source_call_id, source_chat_id, mentions, NULL, text, confirmed_at, NULL, NULL, NULL, "
+from bot.store.terms import token_count
     "NULL, NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
     "AND invalidated_at IS NULL ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT $3) "
     "ORDER BY 17 DESC, 8 DESC, 5 DESC, 1 DESC"
@@ -489,7 +490,7 @@ class PostgresConversations(PostgresFullText):
         if not first:
             return []
         rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ANY($1::bigint[])", list(first))
-        found = [(int(r["turn_id"]), len(WORD.findall(r["content"])), _turn(r)) for r in rows]
+        found = [(int(r["turn_id"]), token_count(r["content"]), _turn(r)) for r in rows]
         return rerank(first, found, limit)
 
     async def recent_turns_of(

@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from bot.store.pg_sealed import HASHED_SEARCH_CONFIG, PLAIN_SEARCH_CONFIG, reseal_texts
 from bot.store.postgres.base import PostgresBase
-from bot.store.ranking import first_stage, fts_terms
+from bot.store.ranking import first_stage
+from bot.store.terms import search_words
 
 
 class PostgresFullText(PostgresBase):
@@ -26,7 +27,7 @@ class PostgresFullText(PostgresBase):
         self, table: str, key: str, user_id: int, query: str, limit: int, excluded: Sequence[int]
     ) -> dict[int, float]:
         """One round trip: the member's row count and, per query term, the member's rows holding it."""
-        terms = fts_terms(query)
+        terms = search_words(query)
         if not terms:
             return {}
         current = " AND t.superseded_by IS NULL AND t.invalidated_at IS NULL" if table == "facts" else ""

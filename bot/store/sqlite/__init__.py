@@ -18,13 +18,12 @@ from bot.store.sqlite.base import SqliteBase, _split_sql
 from bot.store.sqlite.conversations import SqliteConversations
 from bot.store.sqlite.facts import SqliteFacts
 from bot.store.sqlite.fences import memory_write_allowed
-from bot.store.sqlite.fulltext import fts_query
 from bot.store.sqlite.guild_settings import SqliteGuildSettings
 from bot.store.sqlite.jobs import SqliteJobs
 from bot.store.sqlite.privacy import SCRUB_BUSY_TIMEOUT_MS, SqlitePrivacy
 from bot.store.sqlite.vectors import SqliteVectors
 
-__all__ = ["SCRUB_BUSY_TIMEOUT_MS", "SqliteStore", "_split_sql", "fts_query", "memory_write_allowed"]
+__all__ = ["SCRUB_BUSY_TIMEOUT_MS", "SqliteStore", "_split_sql", "memory_write_allowed"]
 
 
 class SqliteStore(

@@ -7,14 +7,9 @@ from typing import Any
 
 import aiosqlite
 
-from bot.store.ranking import first_stage, fts_terms, rerank
+from bot.store.ranking import first_stage, rerank
 from bot.store.sqlite.base import SqliteBase
-
-
-def fts_query(text: str, max_terms: int = 12) -> str | None:
-    """Turn free text into a safe FTS5 OR-query of quoted terms (user text never reaches FTS syntax)."""
-    terms = fts_terms(text, max_terms)
-    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+from bot.store.terms import search_words
 
 
 def _varint(blob: bytes) -> int:
@@ -27,14 +22,14 @@ def _varint(blob: bytes) -> int:
         if byte < 0x80:
             return value
     return value
-    def search_hashed_terms(self) -> None:
-        """Queries carry keyed hashes of stemmed terms (member encryption): nothing changes, since FTS5's tokenizer
-        treats the stored hashes and the queried ones alike, so they still match."""
-
 
 
 class SqliteFullText(SqliteBase):
     """BM25 ranking over one member's rows of an FTS5 table, shared by turns and facts."""
+
+    def search_hashed_terms(self) -> None:
+        """Queries carry keyed hashes of stemmed terms (member encryption): nothing changes, since FTS5's tokenizer
+        treats the stored hashes and the queried ones alike, so they still match."""
 
     async def _bm25(
         self,
@@ -58,7 +53,7 @@ class SqliteFullText(SqliteBase):
         are first ordered by the sum of their terms' IDF; the best ``RERANK_DEPTH * limit`` are then read with
         ``records`` (a SELECT over json_each(?) of rowids whose last column is the FTS docsize record), scored
         with the length normalisation, and the best ``limit`` returned with their score."""
-        terms = fts_terms(query)
+        terms = search_words(query)
         if not terms:
             return []
         owner = f"owner_key:u{int(user_id)}"
