@@ -1,4 +1,7 @@
-"""Deadlines for clients that stall: a request's headers and its body must arrive within ``READ_TIMEOUT_SECONDS``.
+"""Deadlines for clients that stall, and a bound on what a body may hold (``read_bounded``, every route's one
+reader of a body).
+
+A request's headers and its body must arrive within ``READ_TIMEOUT_SECONDS``.
 
 aiohttp has no read timeout of its own: a client that sends its headers and then dribbles (or never sends) the
 body holds its connection and a handler for as long as it likes (2,000 such webhook connections were all still
@@ -53,6 +56,21 @@ async def read_deadline(request: web.Request, handler: Handler) -> web.StreamRes
         return _timed_out(request)
     finally:
         deadline.cancel()
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes | None:
+    """The request's body, or None when it holds more than ``limit`` bytes (said by its Content-Length, or found
+    while reading: nothing past the limit is read)."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _timed_out(request: web.Request) -> web.Response:

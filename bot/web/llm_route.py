@@ -20,6 +20,7 @@ import math
 from aiohttp import web
 from aiohttp.client_exceptions import ClientConnectionResetError
 
+from bot.web.limits import read_bounded
 from bot.web.llm_backend import LLMBackend, LLMRouteError, bad_request
 
 log = logging.getLogger(__name__)
@@ -44,20 +45,6 @@ def _error(exc: LLMRouteError) -> web.Response:
 def _bearer(request: web.Request) -> str | None:
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     return (value.strip() or None) if scheme.lower() == "bearer" else None
-
-
-async def _read_body(request: web.Request) -> bytes | None:
-    """The body, or None when it is over the limit (read no further than that)."""
-    if request.content_length is not None and request.content_length > MAX_LLM_BODY_BYTES:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await request.content.readany():
-        size += len(chunk)
-        if size > MAX_LLM_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _not_json_number(text: str) -> float:
@@ -103,7 +90,7 @@ async def _chat_completions(request: web.Request) -> web.StreamResponse:
         session = await live.authorize(_bearer(request))
     except LLMRouteError as exc:
         return _error(exc)
-    raw = await _read_body(request)
+    raw = await read_bounded(request, MAX_LLM_BODY_BYTES)
     if raw is None:
         return _error(
             LLMRouteError(

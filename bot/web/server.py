@@ -48,7 +48,7 @@ from bot.web.backend import (
     PageSession,
     WebhookRetryLater,
 )
-from bot.web.limits import READ_TIMEOUT_KEY, READ_TIMEOUT_SECONDS, read_deadline
+from bot.web.limits import READ_TIMEOUT_KEY, READ_TIMEOUT_SECONDS, read_bounded, read_deadline
 from bot.web.llm_backend import LLMBackend
 from bot.web.llm_route import add_llm_route
 from bot.web.operator import add_operator_routes
@@ -413,25 +413,6 @@ async def _api_status(request: web.Request) -> web.Response:
     return _status_json(await request.app[BACKEND_KEY].status(token, browser=_browser(request), transcript=transcript))
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _read_limited(request: web.Request, limit: int) -> bytes:
-    if request.content_length is not None and request.content_length > limit:
-        raise _BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = await request.content.readany()
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
-            raise _BodyTooLarge
-        chunks.append(chunk)
-
-
 def _parse_via(request: web.Request, body: bytes) -> str:
     """ "beacon" when the query or body says so (the page's sendBeacon body is the text "beacon");
     "page" otherwise (the End call button sends {"via": "page"})."""
@@ -463,10 +444,7 @@ async def _api_hangup(request: web.Request) -> web.Response:
         return _invalid_link_json()
     if not _origin_allowed(request):
         return web.json_response({"error": "forbidden"}, status=403)
-    try:
-        body = await _read_limited(request, MAX_HANGUP_BODY_BYTES)
-    except _BodyTooLarge:
-        body = b""
+    body = await read_bounded(request, MAX_HANGUP_BODY_BYTES) or b""
     via = _parse_via(request, body)
     page = request.query.get("page")
     page_id = page if page and is_valid_link_token(page) else None
@@ -488,9 +466,8 @@ async def _api_token(request: web.Request) -> web.Response:
 
 
 async def _agora_webhook(request: web.Request) -> web.Response:
-    try:
-        raw_body = await _read_limited(request, MAX_WEBHOOK_BYTES)
-    except _BodyTooLarge:
+    raw_body = await read_bounded(request, MAX_WEBHOOK_BYTES)
+    if raw_body is None:
         return web.json_response({"code": 1, "msg": "payload too large"}, status=413)
     try:
         async with asyncio.timeout(WEBHOOK_TIMEOUT_SECONDS):
