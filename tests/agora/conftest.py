@@ -1,8 +1,9 @@
-"""Fixtures for the Agora tests: a running emulator on a frozen clock, a client with recorded sleeps, and a
-webhook receiver that checks signatures over the raw bytes."""
+"""Fixtures for the Agora tests: a running emulator on a frozen clock, an HTTP client authorized on its REST API, a
+client with recorded sleeps, and a webhook receiver that checks signatures over the raw bytes."""
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 from collections.abc import AsyncIterator
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 from aiohttp import web
 
@@ -17,12 +19,15 @@ from bot.agora import ConvoAIClient, verify_signature
 from tests.fakes.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
+    TEST_CUSTOMER_ID,
+    TEST_CUSTOMER_SECRET,
     TEST_WEBHOOK_SECRET,
     AgoraEmulator,
     running_emulator,
 )
 
 FROZEN_NOW = 1_750_000_000.0
+BASIC = "Basic " + base64.b64encode(f"{TEST_CUSTOMER_ID}:{TEST_CUSTOMER_SECRET}".encode()).decode()
 
 
 @dataclass
@@ -37,6 +42,17 @@ class RecordedSleeps:
 async def agora_emulator() -> AsyncIterator[AgoraEmulator]:
     async with running_emulator(clock=lambda: FROZEN_NOW) as emulator:
         yield emulator
+
+
+def authorized_http(emulator: AgoraEmulator) -> httpx.AsyncClient:
+    """A client of the emulator's project REST API with the test customer's Basic credentials."""
+    return httpx.AsyncClient(base_url=emulator.project_url, headers={"Authorization": BASIC})
+
+
+@pytest.fixture
+async def http(agora_emulator: AgoraEmulator) -> AsyncIterator[httpx.AsyncClient]:
+    async with authorized_http(agora_emulator) as client:
+        yield client
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import base64
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -14,7 +13,7 @@ import pytest
 from agora_token_builder.RtcTokenBuilder import RtcTokenBuilder
 
 from bot.agora import build_rtc_token, parse_notification, verify_signature
-from tests.agora.conftest import FROZEN_NOW, WebhookReceiver
+from tests.agora.conftest import BASIC, FROZEN_NOW, WebhookReceiver, authorized_http
 from tests.fakes.agora_emulator import (
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
@@ -23,18 +22,6 @@ from tests.fakes.agora_emulator import (
     make_join_properties,
     running_emulator,
 )
-
-BASIC = "Basic " + base64.b64encode(f"{TEST_CUSTOMER_ID}:{TEST_CUSTOMER_SECRET}".encode()).decode()
-
-
-def authorized_http(emulator: AgoraEmulator) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=emulator.project_url, headers={"Authorization": BASIC})
-
-
-@pytest.fixture
-async def http(agora_emulator: AgoraEmulator) -> AsyncIterator[httpx.AsyncClient]:
-    async with authorized_http(agora_emulator) as client:
-        yield client
 
 
 def join_body(emulator: AgoraEmulator, name: str = "call-a", **overrides: Any) -> dict[str, Any]:

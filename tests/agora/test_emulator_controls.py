@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import subprocess
@@ -14,17 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.agora.conftest import FROZEN_NOW
+from tests.agora.conftest import BASIC, FROZEN_NOW
 from tests.fakes.agora_emulator import (
     API_PREFIX,
-    TEST_CUSTOMER_ID,
-    TEST_CUSTOMER_SECRET,
     ControlledAgoraEmulator,
     make_join_properties,
 )
 from tests.harness import free_port
 
-BASIC = "Basic " + base64.b64encode(f"{TEST_CUSTOMER_ID}:{TEST_CUSTOMER_SECRET}".encode()).decode()
 ROOT = Path(__file__).resolve().parents[2]
 
 

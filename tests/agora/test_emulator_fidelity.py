@@ -4,7 +4,6 @@ Deepgram ASR preset."""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from bot.agora import build_rtc_token, verify_signature
-from tests.agora.conftest import FROZEN_NOW, agora_built_token, packed_string, token_service
+from tests.agora.conftest import BASIC, FROZEN_NOW, agora_built_token, packed_string, token_service
 from tests.fakes.agora_emulator import (
     ASR_LANGUAGES,
     NCS_RECEIVER_TIMEOUT_SECONDS,
@@ -30,7 +29,6 @@ from tests.fakes.agora_emulator import (
 )
 from tests.harness import free_port
 
-BASIC = "Basic " + base64.b64encode(f"{TEST_CUSTOMER_ID}:{TEST_CUSTOMER_SECRET}".encode()).decode()
 OTHER_APP_ID = "fedcba9876543210fedcba9876543210"
 OTHER_CERTIFICATE = "0123456789abcdef0123456789abcdef"
 

@@ -3,21 +3,18 @@ joining, speaking and leaving by channel, as the call page's "type instead of sp
 
 from __future__ import annotations
 
-import base64
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
+from tests.agora.conftest import BASIC
 from tests.fakes.agora_emulator import (
-    TEST_CUSTOMER_ID,
-    TEST_CUSTOMER_SECRET,
     ControlledAgoraEmulator,
     make_join_properties,
 )
-from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from tests.fakes.llm_server import FakeLLM
 
-BASIC = "Basic " + base64.b64encode(f"{TEST_CUSTOMER_ID}:{TEST_CUSTOMER_SECRET}".encode()).decode()
 PAGE = {"Origin": "http://127.0.0.1:8080"}
 """What a call page's fetch carries: another loopback origin than the emulator's."""
 
@@ -26,12 +23,6 @@ PAGE = {"Origin": "http://127.0.0.1:8080"}
 async def emu() -> AsyncIterator[ControlledAgoraEmulator]:
     async with ControlledAgoraEmulator() as emulator:
         yield emulator
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    async with running_fake_llm() as fake:
-        yield fake
 
 
 async def start_agent(emu: ControlledAgoraEmulator, llm: FakeLLM, channel: str) -> str:
@@ -43,9 +34,9 @@ async def start_agent(emu: ControlledAgoraEmulator, llm: FakeLLM, channel: str) 
     return str(response.json()["agent_id"])
 
 
-async def test_a_browser_joins_speaks_and_leaves_by_channel(emu: ControlledAgoraEmulator, llm: FakeLLM) -> None:
-    agent_id = await start_agent(emu, llm, "room-1")
-    llm.queue_reply("Nice to meet you, Mirela.")
+async def test_a_browser_joins_speaks_and_leaves_by_channel(emu: ControlledAgoraEmulator, fake_llm: FakeLLM) -> None:
+    agent_id = await start_agent(emu, fake_llm, "room-1")
+    fake_llm.queue_reply("Nice to meet you, Mirela.")
     async with httpx.AsyncClient(base_url=f"{emu.control_url}/channels/room-1", headers=PAGE) as page:
         joined = await page.post("/user_joined", content="{}")
         assert joined.json() == {"agent_id": agent_id, "agent_uid": "1001", "said": ["Hello, how can I help?"]}
@@ -59,7 +50,9 @@ async def test_a_browser_joins_speaks_and_leaves_by_channel(emu: ControlledAgora
             "said": ["Nice to meet you, Mirela."],
         }
         assert said.headers["Access-Control-Allow-Origin"] == "*"
-        assert llm.last_request["messages"][-1]["content"] == "My name is Mirela.", "the agent's LLM heard the line"
+        assert fake_llm.last_request["messages"][-1]["content"] == "My name is Mirela.", (
+            "the agent's LLM heard the line"
+        )
 
         assert (await page.post("/user_left")).json() == {"agent_id": agent_id}
     agent = emu.agent(agent_id)
@@ -72,19 +65,19 @@ async def test_a_browser_joins_speaks_and_leaves_by_channel(emu: ControlledAgora
 
 
 async def test_a_line_the_llm_fails_on_gets_the_agents_failure_message(
-    emu: ControlledAgoraEmulator, llm: FakeLLM
+    emu: ControlledAgoraEmulator, fake_llm: FakeLLM
 ) -> None:
-    agent_id = await start_agent(emu, llm, "room-2")
+    agent_id = await start_agent(emu, fake_llm, "room-2")
     emu.agent(agent_id).properties["llm"]["failure_message"] = "Sorry, say that again?"
-    llm.fail_next(1, 503)
+    fake_llm.fail_next(1, 503)
     async with httpx.AsyncClient(base_url=emu.control_url) as controls:
         said = (await controls.post(f"/agents/{agent_id}/user_says", json={"text": "Hello?"})).json()
     assert (said["outcome"], said["said"]) == ("failed", ["Sorry, say that again?"])
     assert said["error"].startswith("HTTP 503")
 
 
-async def test_errors_are_readable_from_another_origin(emu: ControlledAgoraEmulator, llm: FakeLLM) -> None:
-    agent_id = await start_agent(emu, llm, "room-3")
+async def test_errors_are_readable_from_another_origin(emu: ControlledAgoraEmulator, fake_llm: FakeLLM) -> None:
+    agent_id = await start_agent(emu, fake_llm, "room-3")
     async with httpx.AsyncClient(base_url=emu.control_url, headers=PAGE) as controls:
         nobody = await controls.post("/channels/elsewhere/user_says", content='{"text": "hi"}')
         assert (nobody.status_code, nobody.json()["reason"]) == (404, "AgentNotFound")

@@ -3,14 +3,13 @@ pagination as documented, and served after the agent stopped."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from pydantic import BaseModel
 
-from tests.agora.test_emulator import assert_error, authorized_http, started_agent
+from tests.agora.test_emulator import assert_error, started_agent
 from tests.agora.test_emulator_fidelity import sdk_client
 from tests.fakes.agora_emulator import (
     TEST_APP_CERTIFICATE,
@@ -19,12 +18,6 @@ from tests.fakes.agora_emulator import (
     AgoraEmulator,
     running_emulator,
 )
-
-
-@pytest.fixture
-async def http(agora_emulator: AgoraEmulator) -> AsyncIterator[httpx.AsyncClient]:
-    async with authorized_http(agora_emulator) as client:
-        yield client
 
 
 def field_names(model: type[BaseModel]) -> set[str]:
