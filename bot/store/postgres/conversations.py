@@ -39,13 +39,13 @@ from bot.store.postgres.fulltext import PostgresFullText
 from bot.store.ranking import rerank
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
+from bot.store.terms import token_count
 
 _GUILD_NAMES = sorted(_GUILD_SETTING_NAMES)
 _CALL_START_MEMORY = (
     f"(SELECT {_TURN_COLUMNS}, NULL::double precision, NULL::double precision, true FROM turns WHERE user_id = $1 "
     "AND content <> '' ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT $2) UNION ALL "
     "(SELECT fact_id, user_id, source_call_id, source_chat_id, mentions, NULL, text, confirmed_at, NULL, NULL, NULL, "
-from bot.store.terms import token_count
     "NULL, NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
     "AND invalidated_at IS NULL ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT $3) "
     "ORDER BY 17 DESC, 8 DESC, 5 DESC, 1 DESC"
