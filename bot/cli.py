@@ -28,6 +28,7 @@ from bot.doctor import (
     inspect_postgres,
     startup_findings,
 )
+from bot.i18n import english
 from bot.invocation import bot_command, keys_command
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
 from bot.keys.lost import unreadable_members
@@ -37,7 +38,6 @@ from bot.loop import loop_name
 from bot.memory.embedded import available as embedded_model_installed
 from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
 from bot.memory.service import MemoryService
-from bot.messages import plural
 from bot.store.copy import CopyFailed, CopyReport, copy_database, describe, store_for_url
 from bot.store.inuse import use_for_url
 from bot.store.repository import SchemaTooNew, Store
@@ -74,6 +74,11 @@ RECOMMENDED = {
 
 def _value(settings: Settings, section: str, key: str) -> Any:
     return getattr(getattr(settings, section), key)
+
+
+def _counted(n: int, what: str) -> str:
+    """ "1 call", "2 calls" in what the commands print: English, from the catalogue members read (``bot.i18n``)."""
+    return english().count(f"count.{what}", n)
 
 
 def _out(line: str = "") -> None:
@@ -243,7 +248,7 @@ async def _check_keys(settings: Settings) -> bool:
             for warning in await residue_warnings(settings.memory.key_store_url.get_secret_value()):
                 _out(f"  warning  memory.key_store_url: {warning}")
         _out(
-            f"  ok       {label} is set and opens the key store {where} ({plural(count, 'member key')}); members' "
+            f"  ok       {label} is set and opens the key store {where} ({_counted(count, 'member_key')}); members' "
             f"memory ({memory}) is encrypted with their own keys"
         )
     else:
@@ -274,7 +279,7 @@ async def rotate_master_key(settings: Settings, args: argparse.Namespace) -> int
             count = await keys.rotate(new)
         finally:
             await keys.close()
-    _out(f"Rewrapped {plural(count, 'member key')} in {key_store_label(settings.memory)} with the new master key.")
+    _out(f"Rewrapped {_counted(count, 'member_key')} in {key_store_label(settings.memory)} with the new master key.")
     _out(
         f"Now set {MASTER_KEY_ENV} to the value of MEMORY_NEW_MASTER_KEY in .env, remove MEMORY_NEW_MASTER_KEY, "
         "and restart the bot: the old master key no longer opens the key store."
@@ -326,7 +331,7 @@ async def migrate(settings: Settings, args: argparse.Namespace) -> int:
             if services.keys is not None:
                 _out(
                     f"Every member's memory is encrypted with their own key (key store {services.keys.label}, "
-                    f"{plural(await services.keys.count(), 'member key')})."
+                    f"{_counted(await services.keys.count(), 'member_key')})."
                 )
     except SchemaTooNew as exc:
         raise CommandFailed(str(exc)) from exc
@@ -402,8 +407,8 @@ async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
         if not scrubbed:
             await services.memory.stop_scrubbing()  # recorded: finished by the next forget-user or start
     _out(
-        f"Forgot user {args.user_id}: {plural(result.calls, 'call')}, {plural(result.chats, 'chat')}, "
-        f"{plural(result.turns, 'line')}, {plural(result.facts, 'fact')}."
+        f"Forgot user {args.user_id}: {_counted(result.calls, 'call')}, {_counted(result.chats, 'chat')}, "
+        f"{_counted(result.turns, 'line')}, {_counted(result.facts, 'fact')}."
     )
     if not scrubbed:
         _out(
@@ -426,7 +431,7 @@ async def forget_unreadable(settings: Settings, args: argparse.Namespace) -> int
         return 0
     listed = ", ".join(str(m) for m in members)
     if not args.yes:
-        _out(f"{plural(len(members), 'member')} with memory that no key in {where} opens: {listed}.")
+        _out(f"{_counted(len(members), 'member')} with memory that no key in {where} opens: {listed}.")
         _out(
             f"If their keys are truly lost, run `{bot_command('forget-unreadable --yes')}` to delete it; otherwise "
             "restore the key store that belongs with this database."
@@ -444,7 +449,7 @@ async def forget_unreadable(settings: Settings, args: argparse.Namespace) -> int
         await memory.stop_scrubbing()
     finally:
         await store.close()
-    _out(f"Forgot the unreadable memory of {plural(len(members), 'member')}: {listed}.")
+    _out(f"Forgot the unreadable memory of {_counted(len(members), 'member')}: {listed}.")
     if not scrubbed:
         _out(f"Not complete yet: the deleted rows are still in {settings.memory.database_path}; start the bot.")
         return EXIT_NOT_SCRUBBED

@@ -27,6 +27,7 @@ from bot.invite import invite_url
 from bot.monitor import Gateway
 from bot.store.inuse import DatabaseInUse, DatabaseUse
 from bot.store.repository import SchemaTooNew
+from bot.translator import CatalogueTranslator, remember_locale, words_of
 from bot.web.server import PortInUse
 
 log = logging.getLogger(__name__)
@@ -51,13 +52,14 @@ async def reply_privately(interaction: discord.Interaction, content: str) -> Non
 async def report_error(interaction: discord.Interaction, error: BaseException) -> None:
     """The one place an error becomes what the member sees (commands and views alike)."""
     original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+    words = words_of(interaction)
     if isinstance(error, app_commands.CommandOnCooldown):
-        text = messages.cooldown(discord.utils.utcnow().timestamp() + error.retry_after)
+        text = messages.cooldown(discord.utils.utcnow().timestamp() + error.retry_after, words)
     elif isinstance(error, app_commands.MissingPermissions):
-        text = messages.NEEDS_MANAGE_SERVER
+        text = words("errors.needs_manage_server")
     elif isinstance(error, app_commands.NoPrivateMessage):
-        text = messages.SERVER_ONLY
-    elif (known := messages.for_error(original)) is not None:
+        text = words("errors.server_only")
+    elif (known := messages.for_error(original, words)) is not None:
         text = known
         log.info(
             "command %s by user %s in guild %s refused: %s",
@@ -67,7 +69,7 @@ async def report_error(interaction: discord.Interaction, error: BaseException) -
             type(original).__name__,
         )
     else:
-        text = messages.SOMETHING_WENT_WRONG
+        text = words("errors.something_went_wrong")
         if isinstance(interaction.client, MemoryBot):
             interaction.client.services.counters.error(type(original).__name__)
         log.error(
@@ -103,8 +105,13 @@ class FunnelledView(discord.ui.View):
         await report_error(interaction, error)
 
 
-def commands_hash(tree: app_commands.CommandTree) -> str:
-    payload = [command.to_dict(tree) for command in tree.get_commands()]
+async def commands_hash(tree: app_commands.CommandTree) -> str:
+    """What a sync sends, translations included: a changed catalogue syncs again as a changed command does."""
+    translator = tree.translator
+    payload = [
+        await command.get_translated_payload(tree, translator) if translator is not None else command.to_dict(tree)
+        for command in tree.get_commands()
+    ]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -131,9 +138,17 @@ class MemoryBot(commands.Bot):
         latency = self.latency if connected and math.isfinite(self.latency) else None
         return Gateway(connected=connected, latency_seconds=latency)
 
+    async def translate_commands(self) -> None:
+        """Command names, descriptions and options in every language with a catalogue (``bot.translator``)."""
+        await self.tree.set_translator(CatalogueTranslator())
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        remember_locale(interaction)
+
     async def setup_hook(self) -> None:
         if self.application_id is not None:
             log.info("add the bot to a server with %s", invite_url(self.application_id))
+        await self.translate_commands()
         for extension in EXTENSIONS:
             await self.load_extension(extension)
         if self.sync_on_start:
@@ -143,7 +158,7 @@ class MemoryBot(commands.Bot):
 
     async def sync_if_changed(self) -> bool:
         """Sync slash commands only when their definitions changed since the last sync (hash in the store)."""
-        current = commands_hash(self.tree)
+        current = await commands_hash(self.tree)
         if await self.services.store.get_meta(COMMANDS_HASH_KEY) == current:
             return False
         synced = await self.tree.sync()
@@ -251,7 +266,7 @@ async def sync_commands(settings: Settings, *, guild_id: int | None = None) -> i
                 synced = await bot.tree.sync(guild=guild)
             else:
                 synced = await bot.tree.sync()
-                await services.store.set_meta(COMMANDS_HASH_KEY, commands_hash(bot.tree))
+                await services.store.set_meta(COMMANDS_HASH_KEY, await commands_hash(bot.tree))
         return len(synced)
 
 

@@ -1,4 +1,5 @@
-"""What members read when something could not be done: short, friendly, and saying what to do next.
+"""What members read when something could not be done: short, friendly, and saying what to do next, in the
+member's language (``bot.i18n``: the ``errors.*`` keys).
 
 Pure text, no Discord types, so the wording is tested on its own and reused by the command tree and views."""
 
@@ -14,70 +15,46 @@ from bot.calls.errors import (
     QuotaReached,
     VoiceUnavailable,
 )
+from bot.i18n import Words
 from bot.llm import LLMError
 from bot.memory.chat import ChatDisabled
 from bot.store.repository import StorageFull
 
-SOMETHING_WENT_WRONG = "Something went wrong on our side. Please try again in a moment."
-NEEDS_MANAGE_SERVER = "You need the **Manage Server** permission to change the bot's settings here."
-SERVER_ONLY = "This command works inside a server, not in direct messages."
-MEMORY_PAUSED = "Your memory is paused, so nothing is remembered. Resume it from `/memory`."
-CALL_ENDED_NOT_SAVED = (
-    "**Call ended.** The agent has stopped. The bot's storage is full right now, so this call isn't saved yet: "
-    "it is saved automatically as soon as there is space again. Nothing else for you to do."
+CALL_ERRORS: tuple[tuple[type[CallError], str], ...] = (
+    (CallsDisabled, "errors.calls_disabled"),
+    (CallAlreadyActive, "errors.call_already_active"),
+    (CapacityReached, "errors.capacity_reached"),
+    (VoiceUnavailable, "errors.voice_unavailable"),
+    (NoActiveCall, "errors.no_active_call"),
+    (ConsentRequired, "errors.consent_required"),
 )
-STORAGE_FULL = (
-    "The bot can't save anything right now because its storage is full. Please try again later; if it keeps "
-    "happening, tell the person who hosts the bot."
-)
-CALLS_NOT_CONFIGURED = "Voice calls are not set up on this bot yet. Ask the person who hosts it to configure Agora."
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """ "1 call", "2 calls": every count a member reads goes through here."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def relative_time(ts: float) -> str:
+    """A Discord timestamp ("in 3 hours"): each member's client renders it in their own language."""
     return f"<t:{int(ts)}:R>"
 
 
-def for_call_error(error: CallError) -> str:
-    if isinstance(error, CallsDisabled):
-        return "Voice calls are turned off in this server. An admin can turn them on with `/settings calls`."
-    if isinstance(error, CallAlreadyActive):
-        return "You already have a call running. End it with `/hangup` (or its **Hang up** button) first."
+def for_call_error(error: CallError, words: Words) -> str:
     if isinstance(error, QuotaReached):
-        return (
-            f"You've reached today's limit of {plural(error.limit, 'call')} in this server. "
-            f"You can call again {relative_time(error.resets_at)}."
-        )
-    if isinstance(error, CapacityReached):
-        return "All voice agents are busy right now. Please try again in a few minutes."
-    if isinstance(error, VoiceUnavailable):
-        return (
-            "Voice calls are not available right now. Please try again later; "
-            "if it keeps happening, tell a server admin."
-        )
-    if isinstance(error, NoActiveCall):
-        return "You don't have a call running. Start one with `/call`."
-    if isinstance(error, ConsentRequired):
-        return "Please choose whether the agent may remember you first: type `/call` again."
-    return SOMETHING_WENT_WRONG
+        calls = words.count("count.call", error.limit)
+        return words("errors.quota_reached", calls=calls, when=relative_time(error.resets_at))
+    key = next((key for kind, key in CALL_ERRORS if isinstance(error, kind)), "errors.something_went_wrong")
+    return words(key)
 
 
-def for_error(error: BaseException) -> str | None:
+def for_error(error: BaseException, words: Words) -> str | None:
     """The member-facing text for an expected error, or None for an unexpected one."""
     if isinstance(error, CallError):
-        return for_call_error(error)
+        return for_call_error(error, words)
     if isinstance(error, ChatDisabled):
-        return "Text chat is not enabled on this bot. Voice calls still work: try `/call`."
+        return words("errors.chat_disabled")
     if isinstance(error, StorageFull):
-        return STORAGE_FULL
+        return words("errors.storage_full")
     if isinstance(error, LLMError):
-        return "I can't answer right now: the language model did not respond. Please try again in a minute."
+        return words("errors.llm")
     return None
 
 
-def cooldown(retry_at: float) -> str:
-    return f"Slow down! You can use this again {relative_time(retry_at)}."
+def cooldown(retry_at: float, words: Words) -> str:
+    return words("errors.cooldown", when=relative_time(retry_at))

@@ -9,6 +9,8 @@ in English: ``command.<command path>.name`` / ``.description``, ``command.<comma
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import discord
 from discord import app_commands
@@ -22,23 +24,35 @@ are dropped first, and after a restart a member's DMs are in English until their
 
 _last_locales: OrderedDict[int, str] = OrderedDict()
 
+Decorated = TypeVar("Decorated")
+
+
+def options(**descriptions: str) -> Callable[[Decorated], Decorated]:
+    """``app_commands.describe`` for a command's options, their names and descriptions marked for the translator
+    (discord.py translates an option only when given as ``locale_str``)."""
+
+    def decorate(command: Decorated) -> Decorated:
+        renamed = app_commands.rename(**{name: app_commands.locale_str(name) for name in descriptions})(command)
+        marked = {name: app_commands.locale_str(text) for name, text in descriptions.items()}
+        return app_commands.describe(**marked)(renamed)
+
+    return decorate
+
 
 def command_key(context: app_commands.TranslationContextTypes) -> str | None:
     """The catalogue key of a command string, from where it sits in the command tree."""
     where, data = context.location, context.data
-    if where in (Where.command_name, Where.group_name):
-        return f"command.{_path(data)}.name"
-    if where in (Where.command_description, Where.group_description):
-        return f"command.{_path(data)}.description"
-    if where in (Where.parameter_name, Where.parameter_description):
-        part = "name" if where is Where.parameter_name else "description"
+    part = "name" if where in (Where.command_name, Where.group_name, Where.parameter_name) else "description"
+    if isinstance(data, app_commands.Command | app_commands.Group | app_commands.ContextMenu):
+        return f"command.{_path(data)}.{part}"
+    if isinstance(data, app_commands.Parameter):
         return f"command.{_path(data.command)}.option.{data.name}.{part}"
-    if where is Where.choice_name:
+    if isinstance(data, app_commands.Choice):
         return f"choice.{data.value}"
     return None
 
 
-def _path(command: app_commands.Command | app_commands.Group | app_commands.ContextMenu) -> str:  # type: ignore[type-arg]
+def _path(command: app_commands.Command[Any, Any, Any] | app_commands.Group | app_commands.ContextMenu) -> str:
     return ".".join(command.qualified_name.split())
 
 

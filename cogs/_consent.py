@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, Self
 
 import discord
 
+from bot.i18n import Words
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 OnChoice = Callable[[discord.Interaction, bool], Awaitable[None]]
 Purpose = Literal["call", "chat"]
 COGS: dict[str, str] = {"call": "Calls", "chat": "Chat"}
-NOT_YOURS = "This choice belongs to someone else."
+NOT_YOURS = "consent.not_yours"
 
 
 class ChoiceAfterRestart(Protocol):
@@ -37,6 +38,7 @@ class MemoryChoiceView(OwnedView):
         owner_id: int,
         purpose: Purpose,
         on_choice: OnChoice,
+        words: Words,
         *,
         decline_label: str,
         expired_text: str,
@@ -45,7 +47,7 @@ class MemoryChoiceView(OwnedView):
         super().__init__(owner_id, timeout=timeout)
         self.on_choice = on_choice
         self.expired_text = expired_text
-        self.add_item(ChoiceButton.make(owner_id, purpose, remember=True, label="Remember me"))
+        self.add_item(ChoiceButton.make(owner_id, purpose, remember=True, label=words("consent.remember_me")))
         self.add_item(ChoiceButton.make(owner_id, purpose, remember=False, label=decline_label))
 
     def shown_in(self, client: discord.Client, message: discord.Message | discord.WebhookMessage) -> None:

@@ -14,26 +14,16 @@ from typing import Any, Literal, Self
 
 import discord
 
+from bot.i18n import Words
 from bot.memory.choices import MemberChoices
 from bot.memory.forget_requests import ForgetRequests, Refusal
 from bot.memory.forgetting import FactTraces
 from bot.memory.service import MemoryPage, MemoryService
-from bot.messages import plural
 from bot.store.models import Conversation, FactRecord
+from bot.translator import words_of
 from cogs._memory_texts import (
-    CALL_STILL_RUNNING,
-    CANCELLED,
-    CONFIRM_CONVERSATION_EXPIRED,
-    CONFIRM_EVERYTHING,
-    CONFIRM_EXPIRED,
-    CONFIRM_FACT_EXPIRED,
     CONVERSATIONS_PER_PAGE,
-    EXPORT_READY,
-    EXPORT_TOO_LARGE,
     FACTS_PER_PAGE,
-    NOT_FOUND,
-    NOT_YOURS,
-    PICK_PROMPT,
     confirm_conversation_text,
     confirm_fact_text,
     forgot_conversation_text,
@@ -57,7 +47,7 @@ CONFIRM_SECONDS = 2 * 60
 AUTOCOMPLETE_LIMIT = 25
 AUTOCOMPLETE_FACT_SCAN = 1000
 AUTOCOMPLETE_CONVERSATION_SCAN = 50
-REFUSED: dict[Refusal, str] = {"not_found": NOT_FOUND, "still_running": CALL_STILL_RUNNING}
+REFUSED: dict[Refusal, str] = {"not_found": "memory.not_found", "still_running": "memory.call_still_running"}
 NO_MENTIONS = discord.AllowedMentions.none()
 FACT_ID = re.compile(r"[0-9]{1,18}")
 
@@ -73,17 +63,18 @@ def parse_conversation(value: str) -> Conversation | None:
 
 class MemoryActions:
     """Everything /memory and /forget do to a member's memory, with the texts the member reads back. Who may
-    forget what is ``ForgetRequests``' rule, pausing is ``MemberChoices``'."""
+    forget what is ``ForgetRequests``' rule, pausing is ``MemberChoices``'. ``words``: the member's language."""
 
-    def __init__(self, memory: MemoryService, choices: MemberChoices, forgetting: ForgetRequests):
+    def __init__(self, memory: MemoryService, choices: MemberChoices, forgetting: ForgetRequests, words: Words):
         self.memory = memory
         self.choices = choices
         self.forgetting = forgetting
+        self.words = words
 
     @classmethod
     def of(cls, interaction: discord.Interaction) -> Self:
         services = bot_of(interaction).services
-        return cls(services.memory, services.choices, services.forget_requests)
+        return cls(services.memory, services.choices, services.forget_requests, words_of(interaction))
 
     async def load(self, user_id: int, index: int) -> tuple[MemoryPage, int, int]:
         """One page of the member's memory, the page index actually shown (clamped) and the page count."""
@@ -107,11 +98,12 @@ class MemoryActions:
         data = await self.memory.export(user_id)
         blob = json.dumps(data, indent=2, ensure_ascii=False).encode()
         if len(blob) > interaction.filesize_limit:
-            await interaction.followup.send(EXPORT_TOO_LARGE.format(size=len(blob) / 1e6), ephemeral=True)
+            too_large = self.words("memory.export_too_large", size=len(blob) / 1e6)
+            await interaction.followup.send(too_large, ephemeral=True)
             log.info("export of user %s too large to attach (%d bytes)", user_id, len(blob))
             return
         file = discord.File(io.BytesIO(blob), filename=f"memory-{user_id}.json")
-        await interaction.followup.send(EXPORT_READY, file=file, ephemeral=True)
+        await interaction.followup.send(self.words("memory.export_ready"), file=file, ephemeral=True)
         log.info("user %s exported their memory (%d bytes)", user_id, len(blob))
 
     async def fact_traces(self, user_id: int, value: str) -> FactTraces | None:
@@ -124,7 +116,7 @@ class MemoryActions:
 
     async def forget_fact(self, user_id: int, fact_id: int) -> str:
         traces = await self.forgetting.forget_fact(user_id, fact_id)
-        return NOT_FOUND if traces is None else forgot_fact_text(traces)
+        return self.words("memory.not_found") if traces is None else forgot_fact_text(traces, self.words)
 
     async def confirm_conversation_text(self, user_id: int, value: str) -> tuple[Conversation | None, str]:
         """The question before forgetting the member's call or chat ``value``, saying what goes (the
@@ -132,28 +124,34 @@ class MemoryActions:
         convo = parse_conversation(value)
         found = "not_found" if convo is None else await self.forgetting.preview_conversation(user_id, convo)
         if isinstance(found, str):
-            return None, REFUSED[found]
+            return None, self.words(REFUSED[found])
         forgettable, preview = found
         return forgettable.conversation, confirm_conversation_text(
-            forgettable.conversation.kind, forgettable.started_at, preview
+            forgettable.conversation.kind, forgettable.started_at, preview, self.words
         )
 
     async def forget_conversation(self, user_id: int, value: str) -> str:
         convo = parse_conversation(value)
         done = "not_found" if convo is None else await self.forgetting.forget_conversation(user_id, convo)
         if isinstance(done, str):
-            return REFUSED[done]
+            return self.words(REFUSED[done])
         forgotten, result = done
-        return forgot_conversation_text(forgotten.conversation.kind, forgotten.started_at, result)
+        return forgot_conversation_text(forgotten.conversation.kind, forgotten.started_at, result, self.words)
 
     async def forget_everything(self, user_id: int) -> str:
-        return forgot_everything_text(await self.forgetting.forget_everything(user_id))
+        return forgot_everything_text(await self.forgetting.forget_everything(user_id), self.words)
 
     async def confirm_text(self, user_id: int) -> str:
         everything = await self.forgetting.everything(user_id)
-        facts, conversations = everything.facts, everything.conversations
-        what = f" ({plural(facts, 'fact')}, {plural(conversations, 'call or chat', 'calls and chats')})"
-        return CONFIRM_EVERYTHING.format(what=what if facts or conversations else ",")
+        facts, conversations, words = everything.facts, everything.conversations, self.words
+        what = ","
+        if facts or conversations:
+            what = words(
+                "memory.confirm_everything.what",
+                facts=words.count("count.fact", facts),
+                conversations=words.count("count.call_or_chat", conversations),
+            )
+        return words("memory.confirm_everything", what=what)
 
 
 After = Callable[[], Awaitable[None]] | None
@@ -174,12 +172,16 @@ async def forget_fact_or_ask(
     traces = await actions.fact_traces(owner, value)
     if traces is not None and traces.removes_more:
         confirm = ConfirmFactView(actions, owner, traces.fact.fact_id, after=after)
+        question = confirm_fact_text(traces, actions.words)
         if in_place:
-            await confirm.replace(interaction, content=confirm_fact_text(traces))
+            await confirm.replace(interaction, content=question)
         else:
-            await confirm.send_followup(interaction, confirm_fact_text(traces), allowed_mentions=NO_MENTIONS)
+            await confirm.send_followup(interaction, question, allowed_mentions=NO_MENTIONS)
         return
-    text = NOT_FOUND if traces is None else await actions.forget_fact(owner, traces.fact.fact_id)
+    if traces is None:
+        text = actions.words("memory.not_found")
+    else:
+        text = await actions.forget_fact(owner, traces.fact.fact_id)
     if in_place:
         await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
     else:
@@ -243,7 +245,7 @@ class MemoryView(OwnedView):
     waiting for another writer, and Discord gives an interaction 3 seconds), then answered by editing it, so the
     latest click can still disable the buttons when the panel times out."""
 
-    not_yours = NOT_YOURS
+    not_yours = "memory.not_yours"
 
     def __init__(self, actions: MemoryActions, owner_id: int, page: MemoryPage, index: int, pages: int):
         super().__init__(owner_id, timeout=MEMORY_VIEW_SECONDS)
@@ -257,14 +259,15 @@ class MemoryView(OwnedView):
     def sync(self, page: MemoryPage, index: int, pages: int) -> None:
         self.page, self.index, self.pages = page, index, pages
         self.clear_items()
-        on = remembering(page)
+        on, words = remembering(page), self.actions.words
+        toggle = "memory.button.pause" if on else "memory.button.resume" if page.chosen else "consent.remember_me"
         for action, label, emoji, style, row, disabled in (
             ("prev", "◀", None, discord.ButtonStyle.secondary, 0, index <= 0),
             ("next", "▶", None, discord.ButtonStyle.secondary, 0, index >= pages - 1),
-            ("export", "Export", "📦", discord.ButtonStyle.primary, 1, False),
+            ("export", words("memory.button.export"), "📦", discord.ButtonStyle.primary, 1, False),
             (
                 "toggle",
-                "Pause memory" if on else "Resume memory" if page.chosen else "Remember me",
+                words(toggle),
                 "⏸️" if on else "▶️",
                 discord.ButtonStyle.secondary if on else discord.ButtonStyle.success,
                 1,
@@ -272,7 +275,7 @@ class MemoryView(OwnedView):
             ),
             (
                 "forget",
-                "Forget…",
+                words("memory.button.forget"),
                 "🗑️",
                 discord.ButtonStyle.danger,
                 1,
@@ -288,7 +291,7 @@ class MemoryView(OwnedView):
                 custom_id=f"memory:{action}:{self.owner_id}:{index}",
             )
             self.add_item(PanelButton(button, self.owner_id, action, index))  # type: ignore[arg-type]
-        menu = edit_menu(self.owner_id, page.facts)
+        menu = edit_menu(self.owner_id, page.facts, words)
         if menu is not None:
             self.add_item(menu)
 
@@ -297,7 +300,7 @@ class MemoryView(OwnedView):
         return next((f for f in self.page.facts if f.fact_id == fact_id), None)
 
     def embed(self) -> discord.Embed:
-        return render_page(self.page, self.index, self.pages)
+        return render_page(self.page, self.index, self.pages, self.actions.words)
 
     async def show(self, interaction: discord.Interaction, index: int) -> None:
         """Answer a (deferred) click on this panel with the given page."""
@@ -331,7 +334,7 @@ class MemoryView(OwnedView):
         elif action == "forget":
             self.handle = interaction
             picker = ForgetPickerView(self.actions, self.owner_id, self.page, after=self.refresh)
-            await picker.send_followup(interaction, PICK_PROMPT)
+            await picker.send_followup(interaction, self.actions.words("memory.pick_prompt"))
 
 
 class PanelButton(
@@ -339,7 +342,7 @@ class PanelButton(
     discord.ui.DynamicItem[discord.ui.Button[MemoryView]],
     template=r"memory:(?P<action>prev|next|export|toggle|forget):(?P<owner>[0-9]+):(?P<index>[0-9]+)",
 ):
-    not_yours = NOT_YOURS
+    not_yours = "memory.not_yours"
 
     def __init__(self, button: discord.ui.Button[MemoryView], owner_id: int, action: PanelAction, index: int):
         super().__init__(button, owner_id)
@@ -362,10 +365,11 @@ class ForgetPickerView(_ForgetStep):
 
     def __init__(self, actions: MemoryActions, owner_id: int, page: MemoryPage, *, after: After):
         super().__init__(actions, owner_id, timeout=PICKER_SECONDS, after=after)
-        options = picker_options(page)
+        words = actions.words
+        options = picker_options(page, words)
         if options:
             select: discord.ui.Select[ForgetPickerView] = discord.ui.Select(
-                placeholder="Choose one thing to forget",
+                placeholder=words("memory.picker.placeholder"),
                 min_values=1,
                 max_values=1,
                 row=0,
@@ -373,8 +377,8 @@ class ForgetPickerView(_ForgetStep):
                 custom_id=f"forget:pick:{owner_id}",
             )
             self.add_item(PickSelect(select, owner_id))
-        self.add_item(EverythingButton.make(owner_id))
-        self.add_item(CancelButton.make(owner_id))
+        self.add_item(EverythingButton.make(owner_id, words))
+        self.add_item(CancelButton.make(owner_id, words))
 
     async def on_timeout(self) -> None:
         self.disable_all()
@@ -404,10 +408,10 @@ class EverythingButton(
     """The picker's **Forget everything…**: asks for a confirmation."""
 
     @classmethod
-    def make(cls, owner_id: int) -> Self:
+    def make(cls, owner_id: int, words: Words) -> Self:
         return cls(
             discord.ui.Button(
-                label="Forget everything…",
+                label=words("memory.button.forget_everything_ask"),
                 style=discord.ButtonStyle.danger,
                 row=1,
                 custom_id=f"forget:everything:{owner_id}",
@@ -430,10 +434,13 @@ class CancelButton(
     """**Cancel** on the picker and on every confirmation."""
 
     @classmethod
-    def make(cls, owner_id: int, row: int | None = 1) -> Self:
+    def make(cls, owner_id: int, words: Words, row: int | None = 1) -> Self:
         return cls(
             discord.ui.Button(
-                label="Cancel", style=discord.ButtonStyle.secondary, row=row, custom_id=f"forget:cancel:{owner_id}"
+                label=words("memory.button.cancel"),
+                style=discord.ButtonStyle.secondary,
+                row=row,
+                custom_id=f"forget:cancel:{owner_id}",
             ),
             owner_id,
         )
@@ -442,18 +449,18 @@ class CancelButton(
         view = OwnedView.live(interaction)
         if view is not None:
             view.stop()
-        await interaction.response.edit_message(content=CANCELLED, view=None)
+        await interaction.response.edit_message(content=words_of(interaction)("memory.cancelled"), view=None)
 
 
 class ConfirmEverythingView(_ForgetStep):
     def __init__(self, actions: MemoryActions, owner_id: int, *, after: After = None):
         super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
-        self.add_item(ConfirmEverythingButton.make(owner_id))
-        self.add_item(CancelButton.make(owner_id, row=None))
+        self.add_item(ConfirmEverythingButton.make(owner_id, actions.words))
+        self.add_item(CancelButton.make(owner_id, actions.words, row=None))
 
     async def on_timeout(self) -> None:
         self.disable_all()
-        await self.edit(content=CONFIRM_EXPIRED, view=self)
+        await self.edit(content=self.actions.words("memory.confirm_expired"), view=self)
 
 
 class ConfirmEverythingButton(
@@ -462,10 +469,12 @@ class ConfirmEverythingButton(
     template=r"forget:confirm:(?P<owner>[0-9]+)",
 ):
     @classmethod
-    def make(cls, owner_id: int) -> Self:
+    def make(cls, owner_id: int, words: Words) -> Self:
         return cls(
             discord.ui.Button(
-                label="Forget everything", style=discord.ButtonStyle.danger, custom_id=f"forget:confirm:{owner_id}"
+                label=words("memory.button.forget_everything"),
+                style=discord.ButtonStyle.danger,
+                custom_id=f"forget:confirm:{owner_id}",
             ),
             owner_id,
         )
@@ -484,12 +493,12 @@ class ConfirmFactView(_ForgetStep):
 
     def __init__(self, actions: MemoryActions, owner_id: int, fact_id: int, *, after: After = None):
         super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
-        self.add_item(ConfirmFactButton.make(owner_id, fact_id))
-        self.add_item(CancelButton.make(owner_id, row=None))
+        self.add_item(ConfirmFactButton.make(owner_id, fact_id, actions.words))
+        self.add_item(CancelButton.make(owner_id, actions.words, row=None))
 
     async def on_timeout(self) -> None:
         self.disable_all()
-        await self.edit(content=CONFIRM_FACT_EXPIRED, view=self)
+        await self.edit(content=self.actions.words("memory.confirm_fact_expired"), view=self)
 
 
 class ConfirmFactButton(
@@ -502,10 +511,12 @@ class ConfirmFactButton(
         self.fact_id = fact_id
 
     @classmethod
-    def make(cls, owner_id: int, fact_id: int) -> Self:
+    def make(cls, owner_id: int, fact_id: int, words: Words) -> Self:
         return cls(
             discord.ui.Button(
-                label="Forget it", style=discord.ButtonStyle.danger, custom_id=f"forget:fact:{owner_id}:{fact_id}"
+                label=words("memory.button.forget_it"),
+                style=discord.ButtonStyle.danger,
+                custom_id=f"forget:fact:{owner_id}:{fact_id}",
             ),
             owner_id,
             fact_id,
@@ -529,12 +540,12 @@ class ConfirmConversationView(_ForgetStep):
 
     def __init__(self, actions: MemoryActions, owner_id: int, convo: Conversation, *, after: After = None):
         super().__init__(actions, owner_id, timeout=CONFIRM_SECONDS, after=after)
-        self.add_item(ConfirmConversationButton.make(owner_id, convo))
-        self.add_item(CancelButton.make(owner_id, row=None))
+        self.add_item(ConfirmConversationButton.make(owner_id, convo, actions.words))
+        self.add_item(CancelButton.make(owner_id, actions.words, row=None))
 
     async def on_timeout(self) -> None:
         self.disable_all()
-        await self.edit(content=CONFIRM_CONVERSATION_EXPIRED, view=self)
+        await self.edit(content=self.actions.words("memory.confirm_conversation_expired"), view=self)
 
 
 class ConfirmConversationButton(
@@ -547,10 +558,10 @@ class ConfirmConversationButton(
         self.value = value
 
     @classmethod
-    def make(cls, owner_id: int, convo: Conversation) -> Self:
+    def make(cls, owner_id: int, convo: Conversation, words: Words) -> Self:
         return cls(
             discord.ui.Button(
-                label=f"Forget this {convo.kind}",
+                label=words(f"memory.button.forget_{convo.kind}"),
                 style=discord.ButtonStyle.danger,
                 custom_id=f"forget:convo:{owner_id}:{convo.kind}:{convo.ref_id}",
             ),

@@ -18,9 +18,11 @@ from typing import Any, Protocol, Self, runtime_checkable
 import discord
 
 from bot.client import report_error
+from bot.i18n import Words
 from bot.memory.own_words import MAX_FACT_CHARS, Act, OwnWords, Refusal
 from bot.memory.wording import for_member
 from bot.store.models import FactRecord
+from bot.translator import words_of
 from cogs._owned import NOT_YOURS, OwnedControl, OwnedView, bot_of, owner_check, owner_of
 
 log = logging.getLogger(__name__)
@@ -28,31 +30,6 @@ log = logging.getLogger(__name__)
 NO_MENTIONS = discord.AllowedMentions.none()
 EDIT_SECONDS = 10 * 60
 """How long an edit modal or an **Edit** button waits; within the 15-minute life of the interaction token."""
-EXAMPLE = "My daughter's birthday is 4 May"
-
-REMEMBERED = "Got it, I'll remember: “{fact}”. You'll find it in `/memory`, marked *told by you*."
-NOTHING_TO_REMEMBER = f"There was nothing to remember. Try again with what I should keep, like “{EXAMPLE}”."
-REFUSALS: dict[Refusal, str] = {
-    "not_chosen": (
-        "I didn't keep that: you haven't chosen yet whether I may remember you. Start a `/call` or `/chat`, "
-        "choose **Remember me**, then try again."
-    ),
-    "declined": (
-        "I didn't keep that: you chose to talk without memory. To let me remember you, press **Resume memory** "
-        "in `/memory`, then try again."
-    ),
-    "paused": "I didn't keep that: your memory is paused. Press **Resume memory** in `/memory`, then try again.",
-}
-EDITED = (
-    "Updated: “{fact}”. The earlier version is kept under **Earlier versions** in `/memory`; **Forget…** there "
-    "removes it for good."
-)
-UNCHANGED = "Nothing changed: that's already what I remember."
-EDIT_GONE = "I couldn't find that fact any more: it was changed or forgotten. Open `/memory` again to see it now."
-EDIT_EMPTY = "A fact can't be empty, so nothing changed. To remove it, use **Forget…** in `/memory`."
-EDIT_PAUSED = "Nothing changed: your memory is paused. Press **Resume memory** in `/memory`, then try again."
-EDIT_PROMPT = "**Edit “{fact}”?** Press **Edit** to change it in your own words."
-EDIT_PLACEHOLDER = "Edit a fact…"
 FACT_ID = re.compile(r"[0-9]{1,18}")
 
 After = Callable[[], Awaitable[None]] | None
@@ -64,24 +41,24 @@ def _quoted(text: str, limit: int = 1500) -> str:
     return discord.utils.escape_markdown(flat)
 
 
-def remember_text(result: Act | Refusal) -> str:
+def remember_text(result: Act | Refusal, words: Words) -> str:
     """What `/remember` answers."""
     if isinstance(result, str):
-        return REFUSALS[result]
+        return words(f"own.refusal.{result}")
     if result.outcome == "remembered" and result.fact is not None:
-        return REMEMBERED.format(fact=_quoted(result.fact))
-    return NOTHING_TO_REMEMBER
+        return words("own.remembered", fact=_quoted(result.fact))
+    return words("own.nothing", example=words("own.example"))
 
 
-def edited_text(act: Act) -> str:
+def edited_text(act: Act, words: Words) -> str:
     """What an edit from the panel answers."""
     if act.outcome == "corrected" and act.fact is not None:
-        return UNCHANGED if act.fact == act.replaced else EDITED.format(fact=_quoted(act.fact))
+        return words("own.unchanged") if act.fact == act.replaced else words("own.edited", fact=_quoted(act.fact))
     if act.outcome == "empty":
-        return EDIT_EMPTY
+        return words("own.edit_empty")
     if act.outcome == "refused":
-        return EDIT_PAUSED
-    return EDIT_GONE
+        return words("own.edit_paused")
+    return words("own.edit_gone")
 
 
 @runtime_checkable
@@ -93,21 +70,22 @@ class FactPanel(Protocol):
     async def edit(self, **changes: Any) -> None: ...
 
 
-def edit_menu(owner_id: int, facts: Sequence[FactRecord]) -> EditSelect | None:
+def edit_menu(owner_id: int, facts: Sequence[FactRecord], words: Words) -> EditSelect | None:
     """The panel's **Edit a fact…** menu over the current facts it shows, or None when it shows none."""
     if not facts:
         return None
     options = [
         discord.SelectOption(
-            label=" ".join(for_member(f.text, told=f.told).split())[:100] or f"Fact {f.fact_id}",
+            label=" ".join(for_member(f.text, told=f.told).split())[:100]
+            or words("memory.fact_fallback", id=f.fact_id),
             value=str(f.fact_id),
-            description="Told by you" if f.told else "Learned from what you said",
+            description=words("own.option.told" if f.told else "own.option.learned"),
             emoji="✏️",
         )
         for f in facts[:25]
     ]
     select: discord.ui.Select[OwnedView] = discord.ui.Select(
-        placeholder=EDIT_PLACEHOLDER,
+        placeholder=words("own.edit_placeholder"),
         min_values=1,
         max_values=1,
         row=2,
@@ -120,14 +98,14 @@ def edit_menu(owner_id: int, facts: Sequence[FactRecord]) -> EditSelect | None:
 class FactEditModal(discord.ui.Modal):
     """The fact's current text, to change in place; submitting replaces the fact (the old one becomes history)."""
 
-    def __init__(self, owner_id: int, fact: FactRecord, *, after: After = None) -> None:
+    def __init__(self, owner_id: int, fact: FactRecord, words: Words, *, after: After = None) -> None:
         super().__init__(
-            title="Edit what I remember", timeout=EDIT_SECONDS, custom_id=f"fact:modal:{owner_id}:{fact.fact_id}"
+            title=words("own.modal.title"), timeout=EDIT_SECONDS, custom_id=f"fact:modal:{owner_id}:{fact.fact_id}"
         )
         self.owner_id, self.fact_id, self.after = owner_id, fact.fact_id, after
         self.stored, self.shown = fact.text, for_member(fact.text, told=fact.told)
         self.text: discord.ui.TextInput[FactEditModal] = discord.ui.TextInput(
-            label="What should I remember instead?",
+            label=words("own.modal.label"),
             style=discord.TextStyle.paragraph,
             default=self.shown[:MAX_FACT_CHARS],
             min_length=1,
@@ -146,7 +124,8 @@ class FactEditModal(discord.ui.Modal):
             right = self.stored  # sent as shown: nothing changed, though the member read it in the second person
         act = await OwnWords(bot_of(interaction).services.memory).correct_fact(self.owner_id, self.fact_id, right)
         log.info("user %s edited fact %s: %s", self.owner_id, self.fact_id, act.outcome)
-        await interaction.edit_original_response(content=edited_text(act), allowed_mentions=NO_MENTIONS)
+        text = edited_text(act, words_of(interaction))
+        await interaction.edit_original_response(content=text, allowed_mentions=NO_MENTIONS)
         if self.after is not None and act.outcome == "corrected":
             await self.after()
 
@@ -161,10 +140,11 @@ async def offer_edit(interaction: discord.Interaction, owner_id: int, fact_id: i
     own_words = OwnWords(bot_of(interaction).services.memory)
     fact = None if fact_id is None else await own_words.editable_fact(owner_id, fact_id)
     if fact is None:
-        await interaction.edit_original_response(content=EDIT_GONE)
+        await interaction.edit_original_response(content=words_of(interaction)("own.edit_gone"))
         return
-    prompt = EditPrompt(owner_id, fact)
-    text = EDIT_PROMPT.format(fact=_quoted(for_member(fact.text, told=fact.told), 300))
+    words = words_of(interaction)
+    prompt = EditPrompt(owner_id, fact, words)
+    text = words("own.edit_prompt", fact=_quoted(for_member(fact.text, told=fact.told), 300))
     await prompt.send(interaction, text, allowed_mentions=NO_MENTIONS)
 
 
@@ -187,17 +167,18 @@ class EditSelect(
             await interaction.response.defer(ephemeral=True, thinking=True)  # first: the fact is read
             await offer_edit(interaction, self.owner_id, fact_id)
             return
-        await interaction.response.send_modal(FactEditModal(self.owner_id, fact, after=panel.refresh))
+        modal = FactEditModal(self.owner_id, fact, words_of(interaction), after=panel.refresh)
+        await interaction.response.send_modal(modal)
         await panel.edit(view=panel)  # the menu shows no choice again, so the same fact can be picked again
 
 
 class EditPrompt(OwnedView):
     """An **Edit** button for one fact, holding its text for the modal."""
 
-    def __init__(self, owner_id: int, fact: FactRecord) -> None:
+    def __init__(self, owner_id: int, fact: FactRecord, words: Words) -> None:
         super().__init__(owner_id, timeout=EDIT_SECONDS)
         self.fact = fact
-        self.add_item(EditButton.make(owner_id, fact.fact_id))
+        self.add_item(EditButton.make(owner_id, fact.fact_id, words))
 
     async def on_timeout(self) -> None:
         self.disable_all()
@@ -214,9 +195,12 @@ class EditButton(
         self.fact_id = fact_id
 
     @classmethod
-    def make(cls, owner_id: int, fact_id: int) -> Self:
+    def make(cls, owner_id: int, fact_id: int, words: Words) -> Self:
         button: discord.ui.Button[EditPrompt] = discord.ui.Button(
-            label="Edit", emoji="✏️", style=discord.ButtonStyle.primary, custom_id=f"fact:edit:{owner_id}:{fact_id}"
+            label=words("own.edit_button"),
+            emoji="✏️",
+            style=discord.ButtonStyle.primary,
+            custom_id=f"fact:edit:{owner_id}:{fact_id}",
         )
         return cls(button, owner_id, fact_id)
 
@@ -230,7 +214,7 @@ class EditButton(
             await interaction.response.defer(ephemeral=True, thinking=True)
             await offer_edit(interaction, self.owner_id, self.fact_id)
             return
-        await interaction.response.send_modal(FactEditModal(self.owner_id, prompt.fact))
+        await interaction.response.send_modal(FactEditModal(self.owner_id, prompt.fact, words_of(interaction)))
 
 
 EDIT_CONTROLS: tuple[type[discord.ui.DynamicItem[Any]], ...] = (EditSelect, EditButton)

@@ -17,10 +17,12 @@ from typing import Any, ClassVar, Self
 import discord
 
 from bot.client import FunnelledView, MemoryBot, report_error
+from bot.translator import words_of
 
 log = logging.getLogger(__name__)
 
-NOT_YOURS = "This belongs to someone else. Use the command yourself to get your own."
+NOT_YOURS = "owned.not_yours"
+"""The catalogue key of what someone else who clicks a member's control reads, in their own language."""
 
 _live_views: weakref.WeakKeyDictionary[discord.Client, dict[int, OwnedView]] = weakref.WeakKeyDictionary()
 
@@ -124,9 +126,10 @@ class OwnedView(FunnelledView):
 
 
 async def owner_check(interaction: discord.Interaction, owner_id: int, not_yours: str = NOT_YOURS) -> bool:
+    """Whether the owner clicked; anyone else is told ``not_yours`` (a catalogue key) in their own language."""
     if interaction.user.id == owner_id:
         return True
-    await interaction.response.send_message(not_yours, ephemeral=True)
+    await interaction.response.send_message(words_of(interaction)(not_yours), ephemeral=True)
     return False
 
 

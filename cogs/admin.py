@@ -20,10 +20,10 @@ from bot.calls.settings import (
     SettingsOverview,
 )
 from bot.client import MemoryBot
-from bot.messages import plural
+from bot.i18n import Words
+from bot.translator import options, words_of
 
 PREVIEW_CHARS = 700
-NEXT_CALL = "It applies from the next call started in this server; calls already running are not changed."
 
 
 def quote(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -33,46 +33,55 @@ def quote(text: str, limit: int = PREVIEW_CHARS) -> str:
     return "\n".join(f"> {discord.utils.escape_markdown(line)}" for line in text.splitlines() or [""])
 
 
-def usage_text(overview: SettingsOverview) -> str:
+def usage_text(overview: SettingsOverview, words: Words) -> str:
     usage = overview.usage
     if usage is None:
-        return "**Today:** voice calls are not set up on this bot, so there is no usage to show."
-    return f"**Today** (UTC): {plural(usage.calls_today, 'call')} started here, {usage.active_now} active now."
+        return words("admin.usage.none")
+    return words("admin.usage.today", calls=words.count("count.call", usage.calls_today), active=usage.active_now)
 
 
-def retention_text(days: int | None) -> str:
+def retention_text(days: int | None, words: Words) -> str:
     if not days:
-        return "kept until members delete them" if days == 0 else "default (kept until members delete them)"
-    return f"deleted after {plural(days, 'day')}"
+        return words("admin.retention.until_deleted" if days == 0 else "admin.retention.default")
+    return words("admin.retention.after", days=words.count("count.day", days))
 
 
-def current_text_answer(name: str, custom: str | None, default: str) -> str:
+def current_text_answer(name: str, custom: str | None, default: str, words: Words) -> str:
     """`/settings persona` or `greeting` without text: what is in use, and how to change it (nothing changes)."""
-    which = f"a **custom {name}**" if custom else f"the bot's **default {name}**"
-    how = "To change it, give `text`; `reset:True` restores the default." if custom else "To change it, give `text`."
-    return f"This server uses {which}:\n{quote(custom or default)}\n{how}"
+    which = words(f"admin.current.custom_{name}" if custom else f"admin.current.default_{name}")
+    how = words("admin.current.how_custom" if custom else "admin.current.how_default")
+    return words("admin.current.answer", which=which, text=quote(custom or default), how=how)
 
 
-def overview_text(overview: SettingsOverview) -> str:
+def overview_text(overview: SettingsOverview, words: Words) -> str:
     s = overview.settings
-    max_minutes = f"{s.max_call_minutes} min" if s.max_call_minutes else f"default ({overview.default_max_minutes} min)"
-    daily = (
-        f"{s.calls_per_member_per_day}" if s.calls_per_member_per_day else f"default ({overview.default_daily_calls})"
-    )
-    persona = f"custom:\n{quote(s.persona)}" if s.persona else f"default:\n{quote(overview.default_persona)}"
-    greeting = f"custom:\n{quote(s.greeting)}" if s.greeting else f"default:\n{quote(overview.default_greeting)}"
+
+    def own_or_default(own: object, default: object) -> str:
+        return str(own) if own else words("admin.overview.default", value=default)
+
+    def text_or_default(own: str | None, default: str) -> str:
+        if own:
+            return words("admin.overview.custom_text", text=quote(own))
+        return words("admin.overview.default_text", text=quote(default))
+
+    minutes = words("admin.overview.minutes", minutes=s.max_call_minutes) if s.max_call_minutes else None
+    default_minutes = words("admin.overview.minutes", minutes=overview.default_max_minutes)
     return "\n".join(
         [
-            "**Bot settings for this server**",
-            f"**Voice calls:** {'on' if s.calls_enabled else 'off'}",
-            f"**Longest call:** {max_minutes}",
-            f"**Calls per member per day:** {daily}",
-            f"**Transcripts:** {retention_text(s.retention_days)}",
-            f"**Persona:** {persona}",
-            f"**Greeting:** {greeting}",
+            words("admin.overview.title"),
+            words(
+                "admin.overview.calls", state=words("admin.overview.on" if s.calls_enabled else "admin.overview.off")
+            ),
+            words("admin.overview.longest", value=own_or_default(minutes, default_minutes)),
+            words(
+                "admin.overview.daily", value=own_or_default(s.calls_per_member_per_day, overview.default_daily_calls)
+            ),
+            words("admin.overview.transcripts", value=retention_text(s.retention_days, words)),
+            words("admin.overview.persona", value=text_or_default(s.persona, overview.default_persona)),
+            words("admin.overview.greeting", value=text_or_default(s.greeting, overview.default_greeting)),
             "",
-            usage_text(overview),
-            "-# Change these with the other `/settings` commands; changes apply to the next call.",
+            usage_text(overview, words),
+            words("admin.overview.footer"),
         ]
     )
 
@@ -114,25 +123,18 @@ class Admin(commands.Cog):
         assert interaction.guild_id is not None
         await self.acknowledge(interaction)
         overview = await self.service().overview(interaction.guild_id)
-        await self.confirm(interaction, overview_text(overview))
+        await self.confirm(interaction, overview_text(overview, words_of(interaction)))
 
     @settings.command(name="calls", description="Turn voice calls on or off in this server")
-    @app_commands.describe(enabled="Whether members may start calls here")
+    @options(enabled="Whether members may start calls here")
     async def calls(self, interaction: discord.Interaction, enabled: bool) -> None:
         assert interaction.guild_id is not None
         await self.acknowledge(interaction)
         await self.service().set_calls_enabled(interaction.guild_id, enabled)
-        if enabled:
-            text = "Voice calls are now **on** in this server: members can start one with `/call`."
-        else:
-            text = (
-                "Voice calls are now **off** in this server: `/call` tells members that calls are turned off here. "
-                "Calls already running continue until they end."
-            )
-        await self.confirm(interaction, text)
+        await self.confirm(interaction, words_of(interaction)("admin.calls.on" if enabled else "admin.calls.off"))
 
     @settings.command(name="persona", description="See or set the agent's persona for calls started in this server")
-    @app_commands.describe(
+    @options(
         text="Who the agent is and how it talks (leave empty to see the current one)",
         reset="Restore the bot's default persona",
     )
@@ -144,21 +146,23 @@ class Admin(commands.Cog):
     ) -> None:
         assert interaction.guild_id is not None
         await self.acknowledge(interaction)
+        words = words_of(interaction)
         if text is None and not reset:
             overview = await self.service().overview(interaction.guild_id)
             await self.confirm(
-                interaction, current_text_answer("persona", overview.settings.persona, overview.default_persona)
+                interaction, current_text_answer("persona", overview.settings.persona, overview.default_persona, words)
             )
             return
         saved = await self.service().set_persona(interaction.guild_id, None if reset else text)
+        next_call = words("admin.next_call")
         if saved.persona is None:
-            answer = f"The agent uses the bot's **default persona** again in this server. {NEXT_CALL}"
+            answer = words("admin.persona.default", next_call=next_call)
         else:
-            answer = f"The agent's persona in this server is now:\n{quote(saved.persona)}\n{NEXT_CALL}"
+            answer = words("admin.persona.set", text=quote(saved.persona), next_call=next_call)
         await self.confirm(interaction, answer)
 
     @settings.command(name="greeting", description="See or set what the agent says first in calls started here")
-    @app_commands.describe(
+    @options(
         text="The agent's first words (leave empty to see the current ones)",
         reset="Restore the bot's default greeting",
     )
@@ -170,59 +174,53 @@ class Admin(commands.Cog):
     ) -> None:
         assert interaction.guild_id is not None
         await self.acknowledge(interaction)
+        words = words_of(interaction)
         if text is None and not reset:
             overview = await self.service().overview(interaction.guild_id)
-            answer = current_text_answer("greeting", overview.settings.greeting, overview.default_greeting)
+            answer = current_text_answer("greeting", overview.settings.greeting, overview.default_greeting, words)
             await self.confirm(interaction, answer)
             return
         saved = await self.service().set_greeting(interaction.guild_id, None if reset else text)
+        next_call = words("admin.next_call")
         if saved.greeting is None:
-            answer = f"The agent uses the bot's **default greeting** again in this server. {NEXT_CALL}"
+            answer = words("admin.greeting.default", next_call=next_call)
         else:
-            answer = f"The agent now opens calls in this server with:\n{quote(saved.greeting)}\n{NEXT_CALL}"
+            answer = words("admin.greeting.set", text=quote(saved.greeting), next_call=next_call)
         await self.confirm(interaction, answer)
 
     @settings.command(name="max-minutes", description="Set the longest a call started in this server may last")
-    @app_commands.describe(minutes="Minutes, from 1 to 240")
+    @options(minutes="Minutes, from 1 to 240")
     async def max_minutes(self, interaction: discord.Interaction, minutes: app_commands.Range[int, 1, 240]) -> None:
         assert interaction.guild_id is not None
         await self.acknowledge(interaction)
         await self.service().set_max_minutes(interaction.guild_id, minutes)
+        words = words_of(interaction)
+        minutes_text = words.count("count.minute", minutes)
         await self.confirm(
-            interaction,
-            f"Calls started in this server now end after at most **{plural(minutes, 'minute')}**. {NEXT_CALL}",
+            interaction, words("admin.max_minutes.set", minutes=minutes_text, next_call=words("admin.next_call"))
         )
 
     @settings.command(name="daily-calls", description="Set how many calls each member may start here per day")
-    @app_commands.describe(count="Calls per member per day, from 1 to 500")
+    @options(count="Calls per member per day, from 1 to 500")
     async def daily_calls(self, interaction: discord.Interaction, count: app_commands.Range[int, 1, 500]) -> None:
         assert interaction.guild_id is not None
         await self.acknowledge(interaction)
         await self.service().set_daily_calls(interaction.guild_id, count)
-        await self.confirm(
-            interaction,
-            f"Each member can now start **{plural(count, 'call')} per day** in this server "
-            "(days reset at midnight UTC). Members who already reached it are told when they can call again.",
-        )
+        words = words_of(interaction)
+        await self.confirm(interaction, words("admin.daily_calls.set", calls=words.count("count.call", count)))
 
     @settings.command(name="retention", description="Set how long transcripts of conversations held here are kept")
-    @app_commands.describe(days="Days to keep transcripts, from 1 to 3650; 0 keeps them until members delete them")
+    @options(days="Days to keep transcripts, from 1 to 3650; 0 keeps them until members delete them")
     async def retention(self, interaction: discord.Interaction, days: app_commands.Range[int, 0, 3650]) -> None:
         assert interaction.guild_id is not None
         await self.acknowledge(interaction)
         await self.service().set_retention(interaction.guild_id, days)
+        words = words_of(interaction)
         if days == 0:
-            kept = "Transcripts of calls and chats started in this server are now **kept until members delete them**."
+            kept = words("admin.retention.kept")
         else:
-            kept = (
-                f"Transcripts of calls and chats started in this server are now **deleted {plural(days, 'day')} "
-                "after** the conversation."
-            )
-        await self.confirm(
-            interaction,
-            f"{kept}\nWhat the agent learned about a member (their facts and call summaries) is not a transcript: "
-            "it stays until that member deletes it with `/forget`.",
-        )
+            kept = words("admin.retention.deleted", days=words.count("count.day", days))
+        await self.confirm(interaction, words("admin.retention.set", kept=kept))
 
 
 async def setup(bot: MemoryBot) -> None:

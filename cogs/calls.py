@@ -10,30 +10,20 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import messages
 from bot.calls.service import CallEnded, CallService, StartedCall
 from bot.client import MemoryBot
-from bot.messages import plural
+from bot.i18n import ENGLISH_TAG, Words
+from bot.translator import options, words_for_member, words_of
 from cogs._consent import ChoiceButton, MemoryChoiceView
+from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, label
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
 log = logging.getLogger(__name__)
 
-CONSENT_TEXT = (
-    "**Before your first call: may the agent remember you?**\n"
-    "• **Remember me**: what you say in calls and chats with this bot is kept under your Discord account, so the "
-    "agent can greet you by name and pick up where you left off, in any server. `/memory` shows exactly what is "
-    "kept and pauses it any time; `/forget` deletes one thing, one call, or everything — for real.\n"
-    "• **Call without memory**: this call and your later calls and chats are not remembered, and I won't ask "
-    "again. To change your mind, press **Resume memory** in `/memory`.\n"
-    "Just this once without memory: `/call private:True`. Nothing is shared with server admins or other members."
-)
 CONSENT_VIEW_SECONDS = 5 * 60
-CONSENT_EXPIRED = "You didn't choose, so no call was started and nothing was stored. Type `/call` again any time."
 CARD_VIEW_SECONDS = 14 * 60
 """Ephemeral messages can be edited only while the interaction token lives (15 minutes)."""
-ALREADY_ENDED = "This call has already ended."
-NOT_YOUR_CALL = "This call belongs to someone else."
+NOT_YOUR_CALL = "calls.not_your_call"
 
 
 def _cooldown(interaction: discord.Interaction[MemoryBot]) -> app_commands.Cooldown | None:
@@ -41,41 +31,46 @@ def _cooldown(interaction: discord.Interaction[MemoryBot]) -> app_commands.Coold
     return app_commands.Cooldown(1, seconds) if seconds > 0 else None
 
 
-def card_text(started: StartedCall, *, declined: bool = False) -> str:
+def card_text(started: StartedCall, words: Words, *, declined: bool = False) -> str:
     if declined:
-        memory = (
-            "You chose **Call without memory**: this call and your later ones are not remembered. "
-            "To change that, press **Resume memory** in `/memory`."
-        )
+        memory = words("calls.card.declined")
     elif started.memory_paused:
-        memory = "Your memory is **paused**, so this call is not remembered. Resume it with `/memory`."
+        memory = words("calls.card.paused")
     elif started.private:
-        memory = "This call is **private**: nothing is read from or written to your memory."
+        memory = words("calls.card.private")
     else:
-        memory = "The agent remembers your earlier conversations; this call will be remembered too."
-    return (
-        "**Your call is ready.** Open the link, click **Start call** and allow the microphone.\n"
-        f"{memory}\nThe link is only for you and works in the first browser that opens it; "
-        f"calls last up to {plural(started.max_minutes, 'minute')}."
-    )
+        memory = words("calls.card.remembered")
+    ready = words("calls.card.ready", memory=memory, minutes=words.count("count.minute", started.max_minutes))
+    if started.language_wanted:
+        return f"{ready}\n{words('calls.card.language_unavailable', language=label(started.language_wanted))}"
+    if started.language != "en":
+        return f"{ready}\n{words('calls.card.language', language=label(started.language))}"
+    return ready
 
 
-def ended_text(ended: CallEnded, facts_learned: int | None = None, *, learning: bool = True) -> str:
+def page_link(started: StartedCall, words: Words) -> str:
+    """The call page's link, asking for the page in the member's language (the page is served per call); English,
+    the page's default, needs no ``lang``."""
+    if words.language == ENGLISH_TAG:
+        return started.link_url
+    return f"{started.link_url}{'&' if '?' in started.link_url else '?'}lang={words.language}"
+
+
+def ended_text(ended: CallEnded, words: Words, facts_learned: int | None = None, *, learning: bool = True) -> str:
     if not ended.saved:
-        return messages.CALL_ENDED_NOT_SAVED
+        return words("calls.ended.not_saved")
     if ended.private:
-        return "**Call ended.** Nothing from it was kept in your memory."
-    lines = plural(ended.turns_stored, "line")
-    if not learning:
-        learned = "See them any time with `/memory`."
-    elif facts_learned is None:
-        learned = "What the agent learned will appear in `/memory` shortly."
-    else:
-        learned = f"The agent learned {plural(facts_learned, 'new thing')} about you."
-    lost = ""
+        return words("calls.ended.private")
+    parts = [words("calls.ended.kept", lines=words.count("count.line", ended.turns_stored))]
     if ended.lines_lost:
-        lost = f" {plural(ended.lines_lost, 'thing')} you said while the bot was offline could not be saved."
-    return f"**Call ended.** {lines} of the conversation were kept.{lost} {learned}"
+        parts.append(words("calls.ended.lost", things=words.count("count.thing", ended.lines_lost)))
+    if not learning:
+        parts.append(words("calls.ended.see_memory"))
+    elif facts_learned is None:
+        parts.append(words("calls.ended.learning"))
+    else:
+        parts.append(words("calls.ended.learned", things=words.count("count.new_thing", facts_learned)))
+    return " ".join(parts)
 
 
 class CardView(OwnedView):
@@ -83,10 +78,10 @@ class CardView(OwnedView):
 
     not_yours = NOT_YOUR_CALL
 
-    def __init__(self, started: StartedCall, owner_id: int):
+    def __init__(self, started: StartedCall, owner_id: int, words: Words):
         super().__init__(owner_id, timeout=CARD_VIEW_SECONDS)
-        self.add_item(discord.ui.Button(label="Open call page", url=started.link_url, emoji="📞"))
-        self.add_item(HangUpButton.make(started.call_id, owner_id))
+        self.add_item(discord.ui.Button(label=words("calls.card.open_page"), url=page_link(started, words), emoji="📞"))
+        self.add_item(HangUpButton.make(started.call_id, owner_id, words))
 
 
 class HangUpButton(
@@ -101,9 +96,11 @@ class HangUpButton(
         self.call_id = call_id
 
     @classmethod
-    def make(cls, call_id: str, owner_id: int) -> Self:
+    def make(cls, call_id: str, owner_id: int, words: Words) -> Self:
         button: discord.ui.Button[CardView] = discord.ui.Button(
-            label="Hang up", style=discord.ButtonStyle.danger, custom_id=f"call:hangup:{call_id}:{owner_id}"
+            label=words("calls.card.hang_up"),
+            style=discord.ButtonStyle.danger,
+            custom_id=f"call:hangup:{call_id}:{owner_id}",
         )
         return cls(button, call_id, owner_id)
 
@@ -115,10 +112,11 @@ class HangUpButton(
         services = bot_of(interaction).services
         await interaction.response.defer()
         ended = None if services.calls is None else await services.calls.finalize(self.call_id, "hangup_button")
+        words = words_of(interaction)
         if ended is None:
-            content = ALREADY_ENDED
+            content = words("calls.already_ended")
         else:
-            content = ended_text(ended, learning=services.llm is not None)
+            content = ended_text(ended, words, learning=services.llm is not None)
         await interaction.edit_original_response(content=content, view=None)
 
 
@@ -147,23 +145,31 @@ class Calls(commands.Cog):
         self.bot.services.processed_listeners.append(self.call_processed)
 
     @app_commands.command(name="call", description="Start a voice call with the agent that remembers you")
-    @app_commands.describe(private="Talk without the agent reading or writing your memory")
+    @options(
+        private="Talk without the agent reading or writing your memory",
+        language="The language the agent hears and speaks; remembered for your next calls",
+    )
+    @app_commands.choices(language=MEMBER_LANGUAGE_CHOICES)
     @app_commands.checks.dynamic_cooldown(_cooldown, key=lambda i: i.user.id)
-    async def call(self, interaction: discord.Interaction, private: bool = False) -> None:
+    async def call(self, interaction: discord.Interaction, private: bool = False, language: str | None = None) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
+        words = words_of(interaction)
         if self.bot.services.calls is None:
-            await interaction.followup.send(messages.CALLS_NOT_CONFIGURED, ephemeral=True)
+            await interaction.followup.send(words("errors.calls_not_configured"), ephemeral=True)
             return
+        if language is not None:
+            await self.bot.services.choices.set_call_language(interaction.user.id, chosen(language))
         if not private and await self.bot.services.choices.must_ask(interaction.user.id):
             view = MemoryChoiceView(
                 interaction.user.id,
                 "call",
                 lambda choice, remember: self.choose(choice, remember=remember),
-                decline_label="Call without memory",
-                expired_text=CONSENT_EXPIRED,
+                words,
+                decline_label=words("calls.without_memory"),
+                expired_text=words("calls.consent_expired"),
                 timeout=CONSENT_VIEW_SECONDS,
             )
-            prompt = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
+            prompt = await interaction.followup.send(words("calls.consent"), view=view, ephemeral=True, wait=True)
             view.shown_in(self.bot, prompt)
             return
         await self.start_and_show(interaction, private=private)
@@ -173,16 +179,22 @@ class Calls(commands.Cog):
         await self.choose(interaction, remember=remember)
 
     async def choose(self, interaction: discord.Interaction, *, remember: bool) -> None:
-        await interaction.response.edit_message(content="Starting your call…", view=None)
+        await interaction.response.edit_message(content=words_of(interaction)("calls.starting"), view=None)
         await self.bot.services.choices.choose(interaction.user.id, remember)
         await self.start_and_show(interaction, private=not remember, edit=True, declined=not remember)
 
     async def start_and_show(
         self, interaction: discord.Interaction, *, private: bool, edit: bool = False, declined: bool = False
     ) -> None:
-        started = await self.calls.start(user_id=interaction.user.id, guild_id=interaction.guild_id, private=private)
-        view = CardView(started, interaction.user.id)
-        text = card_text(started, declined=declined)
+        started = await self.calls.start(
+            user_id=interaction.user.id,
+            guild_id=interaction.guild_id,
+            private=private,
+            locale=interaction.locale.value,
+        )
+        words = words_of(interaction)
+        view = CardView(started, interaction.user.id, words)
+        text = card_text(started, words, declined=declined)
         message: discord.Message
         if edit:
             message = await interaction.edit_original_response(content=text, view=view)
@@ -195,11 +207,12 @@ class Calls(commands.Cog):
     @app_commands.command(name="hangup", description="End your voice call")
     async def hangup(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
+        words = words_of(interaction)
         if self.bot.services.calls is None:
-            await interaction.followup.send(messages.CALLS_NOT_CONFIGURED, ephemeral=True)
+            await interaction.followup.send(words("errors.calls_not_configured"), ephemeral=True)
             return
         ended = await self.calls.hang_up(interaction.user.id)
-        await interaction.followup.send(ended_text(ended, learning=self.learning), ephemeral=True)
+        await interaction.followup.send(ended_text(ended, words, learning=self.learning), ephemeral=True)
 
     async def call_ended(self, ended: CallEnded) -> None:
         card = self.cards.get(ended.call_id)
@@ -207,7 +220,7 @@ class Calls(commands.Cog):
             await self._edit_card_elsewhere(ended)
             return
         self.cards[ended.call_id] = (card[0], ended)
-        await self._edit_card(card[0], ended_text(ended, learning=self.learning))
+        await self._edit_card(card[0], ended_text(ended, words_of(card[0]), learning=self.learning))
         if ended.private or ended.turns_stored == 0 or not self.learning or not ended.saved:
             self.cards.pop(ended.call_id, None)
 
@@ -216,13 +229,13 @@ class Calls(commands.Cog):
         if kind != "post_call":
             return
         if card is not None and card[1] is not None:
-            await self._edit_card(card[0], ended_text(card[1], facts_learned))
+            await self._edit_card(card[0], ended_text(card[1], words_of(card[0]), facts_learned))
             return
         if self.bot.services.calls is None or not self.learning:
             return
         ended = await self.calls.ended_call(ref_id)
         if ended is not None:  # shown by another process, or before a restart
-            await self._edit_stored_card(ended, ended_text(ended, facts_learned))
+            await self._edit_stored_card(ended, ended_text(ended, words_for_member(ended.user_id), facts_learned))
 
     def _forget_expired_cards(self) -> None:
         """Discord lets a card be edited for 15 minutes; older ones are dropped so the map stays small."""
@@ -232,7 +245,8 @@ class Calls(commands.Cog):
 
     async def _edit_card_elsewhere(self, ended: CallEnded) -> None:
         """The call was shown by another bot process (or before a restart): edit its card through the token."""
-        await self._edit_stored_card(ended, ended_text(ended, learning=self.learning))
+        words = words_for_member(ended.user_id)
+        await self._edit_stored_card(ended, ended_text(ended, words, learning=self.learning))
 
     async def _edit_stored_card(self, ended: CallEnded, content: str) -> None:
         if ended.card is None or self.bot.application_id is None:

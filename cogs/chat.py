@@ -27,7 +27,9 @@ from discord.ext import commands
 
 from bot import messages
 from bot.client import MemoryBot
+from bot.i18n import Words
 from bot.memory.chat import ChatDisabled, ChatService
+from bot.translator import options, words_for_member, words_of
 from cogs._consent import ChoiceButton, MemoryChoiceView
 
 log = logging.getLogger(__name__)
@@ -40,37 +42,12 @@ CHAT_RATE, CHAT_PER_SECONDS = 10, 60.0
 """At most this many messages per member per minute, for /chat and for DMs (each counted on its own)."""
 
 NO_MENTIONS = discord.AllowedMentions.none()
-EMPTY_ANSWER = "_The agent had nothing to say to that. Try saying it another way?_"
-CONSENT_TEXT = (
-    "**Before we chat: may the agent remember you?**\n"
-    "• **Remember me**: what you write to the agent is kept under your Discord account, like what you say in "
-    "calls, so it knows you in later chats and calls, in any server. `/memory` shows exactly what is kept and "
-    "pauses it any time; `/forget` deletes it for real.\n"
-    "• **Without memory**: this chat and your later chats and calls are not remembered, and I won't ask again. "
-    "To change your mind, press **Resume memory** in `/memory`.\n"
-    "Just this once without memory: `/chat private:True`. Nothing is shared with server admins or other members. "
-    "Your message is answered as soon as you choose."
-)
-REMEMBER_CHOSEN = (
-    "**Remember me**: saved. The agent will remember your chats and calls; `/memory` shows what it keeps and pauses it."
-)
-NO_MEMORY_CHOSEN = (
-    "**Without memory**: saved. The agent won't remember what you say to it, now or later, until you press "
-    "**Resume memory** in `/memory`."
-)
-PUBLIC_NOT_REMEMBERED = (
-    "Only you can see this: public answers never use or add to your memory, so nothing private shows in the "
-    "channel. For an answer that remembers you, use `/chat` without `public`."
-)
-SEND_AGAIN = "I restarted since you wrote, so please send your message again."
-CONSENT_EXPIRED = "You didn't choose, so nothing was sent to the agent or stored. Send your message again any time."
-
 Editor = Callable[[str], Awaitable[object]]
 Opener = Callable[[str], Awaitable[Editor]]
 
 
-def choice_saved(remember: bool) -> str:
-    return REMEMBER_CHOSEN if remember else NO_MEMORY_CHOSEN
+def choice_saved(remember: bool, words: Words) -> str:
+    return words("chat.remember_chosen" if remember else "chat.no_memory_chosen")
 
 
 def split_point(text: str, limit: int = MESSAGE_LIMIT) -> int:
@@ -95,6 +72,7 @@ class StreamedAnswer:
         open_first: Opener,
         open_next: Opener,
         *,
+        empty_text: str,
         limit: int = MESSAGE_LIMIT,
         interval: float = EDIT_INTERVAL_SECONDS,
         chars: int = EDIT_CHARS,
@@ -102,6 +80,8 @@ class StreamedAnswer:
     ):
         self._open_first = open_first
         self._open_next = open_next
+        self.empty_text = empty_text
+        """Shown when the answer had no text at all."""
         self.limit = limit
         self.interval = interval
         self.chars = chars
@@ -125,7 +105,7 @@ class StreamedAnswer:
 
     async def finish(self) -> None:
         if not self.pages and not self._current.strip():
-            self._current = EMPTY_ANSWER
+            self._current = self.empty_text
         await self._show(self._current)
 
     async def _show(self, text: str) -> None:
@@ -140,8 +120,10 @@ class StreamedAnswer:
         self._last_shown_at = self.clock()
 
 
-async def show_stream(deltas: AsyncGenerator[str, None], open_first: Opener, open_next: Opener) -> StreamedAnswer:
-    answer = StreamedAnswer(open_first, open_next)
+async def show_stream(
+    deltas: AsyncGenerator[str, None], open_first: Opener, open_next: Opener, words: Words
+) -> StreamedAnswer:
+    answer = StreamedAnswer(open_first, open_next, empty_text=words("chat.empty_answer"))
     async with contextlib.aclosing(deltas) as stream:
         async for delta in stream:
             await answer.feed(delta)
@@ -211,7 +193,7 @@ class Chat(commands.Cog):
     # ---- /chat -----------------------------------------------------------------------------------------
 
     @app_commands.command(name="chat", description="Write to the agent; it remembers you like in calls")
-    @app_commands.describe(
+    @options(
         message="What you want to say",
         public="Post the answer in this channel (public answers never use or add to your memory)",
         private="Answer without reading or writing your memory",
@@ -226,45 +208,53 @@ class Chat(commands.Cog):
     ) -> None:
         chat = self.chat_service()  # before deferring, so "chat is off" is never posted publicly
         await interaction.response.defer(ephemeral=not public, thinking=True)
+        words = words_of(interaction)
         if not (public or private):
             standing = await self.bot.services.choices.chat_privately(interaction.user.id)
             if standing is None:
-                view = self.memory_choice_view(interaction.user.id, interaction.guild_id, message, ephemeral=True)
-                prompt = await interaction.followup.send(CONSENT_TEXT, view=view, ephemeral=True, wait=True)
+                view = self.memory_choice_view(
+                    interaction.user.id, interaction.guild_id, message, words, ephemeral=True
+                )
+                prompt = await interaction.followup.send(words("chat.consent"), view=view, ephemeral=True, wait=True)
                 view.shown_in(self.bot, prompt)
                 return
             private = standing
         first, more = interaction_openers(interaction, ephemeral=not public, into_original=True)
         deltas = chat.reply(interaction.user.id, interaction.guild_id, message, private=private or public)
-        await show_stream(deltas, first, more)
+        await show_stream(deltas, first, more, words)
         if public:
-            await interaction.followup.send(PUBLIC_NOT_REMEMBERED, ephemeral=True)
+            await interaction.followup.send(words("chat.public_not_remembered"), ephemeral=True)
 
     def memory_choice_view(
-        self, owner_id: int, guild_id: int | None, text: str, *, ephemeral: bool
+        self, owner_id: int, guild_id: int | None, text: str, words: Words, *, ephemeral: bool
     ) -> MemoryChoiceView:
         """The memory choice, holding the member's message until they answer it."""
 
         async def chosen(interaction: discord.Interaction, remember: bool) -> None:
             chat = self.chat_service()
-            await interaction.response.edit_message(content=choice_saved(remember), view=None)
+            clicked = words_of(interaction)
+            await interaction.response.edit_message(content=choice_saved(remember, clicked), view=None)
             await self.bot.services.choices.choose(interaction.user.id, remember)
             first, more = interaction_openers(interaction, ephemeral=ephemeral, into_original=False)
-            await show_stream(chat.reply(interaction.user.id, guild_id, text, private=not remember), first, more)
+            deltas = chat.reply(interaction.user.id, guild_id, text, private=not remember)
+            await show_stream(deltas, first, more, clicked)
 
         return MemoryChoiceView(
             owner_id,
             "chat",
             chosen,
-            decline_label="Without memory",
-            expired_text=CONSENT_EXPIRED,
+            words,
+            decline_label=words("chat.without_memory"),
+            expired_text=words("chat.consent_expired"),
             timeout=CONSENT_VIEW_SECONDS,
         )
 
     async def chosen_after_restart(self, interaction: discord.Interaction, remember: bool) -> None:
         """A memory choice sent before a restart: the message that waited for it is gone, so save the choice
         and ask for the message again."""
-        await interaction.response.edit_message(content=f"{choice_saved(remember)} {SEND_AGAIN}", view=None)
+        words = words_of(interaction)
+        saved = f"{choice_saved(remember, words)} {words('chat.send_again')}"
+        await interaction.response.edit_message(content=saved, view=None)
         await self.bot.services.choices.choose(interaction.user.id, remember)
 
     # ---- direct messages -------------------------------------------------------------------------------
@@ -281,26 +271,29 @@ class Chat(commands.Cog):
         try:
             await self.answer_dm(message, text)
         except Exception as error:
-            known = messages.for_error(error)
+            words = words_for_member(message.author.id)
+            known = messages.for_error(error, words)
             if known is None:
                 log.error("direct message from user %s failed", message.author.id, exc_info=error)
             with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(known or messages.SOMETHING_WENT_WRONG)
+                await message.channel.send(known or words("errors.something_went_wrong"))
 
     async def answer_dm(self, message: discord.Message, text: str) -> None:
+        """A direct message carries no locale: the member's last known one (from an interaction), else English."""
+        words = words_for_member(message.author.id)
         retry_after = self.dm_limits.update_rate_limit(message)
         if retry_after:
-            await message.channel.send(messages.cooldown(time.time() + retry_after))
+            await message.channel.send(messages.cooldown(time.time() + retry_after, words))
             return
         chat = self.chat_service()
         private = await self.bot.services.choices.chat_privately(message.author.id)
         if private is None:
-            view = self.memory_choice_view(message.author.id, None, text, ephemeral=False)
-            view.shown_in(self.bot, await message.channel.send(CONSENT_TEXT, view=view))
+            view = self.memory_choice_view(message.author.id, None, text, words, ephemeral=False)
+            view.shown_in(self.bot, await message.channel.send(words("chat.consent"), view=view))
             return
         await show_typing(message.channel)
         first, more = channel_openers(message.channel)
-        await show_stream(chat.reply(message.author.id, None, text, private=private), first, more)
+        await show_stream(chat.reply(message.author.id, None, text, private=private), first, more, words)
 
 
 async def setup(bot: MemoryBot) -> None:

@@ -26,6 +26,7 @@ from bot.client import MemoryBot
 from bot.memory.forget_requests import ForgetRequests
 from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
+from bot.translator import options, words_of
 from cogs._memory_texts import SPACES, conversation_name, fact_choice, shorten, shown
 from cogs._memory_ui import (
     AUTOCOMPLETE_CONVERSATION_SCAN,
@@ -57,10 +58,6 @@ class Memory(commands.Cog):
     def forgetting(self) -> ForgetRequests:
         return self.bot.services.forget_requests
 
-    @property
-    def actions(self) -> MemoryActions:
-        return MemoryActions(self.memory, self.bot.services.choices, self.forgetting)
-
     async def cog_load(self) -> None:
         self.bot.add_dynamic_items(*PERSISTENT_CONTROLS)
 
@@ -72,28 +69,29 @@ class Memory(commands.Cog):
     @app_commands.command(name="memory", description="See what the agent remembers about you; export, pause, forget")
     async def memory_command(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # the store may wait for another writer
-        view = await MemoryView.open(self.actions, interaction.user.id, 0)
+        view = await MemoryView.open(MemoryActions.of(interaction), interaction.user.id, 0)
         await view.send(interaction, embed=view.embed())
 
     # ---- /remember -------------------------------------------------------------------------------------
 
     @app_commands.command(name="remember", description="Tell the agent something to remember about you, in your words")
-    @app_commands.describe(text="What to remember, e.g. My daughter's birthday is 4 May")
+    @options(text="What to remember, e.g. My daughter's birthday is 4 May")
     async def remember_command(
         self, interaction: discord.Interaction, text: app_commands.Range[str, 1, MAX_FACT_CHARS]
     ) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # first: the fact is written to the store
         result = await OwnWords(self.memory).tell(interaction.user.id, text)
         log.info("user %s told a fact to remember: %s", interaction.user.id, getattr(result, "outcome", result))
-        await interaction.followup.send(remember_text(result), ephemeral=True, allowed_mentions=NO_MENTIONS)
+        answer = remember_text(result, words_of(interaction))
+        await interaction.followup.send(answer, ephemeral=True, allowed_mentions=NO_MENTIONS)
 
     # ---- /forget ---------------------------------------------------------------------------------------
 
     @forget_group.command(name="item", description="Forget one thing the agent knows about you")
-    @app_commands.describe(item="Start typing to find it")
+    @options(item="Start typing to find it")
     async def forget_item(self, interaction: discord.Interaction, item: str) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await forget_fact_or_ask(self.actions, interaction, item, in_place=False)
+        await forget_fact_or_ask(MemoryActions.of(interaction), interaction, item, in_place=False)
 
     @forget_item.autocomplete("item")
     async def item_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
@@ -101,18 +99,22 @@ class Memory(commands.Cog):
         needle = shorten(current, 100).casefold()
         if needle:
             facts = [f for f in facts if any(needle in SPACES.sub(" ", t).casefold() for t in (shown(f), f.text))]
-        return [fact_choice(f) for f in facts[:AUTOCOMPLETE_LIMIT]]
+        words = words_of(interaction)
+        return [fact_choice(f, words) for f in facts[:AUTOCOMPLETE_LIMIT]]
 
     @forget_group.command(name="call", description="Forget one call or text chat, and what came only from it")
-    @app_commands.describe(call="Start typing a date or what it was about")
+    @options(call="Start typing a date or what it was about")
     async def forget_call(self, interaction: discord.Interaction, call: str) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # first: the question counts what goes
-        await forget_conversation_asking(self.actions, interaction, call, in_place=False)
+        await forget_conversation_asking(MemoryActions.of(interaction), interaction, call, in_place=False)
 
     @forget_call.autocomplete("call")
     async def call_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
         conversations = await self.forgetting.conversations(interaction.user.id, AUTOCOMPLETE_CONVERSATION_SCAN)
-        choices = [app_commands.Choice(name=conversation_name(c), value=f"{c.kind}:{c.ref_id}") for c in conversations]
+        words = words_of(interaction)
+        choices = [
+            app_commands.Choice(name=conversation_name(c, words), value=f"{c.kind}:{c.ref_id}") for c in conversations
+        ]
         needle = shorten(current, 100).casefold()
         if needle:
             choices = [c for c in choices if needle in c.name.casefold()]
@@ -121,8 +123,9 @@ class Memory(commands.Cog):
     @forget_group.command(name="everything", description="Forget everything the agent remembers about you")
     async def forget_everything_command(self, interaction: discord.Interaction) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # the confirmation counts what would go
-        view = ConfirmEverythingView(self.actions, interaction.user.id)
-        await view.send(interaction, await self.actions.confirm_text(interaction.user.id))
+        actions = MemoryActions.of(interaction)
+        view = ConfirmEverythingView(actions, interaction.user.id)
+        await view.send(interaction, await actions.confirm_text(interaction.user.id))
 
 
 async def setup(bot: MemoryBot) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from bot.i18n import english
 from bot.store.health import FAILING_WINDOW_SECONDS
 from cogs.calls import ended_text
 from tests.calls.test_disk_full import FULL_DISK, SPACE_AGAIN, fill_the_disk, free_space, long_lines
@@ -27,7 +28,7 @@ async def hang_up_on_a_full_disk(world: CallWorld) -> None:
     _started, agent = await start_call(world)
     world.emu.script(agent.agent_id, long_lines(4))
     ended = await world.calls.hang_up(ALICE)
-    assert "storage is full" in ended_text(ended) and not ended.saved  # what the member is told
+    assert "storage is full" in ended_text(ended, english()) and not ended.saved  # what the member is told
 
 
 async def test_healthz_is_degraded_and_metrics_count_failed_writes_while_the_disk_is_full(tmp_path: Path) -> None:
@@ -68,7 +69,7 @@ async def test_healthz_is_degraded_while_postgresql_is_full(tmp_path: Path, post
         world.emu.script(agent.agent_id, long_lines(4))
         await world.store.pool.execute(FULL_DISK)  # type: ignore[attr-defined]
         ended = await world.calls.hang_up(ALICE)
-        assert "storage is full" in ended_text(ended)
+        assert "storage is full" in ended_text(ended, english())
 
         _status, health, metrics = await operator_sees(world)
         assert health["status"] == "degraded"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.calls.service import CallEnded
+from bot.i18n import english
 from cogs.calls import ended_text
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld, call_world, free_port
@@ -106,9 +107,9 @@ async def test_after_the_webhooks_were_lost_a_restart_keeps_what_was_stored_and_
         assert world.emu.count_calls("turns", 200) == 1
         ended = world.log.ended[-1]
         assert (ended.call_id, ended.turns_stored, ended.lines_lost) == (call_id, 3, 2)
-        assert f"3 lines of the conversation were kept. {LOST_TEXT}" in ended_text(ended)
+        assert f"3 lines of the conversation were kept. {LOST_TEXT}" in ended_text(ended, english())
         shown_later = await calls.ended_call(call_id)  # what the card shows once the call was processed
-        assert shown_later is not None and LOST_TEXT in ended_text(shown_later, 1)
+        assert shown_later is not None and LOST_TEXT in ended_text(shown_later, english(), 1)
         warnings = lost_warnings(caplog)
         assert len(warnings) == 1 and call_id in warnings[0] and "2 things" in warnings[0]
         assert "Agora ConvoAI" in warnings[0]
@@ -135,7 +136,7 @@ async def test_a_history_webhook_resent_after_the_restart_recovers_everything_an
         call = await world.store.get_call(call_id)
         assert call is not None and (call.state, call.lines_lost) == ("ended", 0)
         assert [e.lines_lost for e in world.log.ended] == [0]
-        assert "offline" not in ended_text(world.log.ended[-1])
+        assert "offline" not in ended_text(world.log.ended[-1], english())
         assert lost_warnings(caplog) == [] and world.emu.count_calls("turns") == 0
 
 
@@ -156,7 +157,11 @@ async def test_a_history_webhook_that_lands_after_the_reconcile_brings_the_lost_
         call = await world.store.get_call(call_id)
         assert call is not None and call.lines_lost == 0
         shown_later = await calls.ended_call(call_id)
-        assert shown_later is not None and shown_later.lines_lost == 0 and "offline" not in ended_text(shown_later)
+        assert (
+            shown_later is not None
+            and shown_later.lines_lost == 0
+            and "offline" not in ended_text(shown_later, english())
+        )
         assert any("brought back the 2 lost lines" in r.getMessage() for r in caplog.records)
 
 
@@ -202,4 +207,4 @@ async def test_the_lost_count_is_stored_on_postgresql_too(tmp_path: Path, postgr
         call = await world.store.get_call(call_id)
         assert call is not None and (call.state, call.lines_lost) == ("ended", 2)
         shown_later = await calls.ended_call(call_id)
-        assert shown_later is not None and LOST_TEXT in ended_text(shown_later)
+        assert shown_later is not None and LOST_TEXT in ended_text(shown_later, english())

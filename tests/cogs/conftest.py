@@ -22,6 +22,7 @@ class SimBot(MemoryBot):
     """Production syncs only when definitions change; SimCord's strict sync wants a sync in every test."""
 
     async def setup_hook(self) -> None:
+        await self.translate_commands()
         for extension in self.extensions_to_load:
             await self.load_extension(extension)
         await self.tree.sync()

@@ -31,11 +31,10 @@ import discord
 import pytest
 import pytest_asyncio
 
-from bot import messages
 from bot.app import Services
 from bot.client import EXTENSIONS
+from bot.i18n import english
 from bot.store.models import ChatRecord
-from cogs._memory_texts import EXPORT_READY, MEMORY_ON, MEMORY_PAUSED, PICK_PROMPT
 from tests.cogs.conftest import SimBot
 from tests.factories import seed_fact
 from tests.fakes.discord_gateway import (
@@ -49,6 +48,10 @@ from tests.fakes.discord_gateway import (
 )
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld, settled
+
+EXPORT_READY, MEMORY_ON, MEMORY_PAUSED, PICK_PROMPT = (
+    english()(key) for key in ("memory.export_ready", "memory.on", "memory.paused", "memory.pick_prompt")
+)
 
 HOLD_SECONDS = 4.0
 DISCORD_SECONDS = 3.0
@@ -667,12 +670,12 @@ async def test_an_error_after_the_acknowledgement_is_an_ephemeral_followup(
     monkeypatch.setattr(world.store, "set_memory_enabled", database_locked)
 
     result = await carol.slash(channel, "settings max-minutes", minutes=15)
-    assert result.ephemeral and result.response.content == messages.SOMETHING_WENT_WRONG
+    assert result.ephemeral and result.response.content == english()("errors.something_went_wrong")
     assert isinstance(simcord_env.errors[-1].original, sqlite3.OperationalError)
 
     clicked = await alice.click(panel.response, label="Pause memory")
     [told] = clicked.followups
-    assert told.ephemeral and told.content == messages.SOMETHING_WENT_WRONG
+    assert told.ephemeral and told.content == english()("errors.something_went_wrong")
     assert "Memory is **on**" in panel.response.embeds[0].description  # the panel is unchanged
     assert (await world.store.get_user(alice.id)).memory_enabled
     assert (await world.monitor.report())["counters"]["errors"] == {"OperationalError": 2}

@@ -17,9 +17,9 @@ import pytest
 from discord import app_commands
 from simcord import SetupError
 
-from bot import messages
 from bot.calls.errors import CallsDisabled, QuotaReached
 from bot.calls.settings import GuildSettingsService, InvalidSetting
+from bot.i18n import english
 from bot.store.models import GuildSettings
 from tests.harness import CallWorld
 
@@ -65,7 +65,7 @@ async def test_runtime_check_refuses_a_role_granted_the_command_without_manage_s
     assert "settings calls" in dave.available_commands(channel)
 
     result = await dave.slash(channel, "settings calls", enabled=False)
-    assert result.ephemeral and result.response.content == messages.NEEDS_MANAGE_SERVER
+    assert result.ephemeral and result.response.content == english()("errors.needs_manage_server")
     assert isinstance(simcord_env.errors[-1], app_commands.MissingPermissions)
     assert (await world.store.get_guild_settings(guild.id)).calls_enabled is True
 

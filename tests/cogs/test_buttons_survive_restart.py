@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import discord
 import pytest
 
 from bot.app import Services
 from bot.client import EXTENSIONS
+from bot.i18n import english
 from bot.memory.postcall import PostCallProcessor
 from bot.store.models import FactRecord
 from cogs._consent import ChoiceButton
@@ -182,20 +184,21 @@ class _Response:
 @pytest.mark.parametrize(
     "control",
     [
-        HangUpButton.make("0" * 32, 1),
+        HangUpButton.make("0" * 32, 1, english()),
         ChoiceButton.make(1, "call", remember=True, label="Remember me"),
-        ConfirmEverythingButton.make(1),
-        CancelButton.make(1),
-        EditButton.make(1, 7),
-        edit_menu(1, [FactRecord(7, 1, "Lives in York", None, None, T0, T0, T0, 1)]),
+        ConfirmEverythingButton.make(1, english()),
+        CancelButton.make(1, english()),
+        EditButton.make(1, 7, english()),
+        edit_menu(1, [FactRecord(7, 1, "Lives in York", None, None, T0, T0, T0, 1)], english()),
     ],
 )
 async def test_a_control_answers_only_its_owner(control) -> None:
     """The custom_id carries the owner; anyone else is told so privately and nothing runs."""
     match = control.template.fullmatch(control.custom_id)
     rebuilt = await type(control).from_custom_id(None, control.item, match)  # type: ignore[arg-type]
-    stranger = SimpleNamespace(user=SimpleNamespace(id=2), response=_Response())
-    owner = SimpleNamespace(user=SimpleNamespace(id=1), response=_Response())
+    english_locale = discord.Locale.american_english
+    stranger = SimpleNamespace(user=SimpleNamespace(id=2), response=_Response(), locale=english_locale)
+    owner = SimpleNamespace(user=SimpleNamespace(id=1), response=_Response(), locale=english_locale)
 
     assert await rebuilt.interaction_check(stranger) is False
     assert stranger.response.sent and stranger.response.sent[0][1] is True

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from bot.app import Services
 from bot.config import DEFAULT_PERSONA
+from bot.i18n import english
 from bot.llm.errors import LLMUnavailable
 from bot.memory.chat import ChatDisabled, ChatService
 from bot.store.models import TurnRecord
-from cogs.chat import CONSENT_EXPIRED, EMPTY_ANSWER, MESSAGE_LIMIT, StreamedAnswer, split_point
+from cogs.chat import MESSAGE_LIMIT, StreamedAnswer, split_point
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld
+
+CONSENT_EXPIRED, EMPTY_ANSWER = english()("chat.consent_expired"), english()("chat.empty_answer")
 
 PERSONA = DEFAULT_PERSONA  # the bot-wide persona the conftest services use
 LONG_ANSWER = " ".join(f"word{i:04d}" for i in range(350)) + "\n" + "z" * 2100
@@ -308,7 +311,9 @@ async def test_streamed_answer_throttles_edits_and_skips_blank_text() -> None:
 
         return edit
 
-    answer = StreamedAnswer(open_page, open_page, limit=20, interval=1.0, chars=10, clock=lambda: now[0])
+    answer = StreamedAnswer(
+        open_page, open_page, empty_text=EMPTY_ANSWER, limit=20, interval=1.0, chars=10, clock=lambda: now[0]
+    )
     await answer.feed("  ")  # whitespace alone opens nothing
     await answer.feed("Hi")
     await answer.feed(" there")  # < 10 new chars and < 1 s: no edit
@@ -332,7 +337,7 @@ async def test_empty_answer_gets_a_placeholder_and_split_point_prefers_breaks() 
         shown.append(text)
         return lambda new: shown.append(new)
 
-    answer = StreamedAnswer(open_page, open_page)
+    answer = StreamedAnswer(open_page, open_page, empty_text=EMPTY_ANSWER)
     await answer.finish()
     assert shown == [EMPTY_ANSWER]
     assert split_point("a" * 10, 20) == 10

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot import messages
 from bot.calls.errors import NoActiveCall
+from bot.i18n import english
 from tests.harness import CallWorld
 
 
@@ -20,7 +20,7 @@ async def test_an_unexpected_error_is_counted_by_kind(
 
     monkeypatch.setattr(world.calls, "start", broken_start)
     result = await alice.slash(channel, "call")
-    assert result.ephemeral and result.response.content == messages.SOMETHING_WENT_WRONG
+    assert result.ephemeral and result.response.content == english()("errors.something_went_wrong")
     assert isinstance(simcord_env.errors[-1].original, KeyError)
 
     report = await world.monitor.report()

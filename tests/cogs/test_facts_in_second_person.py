@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from cogs._own_words import EDIT_PLACEHOLDER, UNCHANGED
+from bot.i18n import english
 from tests.factories import seed_fact
 from tests.harness import CallWorld
+
+EDIT_PLACEHOLDER, UNCHANGED = english()("own.edit_placeholder"), english()("own.unchanged")
 
 T0 = 1_780_000_000.0
 

@@ -10,12 +10,17 @@ from typing import Any
 
 import pytest
 
+from bot.i18n import english
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.tools import NAMES
-from cogs._own_words import EDIT_PAUSED, EDIT_PLACEHOLDER, REFUSALS, UNCHANGED
 from tests.factories import seed_fact
 from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld
+
+EDIT_PAUSED, EDIT_PLACEHOLDER, UNCHANGED = (
+    english()(key) for key in ("own.edit_paused", "own.edit_placeholder", "own.unchanged")
+)
+REFUSALS = {refusal: english()(f"own.refusal.{refusal}") for refusal in ("not_chosen", "declined", "paused")}
 
 T0 = 1_780_000_000.0
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from bot.i18n import english
 from bot.keys.crypto import DecryptionFailed, MemberCipher, generate_master_key_text, parse_master_key, unwrap_data_key
 from bot.keys.sealed import unseal
-from bot.messages import SOMETHING_WENT_WRONG
 from tests.e2e.test_live_recall_kill import ROOT, spawn_bot
 from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
 from tests.fakes.agora_emulator import (
@@ -35,6 +35,8 @@ from tests.fakes.agora_emulator import (
 from tests.fakes.discord_gateway import FakeDiscord
 from tests.fakes.llm_server import running_fake_llm
 from tests.harness import free_port
+
+SOMETHING_WENT_WRONG = english()("errors.something_went_wrong")
 
 ALICE = 330033
 MASTER = generate_master_key_text()
