@@ -161,9 +161,10 @@ def test_commands_run_on_uvloop(config: Path, capsys) -> None:
 
 def test_a_full_disk_is_explained_to_members_in_plain_words() -> None:
     from bot import messages
+    from bot.i18n import english
     from bot.store.repository import StorageFull
 
-    text = messages.for_error(StorageFull("database or disk is full"))
+    text = messages.for_error(StorageFull("database or disk is full"), english())
     assert text is not None and "storage is full" in text and "try again later" in text
 
 
