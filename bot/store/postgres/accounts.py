@@ -5,8 +5,9 @@ from __future__ import annotations
 from bot.store.models import (
     UserRecord,
 )
-from bot.store.postgres.base import PostgresBase, _user
+from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.fences import _stop_remembering
+from bot.store.shared import user_record
 
 
 class PostgresAccounts(PostgresBase):
@@ -14,7 +15,7 @@ class PostgresAccounts(PostgresBase):
 
     async def get_user(self, user_id: int) -> UserRecord | None:
         row = await self._one("SELECT * FROM users WHERE user_id = $1", user_id)
-        return None if row is None else _user(row)
+        return None if row is None else user_record(row)
 
     async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord:
         async with self._tx() as db:
@@ -30,7 +31,7 @@ class PostgresAccounts(PostgresBase):
             if not remember:
                 await _stop_remembering(db, user_id)
         assert row is not None
-        return _user(row)
+        return user_record(row)
 
     async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord:
         async with self._tx() as db:
@@ -44,7 +45,7 @@ class PostgresAccounts(PostgresBase):
             if not enabled:
                 await _stop_remembering(db, user_id)
         assert row is not None
-        return _user(row)
+        return user_record(row)
 
     async def set_user_language(self, user_id: int, language: str | None, at: float) -> UserRecord:
         async with self._tx() as db:
@@ -56,4 +57,4 @@ class PostgresAccounts(PostgresBase):
                 language,
             )
         assert row is not None
-        return _user(row)
+        return user_record(row)

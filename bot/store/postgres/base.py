@@ -15,21 +15,17 @@ from typing import Any, TypeAlias
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
-from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.columns import fact_record, turn_record
 from bot.store.health import WriteHealth
 from bot.store.models import (
-    CallRecord,
-    ChatRecord,
     FactRecord,
     GuildSettings,
     TurnRecord,
-    UserRecord,
 )
 from bot.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
 from bot.store.repository import SchemaTooNew, StorageFull
+from bot.store.shared import SqlBase
 from bot.store.specifics import SPECIFICS_PAGE, stored_specifics
 
 _OPEN = "('starting', 'active', 'ending')"
@@ -57,7 +53,7 @@ async def _keep_session(connection: asyncpg.Connection) -> None:
     to every operation."""
 
 
-class PostgresBase:
+class PostgresBase(SqlBase):
     """The connection pool and what every aggregate builds on (implements `StoreLifecycle`): open, migrate
     (serialised across processes), transactions and one-trip reads and writes."""
 
@@ -163,6 +159,17 @@ class PostgresBase:
         with self.write_health.write(), _storage_errors():
             return _count(await self.pool.execute(sql, *params))
 
+    # ---- the primitives of the queries written once (``bot.store.shared``) ----------------------------
+
+    async def _rows(self, sql: str, *params: Any) -> list[Any]:
+        return await self._all(sql, *params)
+
+    async def _row(self, sql: str, *params: Any) -> Any | None:
+        return await self._one(sql, *params)
+
+    async def _changed(self, sql: str, *params: Any) -> int:
+        return await self._write(sql, *params)
+
 
 @contextmanager
 def _storage_errors() -> Iterator[None]:
@@ -183,27 +190,8 @@ def _to_db(value: Any) -> Any:
     return value
 
 
-def _user(row: asyncpg.Record) -> UserRecord:
-    return UserRecord(
-        user_id=row["user_id"],
-        memory_enabled=row["memory_enabled"],
-        consent=row["consent"],
-        consent_at=row["consent_at"],
-        created_at=row["created_at"],
-        language=row["language"],
-    )
-
-
 def _guild(row: asyncpg.Record) -> GuildSettings:
     return GuildSettings(**{name: row[name] for name in ("guild_id", *sorted(_GUILD_SETTING_NAMES))})
-
-
-def _call(row: asyncpg.Record) -> CallRecord:
-    return CallRecord(**{name: row[name] for name in _CALL_COLUMNS})
-
-
-def _chat(row: asyncpg.Record) -> ChatRecord:
-    return ChatRecord(**{name: row[name] for name in _CHAT_COLUMNS})
 
 
 async def _plain_specifics(_user_id: int, content: str) -> int | None:

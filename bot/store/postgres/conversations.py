@@ -8,7 +8,6 @@ from typing import Any
 import asyncpg
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
-from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import call_memory_state, fact_record, turn_record
@@ -19,7 +18,6 @@ from bot.store.models import (
     CallRecord,
     CallStartCheck,
     CallState,
-    ChatRecord,
     Conversation,
     ConversationSummary,
     FactRecord,
@@ -33,11 +31,19 @@ from bot.store.models import (
     TurnsWrite,
     TurnUpdate,
 )
-from bot.store.postgres.base import _OPEN, _call, _chat, _prefixed, _storage_errors, _to_db, _turn, _user
+from bot.store.postgres.base import _OPEN, _prefixed, _storage_errors, _to_db, _turn
 from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.fulltext import PostgresFullText
 from bot.store.ranking import rerank
 from bot.store.repository import OpenCallExists, TurnsChanged
+from bot.store.shared import (
+    CALL_MEMORY_STATE,
+    LISTED_CONVERSATIONS,
+    SharedConversations,
+    call_record,
+    summary_of,
+    user_record,
+)
 from bot.store.specifics import stored_specifics
 from bot.store.terms import token_count
 
@@ -172,7 +178,7 @@ def _apply_params(
     ]
 
 
-class PostgresConversations(PostgresFullText):
+class PostgresConversations(PostgresFullText, SharedConversations):
     """Implements `bot.store.repository.ConversationStore`: calls (with their leases), chats, turns (with the
     ranking reads), the memory generation writers read, live-turn keys and conversation summaries."""
 
@@ -188,33 +194,9 @@ class PostgresConversations(PostgresFullText):
                 raise OpenCallExists(call.user_id) from exc
             raise
 
-    async def get_call(self, call_id: str) -> CallRecord | None:
-        row = await self._one("SELECT * FROM calls WHERE call_id = $1", call_id)
-        return None if row is None else _call(row)
-
-    async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None:
-        row = await self._one("SELECT * FROM calls WHERE link_hash = $1", link_hash)
-        return None if row is None else _call(row)
-
-    async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None:
-        row = await self._one("SELECT * FROM calls WHERE agent_id = $1", agent_id)
-        return None if row is None else _call(row)
-
-    async def open_call_for_user(self, user_id: int) -> CallRecord | None:
-        row = await self._one(
-            f"SELECT * FROM calls WHERE user_id = $1 AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1", user_id
-        )
-        return None if row is None else _call(row)
-
-    async def open_calls(self) -> list[CallRecord]:
-        return [_call(r) for r in await self._all(f"SELECT * FROM calls WHERE state IN {_OPEN} ORDER BY started_at")]
-
-    async def count_open_calls(self) -> int:
-        return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM calls WHERE state IN {_OPEN}"))
-
     async def calls_with_agent_to_stop(self) -> list[CallRecord]:
         rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending ORDER BY started_at")
-        return [_call(r) for r in rows]
+        return [call_record(r) for r in rows]
 
     # ---- the call lifecycle's combined steps (`CallStepStore`): one statement each -------------------
 
@@ -228,19 +210,11 @@ class PostgresConversations(PostgresFullText):
         )
         return CallStartCheck(
             guild=guild,
-            user=None if row["user_id"] is None else _user(row),
+            user=None if row["user_id"] is None else user_record(row),
             open_call_id=row["open_call_id"],
             calls_today=int(row["calls_today"]),
             open_calls=int(row["open_calls"]),
         )
-
-    async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None:
-        row = await self._one(
-            "SELECT calls.*, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS "
-            "fence_generation FROM calls WHERE call_id = $1",
-            call_id,
-        )
-        return None if row is None else (_call(row), int(row["fence_generation"] or 0))
 
     async def begin_call_ending(
         self, call_id: str, from_states: Sequence[CallState], **fields: Any
@@ -256,7 +230,7 @@ class PostgresConversations(PostgresFullText):
                 list(from_states),
                 *(_to_db(v) for v in fields.values()),
             )
-        return None if row is None else (_call(row), int(row["fence_generation"] or 0))
+        return None if row is None else (call_record(row), int(row["fence_generation"] or 0))
 
     async def end_call(
         self,
@@ -272,22 +246,6 @@ class PostgresConversations(PostgresFullText):
         assert row is not None
         return CallEnd(won=bool(row["won"]), turns=int(row["turns"] or 0) if row["won"] else 0)
 
-    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
-        await self._write(
-            "UPDATE calls SET browser_hash = $2 WHERE call_id = $1 AND browser_hash IS NULL", call_id, browser_hash
-        )
-        bound = await self.pool.fetchval("SELECT browser_hash FROM calls WHERE call_id = $1", call_id)
-        return bool(bound == browser_hash)
-
-    async def count_guild_calls_since(self, guild_id: int, since: float) -> int:
-        return int(
-            await self.pool.fetchval(
-                "SELECT COUNT(*) FROM calls WHERE guild_id = $1 AND started_at >= $2 AND state != 'failed'",
-                guild_id,
-                since,
-            )
-        )
-
     async def transition_call(
         self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields: Any
     ) -> bool:
@@ -302,15 +260,6 @@ class PostgresConversations(PostgresFullText):
         )
         return changed == 1
 
-    async def update_call(self, call_id: str, **fields: Any) -> None:
-        _check_call_fields(fields)
-        if not fields:
-            return
-        assignments = ", ".join(f"{k} = ${i}" for i, k in enumerate(fields, start=2))
-        await self._write(
-            f"UPDATE calls SET {assignments} WHERE call_id = $1", call_id, *(_to_db(v) for v in fields.values())
-        )
-
     async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool:
         changed = await self._write(
             f"UPDATE calls SET owner = $2, lease_until = $3 WHERE call_id = $1 AND state IN {_OPEN} "
@@ -322,49 +271,12 @@ class PostgresConversations(PostgresFullText):
         )
         return changed == 1
 
-    async def release_call_leases(self, owner: str) -> None:
-        await self._write(f"UPDATE calls SET lease_until = NULL WHERE owner = $1 AND state IN {_OPEN}", owner)
-
     # ---- chats -----------------------------------------------------------------------------------------
-
-    async def create_chat(self, chat: ChatRecord) -> None:
-        placeholders = ", ".join(f"${i}" for i in range(1, len(_CHAT_COLUMNS) + 1))
-        await self._write(
-            f"INSERT INTO chats ({', '.join(_CHAT_COLUMNS)}) VALUES ({placeholders})",
-            *(getattr(chat, c) for c in _CHAT_COLUMNS),
-        )
-
-    async def get_chat(self, chat_id: str) -> ChatRecord | None:
-        row = await self._one("SELECT * FROM chats WHERE chat_id = $1", chat_id)
-        return None if row is None else _chat(row)
-
-    async def open_chat_for_user(self, user_id: int) -> ChatRecord | None:
-        row = await self._one(
-            "SELECT * FROM chats WHERE user_id = $1 AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1", user_id
-        )
-        return None if row is None else _chat(row)
-
-    async def idle_chats(self, last_message_before: float) -> list[ChatRecord]:
-        rows = await self._all(
-            "SELECT * FROM chats WHERE ended_at IS NULL AND last_message_at < $1 ORDER BY last_message_at",
-            last_message_before,
-        )
-        return [_chat(r) for r in rows]
-
-    async def end_chat(self, chat_id: str, at: float) -> bool:
-        return (
-            await self._write("UPDATE chats SET ended_at = $2 WHERE chat_id = $1 AND ended_at IS NULL", chat_id, at)
-            == 1
-        )
 
     # ---- turns -----------------------------------------------------------------------------------------
 
     async def call_turns(self, call_id: str) -> list[TurnRecord]:
         rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = $1 ORDER BY seq", call_id)
-        return [_turn(r) for r in rows]
-
-    async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
-        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = $1 ORDER BY seq", chat_id)
         return [_turn(r) for r in rows]
 
     async def apply_call_turns(
@@ -525,73 +437,19 @@ class PostgresConversations(PostgresFullText):
         )
         return [_turn(r) for r in rows]
 
-    async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int:
-        return int(
-            await self.pool.fetchval(
-                "SELECT (SELECT COUNT(*) FROM turns WHERE user_id = $1) "
-                "- (SELECT COUNT(*) FROM turns WHERE call_id = $2)",
-                user_id,
-                outside_call_id,
-            )
-        )
-
-    async def count_call_turns(self, call_id: str) -> int:
-        return int(await self.pool.fetchval("SELECT COUNT(*) FROM turns WHERE call_id = $1", call_id))
-
     async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = $1 ORDER BY seq DESC LIMIT $2", call_id, limit
         )
         return [_turn(r) for r in reversed(rows)]
 
-    async def memory_generation(self, user_id: int) -> int:
-        value = await self.pool.fetchval("SELECT generation FROM memory_fences WHERE user_id = $1", user_id)
-        return int(value or 0)
-
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
-        row = await self._one(
-            "SELECT *, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS memory_generation, "
-            "(SELECT memory_enabled FROM users u WHERE u.user_id = calls.user_id) AS memory_enabled, "
-            "(SELECT version FROM memory_versions v WHERE v.user_id = calls.user_id) AS memory_version "
-            "FROM calls WHERE call_id = $1",
-            call_id,
-        )
+        row = await self._one(CALL_MEMORY_STATE, call_id)
         if row is None:
             return None
-        return call_memory_state(_call(row), row)
-
-    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
-        row = await self.pool.fetchrow(
-            "SELECT (SELECT version FROM memory_versions WHERE user_id = $1), "
-            "(SELECT generation FROM memory_fences WHERE user_id = $1)",
-            user_id,
-        )
-        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+        return call_memory_state(call_record(row), row)
 
     # ---- summaries and listings ------------------------------------------------------------------------
-
-    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
-        rows = await self._all(
-            "SELECT * FROM (SELECT * FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, "
-            "private FROM calls WHERE user_id = $1 AND summary IS NOT NULL ORDER BY started_at DESC LIMIT $2) a "
-            "UNION ALL SELECT * FROM (SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats "
-            "WHERE user_id = $1 AND summary IS NOT NULL ORDER BY started_at DESC LIMIT $2) b) u "
-            "ORDER BY started_at DESC LIMIT $2",
-            user_id,
-            limit,
-        )
-        return [
-            ConversationSummary(
-                kind=r["kind"],
-                ref_id=r["ref_id"],
-                started_at=r["started_at"],
-                ended_at=r["ended_at"],
-                turn_count=0,
-                summary=r["summary"],
-                private=bool(r["private"]),
-            )
-            for r in rows
-        ]
 
     async def list_conversations(self, user_id: int, *, offset: int = 0, limit: int = 10) -> list[ConversationSummary]:
         rows = await self._all(
@@ -600,41 +458,9 @@ class PostgresConversations(PostgresFullText):
             "     OR (u.kind = 'chat' AND t.chat_id = u.ref_id)) AS turn_count, "
             "  ARRAY(SELECT t.content FROM turns t WHERE ((u.kind = 'call' AND t.call_id = u.ref_id) "
             "     OR (u.kind = 'chat' AND t.chat_id = u.ref_id)) AND t.role = 'user' ORDER BY t.seq LIMIT 2) "
-            "     AS first_lines "
-            "FROM ("
-            "  SELECT 'call' AS kind, c.call_id AS ref_id, c.started_at, c.ended_at, c.summary, c.private FROM calls c "
-            "  WHERE c.user_id = $1 AND c.state IN ('ended', 'failed') AND (c.summary IS NOT NULL OR "
-            "    EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id)) "
-            "  UNION ALL "
-            "  SELECT 'chat', h.chat_id, h.started_at, h.ended_at, h.summary, h.private FROM chats h "
-            "  WHERE h.user_id = $1 AND (h.summary IS NOT NULL OR "
-            "    EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id))"
-            ") u ORDER BY started_at DESC LIMIT $2 OFFSET $3",
+            f"     AS first_lines FROM {LISTED_CONVERSATIONS} ORDER BY started_at DESC LIMIT $2 OFFSET $3",
             user_id,
             limit,
             offset,
         )
-        return [
-            ConversationSummary(
-                kind=r["kind"],
-                ref_id=r["ref_id"],
-                started_at=r["started_at"],
-                ended_at=r["ended_at"],
-                turn_count=int(r["turn_count"]),
-                summary=r["summary"],
-                first_lines=list(r["first_lines"]),
-                private=bool(r["private"]),
-            )
-            for r in rows
-        ]
-
-    async def count_conversations(self, user_id: int) -> int:
-        return int(
-            await self.pool.fetchval(
-                "SELECT (SELECT COUNT(*) FROM calls c WHERE c.user_id = $1 AND c.state IN ('ended', 'failed') AND "
-                "  (c.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id))) + "
-                "(SELECT COUNT(*) FROM chats h WHERE h.user_id = $1 AND "
-                "  (h.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id)))",
-                user_id,
-            )
-        )
+        return [summary_of(r, turn_count=int(r["turn_count"]), first_lines=r["first_lines"]) for r in rows]

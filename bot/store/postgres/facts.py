@@ -12,48 +12,14 @@ from bot.store.models import (
 from bot.store.postgres.base import _count, _fact, _prefixed
 from bot.store.postgres.fences import memory_write_allowed
 from bot.store.postgres.fulltext import PostgresFullText
-from bot.store.ranking import WORD, rerank
+from bot.store.ranking import rerank
+from bot.store.shared import SharedFacts
+from bot.store.terms import token_count
 
 
-class PostgresFacts(PostgresFullText):
+class PostgresFacts(PostgresFullText, SharedFacts):
     """Implements `bot.store.repository.FactStore`: facts, their sources and supersession, and the post-call
     extraction results written in one transaction."""
-
-    async def get_fact(self, fact_id: int) -> FactRecord | None:
-        row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = $1", fact_id)
-        return None if row is None else _fact(row)
-
-    async def list_facts(
-        self,
-        user_id: int,
-        *,
-        include_superseded: bool = False,
-        superseded_only: bool = False,
-        offset: int = 0,
-        limit: int = 100,
-    ) -> list[FactRecord]:
-        order = "confirmed_at DESC, mentions DESC, fact_id DESC"
-        if superseded_only:
-            where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
-        elif include_superseded:
-            where = ""
-            order = "(superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), " + order  # current ones first
-        else:  # a walk of the `facts_current` index, in its order
-            where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
-        rows = await self._all(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 {where} ORDER BY {order} LIMIT $2 OFFSET $3",
-            user_id,
-            limit,
-            offset,
-        )
-        return [_fact(r) for r in rows]
-
-    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int:
-        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
-        return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM facts WHERE user_id = $1 {where}", user_id))
-
-    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
-        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
 
     async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
         """The member's current facts matching any word of ``query`` (stemmed), best BM25 first."""
@@ -65,7 +31,7 @@ class PostgresFacts(PostgresFullText):
             "AND superseded_by IS NULL AND invalidated_at IS NULL",
             list(first),
         )
-        found = [(int(r["fact_id"]), len(WORD.findall(r["text"])), _fact(r)) for r in rows]
+        found = [(int(r["fact_id"]), token_count(r["text"]), _fact(r)) for r in rows]
         return rerank(first, found, limit)
 
     async def facts_from(self, convo: Conversation) -> list[FactRecord]:

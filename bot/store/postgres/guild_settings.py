@@ -9,9 +9,10 @@ from bot.store.models import (
     GuildSettings,
 )
 from bot.store.postgres.base import PostgresBase, _guild
+from bot.store.shared import SharedGuildSettings
 
 
-class PostgresGuildSettings(PostgresBase):
+class PostgresGuildSettings(PostgresBase, SharedGuildSettings):
     """Implements `bot.store.repository.GuildSettingsStore`."""
 
     async def get_guild_settings(self, guild_id: int) -> GuildSettings:
@@ -35,13 +36,6 @@ class PostgresGuildSettings(PostgresBase):
         )
         assert row is not None
         return _guild(row)
-
-    async def retention_policies(self) -> list[tuple[int, int]]:
-        rows = await self._all(
-            "SELECT guild_id, retention_days FROM guild_settings WHERE retention_days IS NOT NULL "
-            "AND retention_days > 0"
-        )
-        return [(r[0], r[1]) for r in rows]
 
     async def delete_guild_settings(self, guild_id: int) -> None:
         await self._write("DELETE FROM guild_settings WHERE guild_id = $1", guild_id)

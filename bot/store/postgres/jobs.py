@@ -7,9 +7,10 @@ from bot.store.models import (
 )
 from bot.store.postgres.base import PostgresBase, _count
 from bot.store.repository import NOTICE_KEEP_SECONDS
+from bot.store.shared import SharedJobs
 
 
-class PostgresJobs(PostgresBase):
+class PostgresJobs(PostgresBase, SharedJobs):
     """Implements `bot.store.repository.JobStore`: the durable post-call queue (claimed with `FOR UPDATE SKIP
     LOCKED`), webhook notice de-duplication and small key/value state."""
 
@@ -68,17 +69,6 @@ class PostgresJobs(PostgresBase):
                 at,
                 retry_at,
             )
-
-    async def job_queue(self) -> tuple[int, float | None]:
-        """Jobs waiting or running, and the creation time of the oldest of them (None when there are none)."""
-        row = await self._one("SELECT COUNT(*), MIN(created_at) FROM jobs WHERE state IN ('pending', 'running')")
-        if row is None:
-            return 0, None
-        return int(row[0]), None if row[1] is None else float(row[1])
-
-    async def job_state(self, kind: str, ref_id: str) -> str | None:
-        state = await self.pool.fetchval("SELECT state FROM jobs WHERE kind = $1 AND ref_id = $2", kind, ref_id)
-        return None if state is None else str(state)
 
     # ---- notices and meta ------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from bot.store.models import (
     UserRecord,
 )
-from bot.store.sqlite.base import SqliteBase, _user
+from bot.store.shared import user_record
+from bot.store.sqlite.base import SqliteBase
 from bot.store.sqlite.fences import _stop_remembering
 
 
@@ -14,7 +15,7 @@ class SqliteAccounts(SqliteBase):
 
     async def get_user(self, user_id: int) -> UserRecord | None:
         row = await self._one("SELECT * FROM users WHERE user_id = ?", (user_id,))
-        return None if row is None else _user(row)
+        return None if row is None else user_record(row)
 
     async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord:
         consent = "remember" if remember else "no_memory"

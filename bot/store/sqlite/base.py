@@ -22,21 +22,17 @@ from typing import Any
 
 import aiosqlite
 
-from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
-from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import fact_record, turn_record
 from bot.store.health import WriteHealth
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
 from bot.store.models import (
-    CallRecord,
-    ChatRecord,
     FactRecord,
     GuildSettings,
     TurnRecord,
-    UserRecord,
 )
 from bot.store.private import private_file, tighten
 from bot.store.repository import SchemaTooNew, StorageFull
+from bot.store.shared import SqlBase, sqlite_sql
 from bot.store.specifics import SPECIFICS_PAGE, stored_specifics
 from bot.store.sqlite import trips
 from bot.store.sqlite.trips import T, in_transaction
@@ -78,7 +74,7 @@ class WalCheckpoints(threading.Thread):
         self._stopping.set()
 
 
-class SqliteBase:
+class SqliteBase(SqlBase):
     """The connection and what every aggregate builds on (implements `StoreLifecycle`): open with the pragmas,
     migrate, the lock that makes each operation run alone, transactions and one-trip reads and writes; and a
     read-only second connection for the few reads that must not queue behind writes (``_read_one``)."""
@@ -284,6 +280,17 @@ class SqliteBase:
         row = await self._one(sql, params)
         return None if row is None else row[0]
 
+    # ---- the primitives of the queries written once (``bot.store.shared``) ----------------------------
+
+    async def _rows(self, sql: str, *params: Any) -> list[Any]:
+        return await self._all(sqlite_sql(sql), params)
+
+    async def _row(self, sql: str, *params: Any) -> Any | None:
+        return await self._one(sqlite_sql(sql), params)
+
+    async def _changed(self, sql: str, *params: Any) -> int:
+        return await self._write(sqlite_sql(sql), params)
+
 
 # ---- helpers ---------------------------------------------------------------------------------------------
 
@@ -340,17 +347,6 @@ def _to_db(value: Any) -> Any:
     return value
 
 
-def _user(row: aiosqlite.Row) -> UserRecord:
-    return UserRecord(
-        user_id=row["user_id"],
-        memory_enabled=bool(row["memory_enabled"]),
-        consent=row["consent"],
-        consent_at=row["consent_at"],
-        created_at=row["created_at"],
-        language=row["language"],
-    )
-
-
 def _guild(guild_id: int, row: aiosqlite.Row | None) -> GuildSettings:
     if row is None:
         return GuildSettings(guild_id=guild_id)
@@ -364,20 +360,6 @@ def _guild(guild_id: int, row: aiosqlite.Row | None) -> GuildSettings:
         retention_days=row["retention_days"],
         language=row["language"],
     )
-
-
-def _call(row: aiosqlite.Row) -> CallRecord:
-    data = {name: row[name] for name in _CALL_COLUMNS}
-    data["private"] = bool(data["private"])
-    data["history_anchored"] = bool(data["history_anchored"])
-    data["agent_stop_pending"] = bool(data["agent_stop_pending"])
-    return CallRecord(**data)
-
-
-def _chat(row: aiosqlite.Row) -> ChatRecord:
-    data = {name: row[name] for name in _CHAT_COLUMNS}
-    data["private"] = bool(data["private"])
-    return ChatRecord(**data)
 
 
 def _turn(row: aiosqlite.Row) -> TurnRecord:

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
-from bot.store.columns import CHAT_COLUMNS as _CHAT_COLUMNS
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import call_memory_state, fact_record, turn_record
 from bot.store.columns import check_call_fields as _check_call_fields
@@ -16,7 +15,6 @@ from bot.store.models import (
     CallRecord,
     CallStartCheck,
     CallState,
-    ChatRecord,
     Conversation,
     ConversationSummary,
     FactRecord,
@@ -27,14 +25,23 @@ from bot.store.models import (
     TurnRecord,
     TurnUpdate,
 )
+from bot.store.shared import (
+    CALL_MEMORY_STATE,
+    LISTED_CONVERSATIONS,
+    SharedConversations,
+    call_record,
+    sqlite_sql,
+    summary_of,
+    user_record,
+)
 from bot.store.specifics import stored_specifics
 from bot.store.sqlite import trips
-from bot.store.sqlite.base import _call, _chat, _guild, _to_db, _turn, _user
+from bot.store.sqlite.base import _guild, _to_db, _turn
 from bot.store.sqlite.fences import memory_write_allowed
 from bot.store.sqlite.fulltext import SqliteFullText
 
 
-class SqliteConversations(SqliteFullText):
+class SqliteConversations(SqliteFullText, SharedConversations):
     """Implements `bot.store.repository.ConversationStore`: calls (with their leases), chats, turns (with the
     ranking reads), the memory generation writers read, live-turn keys and conversation summaries."""
 
@@ -44,46 +51,9 @@ class SqliteConversations(SqliteFullText):
         values = [_to_db(getattr(call, name)) for name in _CALL_COLUMNS]
         await self._one_trip(trips.create_call, values, call.user_id)
 
-    async def get_call(self, call_id: str) -> CallRecord | None:
-        row = await self._one("SELECT * FROM calls WHERE call_id = ?", (call_id,))
-        return None if row is None else _call(row)
-
-    async def get_call_by_link_hash(self, link_hash: str) -> CallRecord | None:
-        row = await self._one("SELECT * FROM calls WHERE link_hash = ?", (link_hash,))
-        return None if row is None else _call(row)
-
-    async def get_call_by_agent_id(self, agent_id: str) -> CallRecord | None:
-        row = await self._one("SELECT * FROM calls WHERE agent_id = ?", (agent_id,))
-        return None if row is None else _call(row)
-
-    async def open_call_for_user(self, user_id: int) -> CallRecord | None:
-        row = await self._one(
-            "SELECT * FROM calls WHERE user_id = ? AND state IN ('starting', 'active', 'ending') "
-            "ORDER BY started_at DESC LIMIT 1",
-            (user_id,),
-        )
-        return None if row is None else _call(row)
-
-    async def open_calls(self) -> list[CallRecord]:
-        rows = await self._all(
-            "SELECT * FROM calls WHERE state IN ('starting', 'active', 'ending') ORDER BY started_at"
-        )
-        return [_call(r) for r in rows]
-
     async def calls_with_agent_to_stop(self) -> list[CallRecord]:
         rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending = 1 ORDER BY started_at")
-        return [_call(r) for r in rows]
-
-    async def count_open_calls(self) -> int:
-        return int(await self._scalar("SELECT COUNT(*) FROM calls WHERE state IN ('starting', 'active', 'ending')"))
-
-    async def count_guild_calls_since(self, guild_id: int, since: float) -> int:
-        return int(
-            await self._scalar(
-                "SELECT COUNT(*) FROM calls WHERE guild_id = ? AND started_at >= ? AND state != 'failed'",
-                (guild_id, since),
-            )
-        )
+        return [call_record(r) for r in rows]
 
     async def transition_call(
         self, call_id: str, from_states: Sequence[CallState], to_state: CallState, **fields_: Any
@@ -103,19 +73,11 @@ class SqliteConversations(SqliteFullText):
         guild, user, counts = await self._trip(trips.call_start_check, user_id, guild_id, since)
         return CallStartCheck(
             guild=_guild(guild_id if guild_id is not None else 0, guild),
-            user=None if user is None else _user(user),
+            user=None if user is None else user_record(user),
             open_call_id=counts[0],
             calls_today=int(counts[1]),
             open_calls=int(counts[2]),
         )
-
-    async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None:
-        row = await self._one(
-            "SELECT calls.*, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS "
-            "fence_generation FROM calls WHERE call_id = ?",
-            (call_id,),
-        )
-        return None if row is None else (_call(row), int(row["fence_generation"] or 0))
 
     async def begin_call_ending(
         self, call_id: str, from_states: Sequence[CallState], **fields_: Any
@@ -128,7 +90,7 @@ class SqliteConversations(SqliteFullText):
             f"UPDATE calls SET {assignments} WHERE call_id = ? AND state IN ({placeholders}) RETURNING *",
             (*(_to_db(v) for v in fields_.values()), call_id, *from_states),
         )
-        return None if began is None else (_call(began[0]), began[1])
+        return None if began is None else (call_record(began[0]), began[1])
 
     async def end_call(
         self,
@@ -144,22 +106,6 @@ class SqliteConversations(SqliteFullText):
         )
         return CallEnd(won=won, turns=turns)
 
-    async def bind_call_browser(self, call_id: str, browser_hash: str) -> bool:
-        await self._write(
-            "UPDATE calls SET browser_hash = ? WHERE call_id = ? AND browser_hash IS NULL", (browser_hash, call_id)
-        )
-        bound = await self._scalar("SELECT browser_hash FROM calls WHERE call_id = ?", (call_id,))
-        return bool(bound == browser_hash)
-
-    async def update_call(self, call_id: str, **fields_: Any) -> None:
-        _check_call_fields(fields_)
-        if not fields_:
-            return
-        assignments = ", ".join(f"{k} = ?" for k in fields_)
-        await self._write(
-            f"UPDATE calls SET {assignments} WHERE call_id = ?", (*(_to_db(v) for v in fields_.values()), call_id)
-        )
-
     async def take_call_lease(self, call_id: str, owner: str, now: float, until: float) -> bool:
         changed = await self._write(
             "UPDATE calls SET owner = ?, lease_until = ? WHERE call_id = ? AND state IN ('starting', 'active', "
@@ -168,54 +114,12 @@ class SqliteConversations(SqliteFullText):
         )
         return changed == 1
 
-    async def release_call_leases(self, owner: str) -> None:
-        await self._write(
-            "UPDATE calls SET lease_until = NULL WHERE owner = ? AND state IN ('starting', 'active', 'ending')",
-            (owner,),
-        )
-
     # ---- chats -----------------------------------------------------------------------------------------
-
-    async def create_chat(self, chat: ChatRecord) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                f"INSERT INTO chats ({', '.join(_CHAT_COLUMNS)}) VALUES ({', '.join('?' * len(_CHAT_COLUMNS))})",
-                [_to_db(getattr(chat, c)) for c in _CHAT_COLUMNS],
-            )
-
-    async def get_chat(self, chat_id: str) -> ChatRecord | None:
-        row = await self._one("SELECT * FROM chats WHERE chat_id = ?", (chat_id,))
-        return None if row is None else _chat(row)
-
-    async def open_chat_for_user(self, user_id: int) -> ChatRecord | None:
-        row = await self._one(
-            "SELECT * FROM chats WHERE user_id = ? AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1",
-            (user_id,),
-        )
-        return None if row is None else _chat(row)
-
-    async def idle_chats(self, last_message_before: float) -> list[ChatRecord]:
-        rows = await self._all(
-            "SELECT * FROM chats WHERE ended_at IS NULL AND last_message_at < ? ORDER BY last_message_at",
-            (last_message_before,),
-        )
-        return [_chat(r) for r in rows]
-
-    async def end_chat(self, chat_id: str, at: float) -> bool:
-        async with self._tx() as db:
-            cur = await db.execute(
-                "UPDATE chats SET ended_at = ? WHERE chat_id = ? AND ended_at IS NULL", (at, chat_id)
-            )
-            return cur.rowcount == 1
 
     # ---- turns -----------------------------------------------------------------------------------------
 
     async def call_turns(self, call_id: str) -> list[TurnRecord]:
         return await self._trip(trips.call_lines, call_id)
-
-    async def chat_turns(self, chat_id: str) -> list[TurnRecord]:
-        rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE chat_id = ? ORDER BY seq", (chat_id,))
-        return [_turn(r) for r in rows]
 
     async def apply_call_turns(
         self,
@@ -317,45 +221,14 @@ class SqliteConversations(SqliteFullText):
         rows = await self._all(lookups, [v for ref, seq in positions for v in (ref, seq, ref, seq)])
         return [_turn(r) for r in rows]
 
-    async def count_turns(self, user_id: int, *, outside_call_id: str | None = None) -> int:
-        """The member's lines, not counting those of ``outside_call_id``."""
-        return int(
-            await self._scalar(
-                "SELECT (SELECT COUNT(*) FROM turns WHERE user_id = ?) "
-                "- (SELECT COUNT(*) FROM turns WHERE call_id = ?)",
-                (user_id, outside_call_id),
-            )
-        )
-
-    async def count_call_turns(self, call_id: str) -> int:
-        return int(await self._scalar("SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,)))
-
     async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
         return await self._trip(trips.call_lines, call_id, limit)
 
-    async def memory_generation(self, user_id: int) -> int:
-        value = await self._scalar("SELECT generation FROM memory_fences WHERE user_id = ?", (user_id,))
-        return int(value or 0)
-
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
-        row = await self._read_one(
-            "SELECT *, (SELECT generation FROM memory_fences f WHERE f.user_id = calls.user_id) AS memory_generation, "
-            "(SELECT memory_enabled FROM users u WHERE u.user_id = calls.user_id) AS memory_enabled, "
-            "(SELECT version FROM memory_versions v WHERE v.user_id = calls.user_id) AS memory_version "
-            "FROM calls WHERE call_id = ?",
-            (call_id,),
-        )
+        row = await self._read_one(sqlite_sql(CALL_MEMORY_STATE), (call_id,))
         if row is None:
             return None
-        return call_memory_state(_call(row), row)
-
-    async def memory_stamp(self, user_id: int) -> tuple[int, int]:
-        row = await self._one(
-            "SELECT (SELECT version FROM memory_versions WHERE user_id = ?), "
-            "(SELECT generation FROM memory_fences WHERE user_id = ?)",
-            (user_id, user_id),
-        )
-        return (int(row[0] or 0), int(row[1] or 0)) if row is not None else (0, 0)
+        return call_memory_state(call_record(row), row)
 
     async def write_live_turn(
         self,
@@ -376,40 +249,9 @@ class SqliteConversations(SqliteFullText):
 
     # ---- summaries and listings ------------------------------------------------------------------------
 
-    async def latest_summaries(self, user_id: int, limit: int) -> list[ConversationSummary]:
-        rows = await self._all(
-            "SELECT * FROM (SELECT 'call' AS kind, call_id AS ref_id, started_at, ended_at, summary, private "
-            "FROM calls WHERE user_id = ? AND summary IS NOT NULL ORDER BY started_at DESC LIMIT ?) "
-            "UNION ALL SELECT * FROM (SELECT 'chat', chat_id, started_at, ended_at, summary, private FROM chats "
-            "WHERE user_id = ? AND summary IS NOT NULL ORDER BY started_at DESC LIMIT ?) "
-            "ORDER BY started_at DESC LIMIT ?",
-            (user_id, limit, user_id, limit, limit),
-        )
-        return [
-            ConversationSummary(
-                kind=r["kind"],
-                ref_id=r["ref_id"],
-                started_at=r["started_at"],
-                ended_at=r["ended_at"],
-                turn_count=0,
-                summary=r["summary"],
-                private=bool(r["private"]),
-            )
-            for r in rows
-        ]
-
     async def list_conversations(self, user_id: int, *, offset: int = 0, limit: int = 10) -> list[ConversationSummary]:
-        rows = await self._all(
-            "SELECT * FROM ("
-            "  SELECT 'call' AS kind, c.call_id AS ref_id, c.started_at, c.ended_at, c.summary, c.private FROM calls c "
-            "  WHERE c.user_id = ? AND c.state IN ('ended', 'failed') AND (c.summary IS NOT NULL OR "
-            "    EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id)) "
-            "  UNION ALL "
-            "  SELECT 'chat', h.chat_id, h.started_at, h.ended_at, h.summary, h.private FROM chats h "
-            "  WHERE h.user_id = ? AND (h.summary IS NOT NULL OR "
-            "    EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id))"
-            ") ORDER BY started_at DESC LIMIT ? OFFSET ?",
-            (user_id, user_id, limit, offset),
+        rows = await self._rows(
+            f"SELECT * FROM {LISTED_CONVERSATIONS} ORDER BY started_at DESC LIMIT $2 OFFSET $3", user_id, limit, offset
         )
         result = []
         for r in rows:
@@ -419,27 +261,5 @@ class SqliteConversations(SqliteFullText):
                 f"SELECT content FROM turns WHERE {column} = ? AND role = 'user' ORDER BY seq LIMIT 2",
                 (r["ref_id"],),
             )
-            result.append(
-                ConversationSummary(
-                    kind=r["kind"],
-                    ref_id=r["ref_id"],
-                    started_at=r["started_at"],
-                    ended_at=r["ended_at"],
-                    turn_count=int(count),
-                    summary=r["summary"],
-                    first_lines=[f["content"] for f in first],
-                    private=bool(r["private"]),
-                )
-            )
+            result.append(summary_of(r, turn_count=int(count), first_lines=[f["content"] for f in first]))
         return result
-
-    async def count_conversations(self, user_id: int) -> int:
-        return int(
-            await self._scalar(
-                "SELECT (SELECT COUNT(*) FROM calls c WHERE c.user_id = ? AND c.state IN ('ended', 'failed') AND "
-                "  (c.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.call_id = c.call_id))) + "
-                "(SELECT COUNT(*) FROM chats h WHERE h.user_id = ? AND "
-                "  (h.summary IS NOT NULL OR EXISTS (SELECT 1 FROM turns t WHERE t.chat_id = h.chat_id)))",
-                (user_id, user_id),
-            )
-        )

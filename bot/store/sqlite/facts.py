@@ -9,48 +9,15 @@ from bot.store.models import (
     Conversation,
     FactRecord,
 )
+from bot.store.shared import SharedFacts
 from bot.store.sqlite.base import _fact
 from bot.store.sqlite.fences import memory_write_allowed
 from bot.store.sqlite.fulltext import SqliteFullText
 
 
-class SqliteFacts(SqliteFullText):
+class SqliteFacts(SqliteFullText, SharedFacts):
     """Implements `bot.store.repository.FactStore`: facts, their sources and supersession, and the post-call
     extraction results written in one transaction."""
-
-    async def get_fact(self, fact_id: int) -> FactRecord | None:
-        row = await self._one(f"SELECT {_FACT_COLUMNS} FROM facts WHERE fact_id = ?", (fact_id,))
-        return None if row is None else _fact(row)
-
-    async def list_facts(
-        self,
-        user_id: int,
-        *,
-        include_superseded: bool = False,
-        superseded_only: bool = False,
-        offset: int = 0,
-        limit: int = 100,
-    ) -> list[FactRecord]:
-        order = "confirmed_at DESC, mentions DESC, fact_id DESC"
-        if superseded_only:
-            where = "AND (superseded_by IS NOT NULL OR invalidated_at IS NOT NULL)"
-        elif include_superseded:
-            where = ""
-            order = "(superseded_by IS NOT NULL OR invalidated_at IS NOT NULL), " + order  # current ones first
-        else:  # a walk of the `facts_current` index, in its order
-            where = "AND superseded_by IS NULL AND invalidated_at IS NULL"
-        rows = await self._all(
-            f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? {where} ORDER BY {order} LIMIT ? OFFSET ?",
-            (user_id, limit, offset),
-        )
-        return [_fact(r) for r in rows]
-
-    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int:
-        where = "" if include_superseded else "AND superseded_by IS NULL AND invalidated_at IS NULL"
-        return int(await self._scalar(f"SELECT COUNT(*) FROM facts WHERE user_id = ? {where}", (user_id,)))
-
-    async def search_facts(self, user_id: int, query: str, limit: int) -> list[FactRecord]:
-        return [fact for fact, _ in await self.rank_facts(user_id, query, limit)]
 
     async def rank_facts(self, user_id: int, query: str, limit: int) -> list[tuple[FactRecord, float]]:
         """The member's current facts matching any word of ``query`` (porter-stemmed), best BM25 first."""

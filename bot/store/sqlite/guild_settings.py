@@ -8,10 +8,11 @@ from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.models import (
     GuildSettings,
 )
+from bot.store.shared import SharedGuildSettings
 from bot.store.sqlite.base import SqliteBase, _guild
 
 
-class SqliteGuildSettings(SqliteBase):
+class SqliteGuildSettings(SqliteBase, SharedGuildSettings):
     """Implements `bot.store.repository.GuildSettingsStore`."""
 
     async def get_guild_settings(self, guild_id: int) -> GuildSettings:
@@ -34,13 +35,6 @@ class SqliteGuildSettings(SqliteBase):
                     (*values, at, guild_id),
                 )
         return await self.get_guild_settings(guild_id)
-
-    async def retention_policies(self) -> list[tuple[int, int]]:
-        rows = await self._all(
-            "SELECT guild_id, retention_days FROM guild_settings WHERE retention_days IS NOT NULL "
-            "AND retention_days > 0"
-        )
-        return [(r[0], r[1]) for r in rows]
 
     async def delete_guild_settings(self, guild_id: int) -> None:
         async with self._tx() as db:

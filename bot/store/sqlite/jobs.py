@@ -6,10 +6,11 @@ from bot.store.models import (
     Job,
 )
 from bot.store.repository import NOTICE_KEEP_SECONDS
+from bot.store.shared import SharedJobs
 from bot.store.sqlite.base import SqliteBase
 
 
-class SqliteJobs(SqliteBase):
+class SqliteJobs(SqliteBase, SharedJobs):
     """Implements `bot.store.repository.JobStore`: the durable post-call queue, webhook notice de-duplication
     and small key/value state."""
 
@@ -63,17 +64,6 @@ class SqliteJobs(SqliteBase):
                     "WHERE job_id = ?",
                     (error[:500], retry_at, at, job_id),
                 )
-
-    async def job_queue(self) -> tuple[int, float | None]:
-        """Jobs waiting or running, and the creation time of the oldest of them (None when there are none)."""
-        row = await self._one("SELECT COUNT(*), MIN(created_at) FROM jobs WHERE state IN ('pending', 'running')")
-        if row is None:
-            return 0, None
-        return int(row[0]), None if row[1] is None else float(row[1])
-
-    async def job_state(self, kind: str, ref_id: str) -> str | None:
-        state = await self._scalar("SELECT state FROM jobs WHERE kind = ? AND ref_id = ?", (kind, ref_id))
-        return None if state is None else str(state)
 
     # ---- notices and meta ------------------------------------------------------------------------------
 
