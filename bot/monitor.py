@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from bot import __version__
 from bot.store.health import WriteHealth
+from bot.store.models import EndReason
 from bot.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,12 @@ class Counters:
 
     calls_started: int = 0
     calls_ended: Counter[str] = field(default_factory=Counter)
-    """By route: the end reason (hangup_command, hangup_page, page_closed, agent_left, max_minutes, ...)."""
+    """By route: the end reason (`bot.store.models.EndReason`: hangup, hangup_page, page_closed, max_duration, ...)."""
     turns_stored: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     """By kind: the exception class the error funnel or a background loop caught."""
 
-    def call_ended(self, route: str, turns: int) -> None:
+    def call_ended(self, route: EndReason, turns: int) -> None:
         self.calls_ended[route] += 1
         self.turns_stored += turns
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.calls.language import ENGLISH, LANGUAGES, Language, tts_kind
 from bot.config import AgoraSettings
+from bot.store.models import EndReason
 
 LLM_PRESETS = ("openai_gpt",)
 TTS_PRESETS = ("minimax_", "openai_tts")
@@ -165,7 +166,7 @@ def token_update(agent_token: str) -> dict[str, Any]:
     return {"token": agent_token}
 
 
-STOP_REASONS = {
+STOP_REASONS: dict[str, EndReason] = {
     "Idle for too long": "idle_timeout",
     "Task lifetime limit exceeded": "agent_lifetime",
     "Connecting for too long": "agent_failed",
@@ -176,7 +177,7 @@ RUNNING_STATUSES = frozenset({"IDLE", "STARTING", "RUNNING", "RECOVERING"})
 _REASON_WRAPPER = re.compile(r"reason:\s*(?P<reason>.*)$", re.IGNORECASE | re.DOTALL)
 
 
-def stop_reason(message: str | None) -> str:
+def stop_reason(message: str | None) -> EndReason:
     """Our end reason for Agora's exit message, bare ("Idle for too long") as NCS 102 sends it or wrapped
     ("agent exits with reason: Idle for too long") as the query endpoint does."""
     text = (message or "").strip()

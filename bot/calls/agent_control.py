@@ -14,7 +14,7 @@ from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS, build_rtc_token
 from bot.calls.agent import RUNNING_STATUSES, stop_reason, token_update
 from bot.calls.model import CallTimings
 from bot.config import AgoraSettings
-from bot.store.models import CallRecord
+from bot.store.models import CallRecord, EndReason
 from bot.store.repository import StorageFull
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class AgentControl:
         """Ended calls whose agent Agora has not stopped yet (reported in /healthz)."""
         return len(await self.store.calls_with_agent_to_stop())
 
-    async def stopped_reason(self, agent_id: str) -> str | None:
+    async def stopped_reason(self, agent_id: str) -> EndReason | None:
         """After ``/history`` said 404: the end reason if the agent has really stopped, None while it is still
         starting (history is only served once it runs) or cannot be asked right now."""
         try:

@@ -20,7 +20,7 @@ from bot.logs import bind
 from bot.memory.importer import POST_CALL_JOB
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
-from bot.store.models import CallEnd, CallRecord, CallState, Role
+from bot.store.models import CallEnd, CallRecord, CallState, EndReason, Role
 from bot.store.repository import StorageFull
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class UnsavedEnding:
     `Ending.save_unsaved` when the disk was full)."""
 
     call_id: str
-    reason: str
+    reason: EndReason
     at: float
     window: list[tuple[Role, str]] | None = None
     generation: int | None = None
@@ -112,7 +112,7 @@ class Ending:
 
     # ---- ending ----------------------------------------------------------------------------------------
 
-    async def hang_up(self, user_id: int, *, reason: str = "hangup") -> CallEnded:
+    async def hang_up(self, user_id: int, *, reason: EndReason = "hangup") -> CallEnded:
         call = await self.store.open_call_for_user(user_id)
         if call is None:
             raise NoActiveCall()
@@ -124,7 +124,7 @@ class Ending:
     def is_finalizing(self, call_id: str) -> bool:
         return call_id in self._finalizing
 
-    async def finalize(self, call_id: str, reason: str, *, unwatched: bool = False) -> CallEnded | None:
+    async def finalize(self, call_id: str, reason: EndReason, *, unwatched: bool = False) -> CallEnded | None:
         """End a call exactly once, whatever the trigger. Concurrent triggers in this process share the
         winner's result; a trigger that loses to another process gets None. ``unwatched``: its agent stopped
         while no bot process watched the call, so what was said since the last checkpoint may be lost."""
@@ -137,7 +137,7 @@ class Ending:
         with self.members.waiting():
             return await asyncio.shield(task)  # a cancelled trigger must not leave the call half-ended
 
-    async def _finalize_once(self, call_id: str, reason: str, unwatched: bool = False) -> CallEnded | None:
+    async def _finalize_once(self, call_id: str, reason: EndReason, unwatched: bool = False) -> CallEnded | None:
         now = self.clock()
         try:
             began = await self.store.begin_call_ending(
@@ -278,7 +278,7 @@ class Ending:
 
     # ---- a full disk -----------------------------------------------------------------------------------
 
-    async def _end_without_storage(self, call_id: str, reason: str) -> CallEnded | None:
+    async def _end_without_storage(self, call_id: str, reason: EndReason) -> CallEnded | None:
         """The database cannot be written at all (disk full): still stop the agent and end the call for the
         member; the store catches up in `save_unsaved`."""
         if call_id in self._unsaved:

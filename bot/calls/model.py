@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from bot.store.models import CallRecord
+from bot.store.models import CallRecord, EndReason
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class CallEnded:
     call_id: str
     user_id: int
     guild_id: int | None
-    reason: str
+    reason: EndReason
     turns_stored: int
     private: bool
     card: tuple[str, int] | None = None  # (interaction token, message id) of the member's card, if it was shown

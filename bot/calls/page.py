@@ -8,18 +8,22 @@ from typing import Protocol
 
 from bot.calls.errors import WebhookNotStored
 from bot.calls.service import CallService
-from bot.memory.postcall import facts_learned
+from bot.memory.postcall import LearnedStore, facts_learned
 from bot.memory.wording import for_member
-from bot.store.models import Conversation
-from bot.store.repository import ConversationStore, FactStore, JobStore, StoreLifecycle
+from bot.store.models import Conversation, TurnRecord
 from bot.web.backend import PAGE_STATES, CallStatus, OpenElsewhere, PageSession, WebhookRetryLater
 
 TRANSCRIPT_LINES = 100
 """The most lines a reloaded page shows again (its live transcript keeps as many)."""
 
 
-class PageStore(StoreLifecycle, ConversationStore, FactStore, JobStore, Protocol):
-    """What the call page shows: the call's state, its turns and facts learned, and the health check."""
+class PageStore(LearnedStore, Protocol):
+    """What the call page shows: the call's turns and facts learned, and the health check."""
+
+    async def ping(self) -> None: ...
+    async def count_open_calls(self) -> int: ...
+    async def count_call_turns(self, call_id: str) -> int: ...
+    async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]: ...
 
 
 class CallPageAdapter:
@@ -86,7 +90,7 @@ class CallPageAdapter:
         told = [f for f in await self.store.facts_from(convo) if f.told and f.current] if running else []
         return CallStatus(
             state=call.state,
-            ended_reason=call.end_reason,
+            end_reason=call.end_reason,
             turns_stored=turns,
             facts_learned=learned,
             facts=facts,

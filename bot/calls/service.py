@@ -42,7 +42,7 @@ from bot.calls.webhooks import Webhooks, WebhookStore
 from bot.config import Settings
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
-from bot.store.models import CallMemoryState, CallRecord
+from bot.store.models import CallMemoryState, CallRecord, EndReason
 
 __all__ = ["CallEnded", "CallListener", "CallService", "CallStore", "CallTimings", "GuildUsage", "StartedCall"]
 
@@ -196,10 +196,10 @@ class CallService:
     def add_listener(self, listener: CallListener) -> None:
         self.ending.add_listener(listener)
 
-    async def hang_up(self, user_id: int, *, reason: str = "hangup") -> CallEnded:
+    async def hang_up(self, user_id: int, *, reason: EndReason = "hangup") -> CallEnded:
         return await self.ending.hang_up(user_id, reason=reason)
 
-    async def finalize(self, call_id: str, reason: str, *, unwatched: bool = False) -> CallEnded | None:
+    async def finalize(self, call_id: str, reason: EndReason, *, unwatched: bool = False) -> CallEnded | None:
         return await self.ending.finalize(call_id, reason, unwatched=unwatched)
 
     async def ended_call(self, call_id: str) -> CallEnded | None:

@@ -9,6 +9,22 @@ from typing import Any, Literal
 
 CallState = Literal["starting", "active", "ending", "ended", "failed"]
 OPEN_CALL_STATES: tuple[CallState, ...] = ("starting", "active", "ending")
+EndReason = Literal[
+    "hangup",  # /hangup
+    "hangup_button",  # the card's Hang up
+    "hangup_page",  # the call page's End call
+    "page_closed",  # the call page's tab was closed (its beacon, after the grace)
+    "max_duration",  # the call's time limit
+    "idle_timeout",  # Agora: nobody in the channel for agora.idle_timeout_seconds
+    "agent_lifetime",  # Agora: the agent's task lifetime ran out
+    "agent_failed",  # Agora: the agent could not connect, or lost its RTC connection
+    "agent_stopped",  # Agora: the agent stopped for another reason, or is gone
+    "start_failed",  # the call never started (Agora refused, or the bot restarted meanwhile)
+    "duplicate_open_call",  # a second open call of one member, closed by migration 6
+    "imported",  # an imported transcript, never a live call
+    "ended",  # no reason recorded
+]
+"""Why a call ended: stored as the call's ``end_reason``, shown by the call page, counted by route in /metrics."""
 Role = Literal["user", "assistant"]
 Source = Literal["voice", "text"]
 
@@ -67,7 +83,7 @@ class CallRecord:
     link_hash: str | None = None
     link_expires_at: float | None = None
     ended_at: float | None = None
-    end_reason: str | None = None
+    end_reason: EndReason | None = None
     history_anchored: bool = False
     last_checkpoint_at: float | None = None
     owner: str | None = None

@@ -9,13 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-CallState = Literal["starting", "active", "ending", "ended", "failed"]
-HangupVia = Literal["page", "beacon"]
-
-CALL_STATES: frozenset[str] = frozenset({"starting", "active", "ending", "ended", "failed"})
 #: States in which the call page is still useful. ``open_page`` results in other states get the invalid page.
+#: (The web layer imports no other part of the bot: a call's state and end reason reach it as plain strings, the
+#: values of ``bot.store.models.CallState`` and ``EndReason``.)
 PAGE_STATES: frozenset[str] = frozenset({"starting", "active", "ending"})
 
 
@@ -53,7 +51,7 @@ class PageSession:
 @dataclass(frozen=True)
 class CallStatus:
     state: str
-    ended_reason: str | None
+    end_reason: str | None
     turns_stored: int
     facts_learned: int | None  # None while post-call processing is pending or memory is off
     facts: tuple[str, ...] = ()
@@ -67,7 +65,7 @@ class CallStatus:
     def to_json(self) -> dict[str, object]:
         shown: dict[str, object] = {
             "state": self.state,
-            "ended_reason": self.ended_reason,
+            "end_reason": self.end_reason,
             "turns_stored": self.turns_stored,
             "facts_learned": self.facts_learned,
             "facts": list(self.facts),

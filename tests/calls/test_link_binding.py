@@ -116,7 +116,7 @@ async def test_a_link_never_opened_tells_nobody_what_was_learned_and_expires_lik
         assert before.status_code == 200
         assert before.json() == {
             "state": "ended",
-            "ended_reason": "hangup",
+            "end_reason": "hangup",
             "turns_stored": 2,
             "facts_learned": 1,
             "facts": [],

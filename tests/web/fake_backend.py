@@ -21,7 +21,7 @@ WEBHOOK_SECRET = "secret"
 class FakeCall:
     session: PageSession
     state: str = "active"
-    ended_reason: str | None = None
+    end_reason: str | None = None
     turns_stored: int = 0
     facts_learned: int | None = None
     facts: tuple[str, ...] = ()
@@ -35,7 +35,7 @@ class FakeCall:
     def status(self) -> CallStatus:
         return CallStatus(
             state=self.state,
-            ended_reason=self.ended_reason,
+            end_reason=self.end_reason,
             turns_stored=self.turns_stored,
             facts_learned=self.facts_learned,
             facts=self.facts,
@@ -96,7 +96,7 @@ class FakeCallPageBackend:
         """The call ends elsewhere (Discord button, idle timeout)."""
         call = self.calls[token]
         call.state = "ended"
-        call.ended_reason = reason
+        call.end_reason = reason
         call.turns_stored = turns
         call.facts_learned = facts
         call.facts = learned
@@ -143,7 +143,7 @@ class FakeCallPageBackend:
             self._hangup_event.set()
         if call.state not in ("ended", "failed"):
             call.state = "ended"
-            call.ended_reason = f"hung_up_via_{via}"
+            call.end_reason = f"hung_up_via_{via}"
             call.turns_stored = call.turns_on_hangup
             call.facts_learned = call.facts_on_hangup
         return call.status()

@@ -356,7 +356,7 @@ async def test_the_summary_speaks_plainly(open_call: OpenCall, fake_backend: Fak
     call = await open_call(turns_on_hangup=0, facts_on_hangup=None)
     await call.start(agent_joins=True)
     fake_backend.calls[call.token].state = "ended"
-    fake_backend.calls[call.token].ended_reason = "some_new_internal_code"
+    fake_backend.calls[call.token].end_reason = "some_new_internal_code"
 
     await call.emit("user-left", AGENT_UID, "Quit")
 

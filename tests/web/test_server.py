@@ -212,7 +212,7 @@ async def test_status_api(client: TestClient, fake_backend: FakeCallPageBackend)
     assert resp.headers["Cache-Control"] == "no-store"
     assert await resp.json() == {
         "state": "active",
-        "ended_reason": None,
+        "end_reason": None,
         "turns_stored": 2,
         "facts_learned": None,
         "facts": [],
@@ -246,7 +246,7 @@ async def test_hangup_api(
     assert resp.headers["Cache-Control"] == "no-store"
     assert await resp.json() == {
         "state": "ended",
-        "ended_reason": f"hung_up_via_{expected_via}",
+        "end_reason": f"hung_up_via_{expected_via}",
         "turns_stored": 5,
         "facts_learned": 2,
         "facts": [],

@@ -212,7 +212,7 @@ function describeError(err, stage) {
 async function fetchStatus() {
   try {
     const res = await fetch(api.status, { cache: "no-store", credentials: "same-origin" });
-    if (res.status === 404) return { state: "ended", ended_reason: null, turns_stored: 0, facts_learned: null, gone: true };
+    if (res.status === 404) return { state: "ended", end_reason: null, turns_stored: 0, facts_learned: null, gone: true };
     if (!res.ok) return null;
     return await res.json();
   } catch {
@@ -679,7 +679,7 @@ async function endedElsewhere(status, { agentLeft = false } = {}) {
   }
   finish(final ?? lastStatus, {
     reached: true,
-    message: agentLeft && !final?.ended_reason ? "The agent left the call." : undefined,
+    message: agentLeft && !final?.end_reason ? "The agent left the call." : undefined,
   });
 }
 
@@ -700,7 +700,7 @@ function finish(status, { reached = true, message } = {}) {
   ui.summary.hidden = false;
   showTranscriptAfterTheCall();
   const notes = [];
-  const reason = endReasonText(status?.ended_reason);
+  const reason = endReasonText(status?.end_reason);
   if (reason) notes.push(reason);
   else if (message) notes.push(message);
   if (status?.state === "failed" && !reason) notes.push("The call stopped because of a problem on our side.");
