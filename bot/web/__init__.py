@@ -3,7 +3,8 @@
 It talks to the rest of the bot only through ``bot.web.backend.CallPageBackend``; nothing here imports discord.
 """
 
+from bot.web.access_log import RedactingAccessLogger
 from bot.web.backend import CallPageBackend, CallStatus, PageSession
-from bot.web.server import RedactingAccessLogger, WebServer, create_app
+from bot.web.server import WebServer, create_app
 
 __all__ = ["CallPageBackend", "CallStatus", "PageSession", "RedactingAccessLogger", "WebServer", "create_app"]

@@ -19,191 +19,38 @@ Routes
 
 Link tokens are secrets (they are the only credential of a call page): they are validated before they reach
 the backend, never logged (see ``RedactingAccessLogger``) and kept out of Referer headers.
+
+This module builds the application (routes, security headers, the error answer) and runs it; the page is
+``bot.web.call_page``, its JSON API and the webhook ``bot.web.call_api``, the access log ``bot.web.access_log``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import html
-import json
 import logging
-import re
 import traceback
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from urllib.parse import quote, urlsplit
 
 from aiohttp import web
-from aiohttp.abc import AbstractAccessLogger
 
-from bot.web.backend import (
-    PAGE_STATES,
-    CallPageBackend,
-    CallStatus,
-    OpenElsewhere,
-    OperatorView,
-    PageSession,
-    WebhookRetryLater,
+from bot.web.access_log import RedactingAccessLogger, redact_path
+from bot.web.backend import CallPageBackend, OperatorView
+from bot.web.call_api import MAX_WEBHOOK_BYTES, add_call_api_routes
+from bot.web.call_page import (
+    BACKEND_KEY,
+    DEFAULT_STATUS_POLL_INTERVAL,
+    SETTINGS_KEY,
+    STATIC_DIR,
+    call_page,
+    load_page_settings,
 )
-from bot.web.limits import READ_TIMEOUT_KEY, READ_TIMEOUT_SECONDS, read_bounded, read_deadline
+from bot.web.limits import READ_TIMEOUT_KEY, READ_TIMEOUT_SECONDS, read_deadline
 from bot.web.llm_backend import LLMBackend
 from bot.web.llm_route import add_llm_route
 from bot.web.operator import add_operator_routes
 
 log = logging.getLogger(__name__)
-
-STATIC_DIR = Path(__file__).resolve().parent / "static"
-MAX_WEBHOOK_BYTES = 1024 * 1024
-MAX_HANGUP_BODY_BYTES = 4096
-MAX_TOKEN_LENGTH = 128
-WEBHOOK_TIMEOUT_SECONDS = 8.0  # Agora NCS wants an answer within 10 s
-DEFAULT_STATUS_POLL_INTERVAL = 4.0
-
-_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
-_LINK_PREVIEW_UA = re.compile(
-    r"discordbot|slackbot|twitterbot|facebookexternalhit|telegrambot|whatsapp|linkedinbot|skypeuripreview"
-    r"|embedly|googlebot|bingbot",
-    re.IGNORECASE,
-)
-_PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
-BROWSER_COOKIE = "memcall_browser"
-BROWSER_COOKIE_MAX_AGE = 30 * 86400
-
-
-def is_valid_link_token(token: str) -> bool:
-    """URL-safe base64 (optionally padded), 1..128 characters."""
-    return 0 < len(token) <= MAX_TOKEN_LENGTH and _TOKEN_RE.fullmatch(token) is not None
-
-
-# ----------------------------------------------------------------------------------------------------
-# Access log without link tokens
-
-_ROUTE_TOKEN_RE = re.compile(r"^(/call/|/api/calls/)[^/]*")
-_LONG_SEGMENT_RE = re.compile(r"(?<=/)[A-Za-z0-9_=%-]{16,}(?=/|$)")
-
-
-def redact_path(raw_path: str) -> str:
-    """The request path with link tokens (and anything token-like, and the query string) replaced."""
-    path, sep, _query = raw_path.partition("?")
-    path = _ROUTE_TOKEN_RE.sub(r"\1<redacted>", path)
-    path = _LONG_SEGMENT_RE.sub("<redacted>", path)
-    return path + ("?<redacted>" if sep else "")
-
-
-class RedactingAccessLogger(AbstractAccessLogger):
-    """Common-log-like access lines whose path never contains a link token. No Referer, no query string."""
-
-    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        user_agent = (request.headers.get("User-Agent") or "-")[:200]
-        self.logger.info(
-            '%s "%s %s HTTP/%d.%d" %d %d %.3fs "%s"',
-            request.remote or "-",
-            request.method,
-            redact_path(request.raw_path),
-            request.version.major,
-            request.version.minor,
-            response.status,
-            response.body_length,
-            time,
-            user_agent,
-        )
-
-    @property
-    def enabled(self) -> bool:
-        return self.logger.isEnabledFor(logging.INFO)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Application
-
-
-@dataclass(frozen=True)
-class _PageSettings:
-    sdk_url: str
-    public_url: str
-    public_origin: str
-    csp: str
-    call_template: str
-    invalid_html: str
-    ended_html: str
-    preview_html: str
-    status_poll_interval: float
-    emulator_controls_url: str | None = None
-
-
-BACKEND_KEY = web.AppKey("call_page_backend", CallPageBackend)
-SETTINGS_KEY = web.AppKey("call_page_settings", _PageSettings)
-
-_PREVIEW_HTML = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex, nofollow">
-<title>Voice call</title>
-<meta property="og:title" content="Voice call">
-<meta property="og:description" content="Open this link in your browser to join your voice call.">
-</head>
-<body><p>Open this link in your browser to join your voice call.</p></body>
-</html>
-"""
-
-
-_ELSEWHERE_HTML = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex, nofollow">
-<meta name="referrer" content="no-referrer">
-<title>Call already open elsewhere</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/static/call.css">
-</head>
-<body>
-<main class="card" aria-labelledby="title">
-  <h1 id="title">This call is already open elsewhere</h1>
-  <p>A call link works only in the browser that opened it first. Continue the call there.</p>
-  <p>To move the call here, type <code>/hangup</code> in Discord, then <code>/call</code> for a new link.</p>
-</main>
-</body>
-</html>
-"""
-
-
-def _origin(url: str) -> str | None:
-    parts = urlsplit(url)
-    if not parts.scheme and not parts.netloc:
-        return None  # a same-origin path such as /static/vendor/AgoraRTC.js
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"unsupported URL {url!r}: expected http(s)://host/...")
-    return f"{parts.scheme}://{parts.netloc}".lower()
-
-
-def build_csp(sdk_url: str, emulator_controls_url: str | None = None) -> str:
-    sdk_origin = _origin(sdk_url)
-    extra = f" {sdk_origin}" if sdk_origin else ""
-    emulator_origin = _origin(emulator_controls_url) if emulator_controls_url else None
-    connect_extra = extra + (f" {emulator_origin}" if emulator_origin and emulator_origin != sdk_origin else "")
-    return "; ".join(
-        [
-            "default-src 'self'",
-            f"script-src 'self'{extra}",
-            "style-src 'self'",
-            "img-src 'self' data: blob:",
-            "media-src 'self' blob: mediastream:",
-            # The Agora SDK talks to many edge servers (https + wss) chosen at run time.
-            f"connect-src 'self' https: wss:{connect_extra}",
-            "worker-src 'self' blob:",
-            "object-src 'none'",
-            "base-uri 'none'",
-            "form-action 'none'",
-            "frame-ancestors 'none'",
-        ]
-    )
 
 
 def create_app(
@@ -221,30 +68,13 @@ def create_app(
     ``public_url`` is the externally visible base URL (https in production), used to check the Origin of
     hang-up requests; ``read_timeout`` bounds how long a request's body may take to arrive (``bot.web.limits``);
     ``emulator_controls_url`` (``agora.emulator``, the demo only) gives the page its "type instead of speaking" box."""
-    public_origin = _origin(public_url)
-    if public_origin is None:
-        raise ValueError("public_url must be an absolute http(s) URL")
-    settings = _PageSettings(
-        sdk_url=sdk_url,
-        public_url=public_url.rstrip("/"),
-        public_origin=public_origin,
-        csp=build_csp(sdk_url, emulator_controls_url),
-        call_template=(STATIC_DIR / "call.html").read_text(encoding="utf-8"),
-        invalid_html=(STATIC_DIR / "invalid.html").read_text(encoding="utf-8"),
-        ended_html=(STATIC_DIR / "ended.html").read_text(encoding="utf-8"),
-        preview_html=_PREVIEW_HTML,
-        status_poll_interval=status_poll_interval,
-        emulator_controls_url=emulator_controls_url,
-    )
+    settings = load_page_settings(sdk_url, public_url, status_poll_interval, emulator_controls_url)
     app = web.Application(middlewares=[_security_middleware, read_deadline], client_max_size=MAX_WEBHOOK_BYTES)
     app[READ_TIMEOUT_KEY] = read_timeout
     app[BACKEND_KEY] = backend
     app[SETTINGS_KEY] = settings
-    app.router.add_get("/call/{link_token}", _call_page, name="call_page")
-    app.router.add_get("/api/calls/{link_token}/status", _api_status, name="api_status")
-    app.router.add_post("/api/calls/{link_token}/hangup", _api_hangup, name="api_hangup")
-    app.router.add_post("/api/calls/{link_token}/token", _api_token, name="api_token")
-    app.router.add_post("/agora/webhook", _agora_webhook, name="agora_webhook")
+    app.router.add_get("/call/{link_token}", call_page, name="call_page")
+    add_call_api_routes(app)
     add_operator_routes(app, backend.health, monitor)
     if live_recall is not None:
         add_llm_route(app, live_recall)
@@ -300,186 +130,6 @@ async def _security_middleware(request: web.Request, handler: Handler) -> web.St
             )
     _apply_security_headers(request, response.headers)
     return response
-
-
-def _invalid_page(request: web.Request) -> web.Response:
-    return web.Response(
-        status=404, text=request.app[SETTINGS_KEY].invalid_html, content_type="text/html", charset="utf-8"
-    )
-
-
-def _json_for_script(data: object) -> str:
-    """JSON safe to embed in a <script type="application/json"> element (no "</script>", no HTML entities)."""
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _iso_utc(value: datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def page_config(
-    session: PageSession, *, status_poll_interval: float, emulator_controls_url: str | None = None
-) -> dict[str, object]:
-    """The join parameters as embedded in the call page (element #call-config); with the Agora emulator, also
-    where typed lines go (``typeUrl``: the emulator hears them as the member's speech in this channel)."""
-    config: dict[str, object] = {
-        "appId": session.app_id,
-        "channel": session.channel,
-        "token": session.rtc_token,
-        "uid": int(session.user_uid),
-        "agentUid": int(session.agent_uid),
-        "state": session.state,
-        "expiresAt": _iso_utc(session.expires_at),
-        "maxMinutes": int(session.max_minutes),
-        "pollIntervalMs": max(100, round(status_poll_interval * 1000)),
-        "pageId": session.page_id,
-        "reopened": session.reopened,
-        "elapsedSeconds": round(session.elapsed_seconds),
-    }
-    if emulator_controls_url is not None:
-        config["typeUrl"] = f"{emulator_controls_url}/channels/{quote(session.channel, safe='')}/user_says"
-    return config
-
-
-def render_call_page(settings: _PageSettings, session: PageSession) -> str:
-    values = {
-        "SDK_URL": html.escape(settings.sdk_url, quote=True),
-        "CONFIG_JSON": _json_for_script(
-            page_config(
-                session,
-                status_poll_interval=settings.status_poll_interval,
-                emulator_controls_url=settings.emulator_controls_url,
-            )
-        ),
-        "MAX_MINUTES": html.escape(str(int(session.max_minutes))),
-    }
-    return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), settings.call_template)
-
-
-async def _call_page(request: web.Request) -> web.StreamResponse:
-    token = request.match_info["link_token"]
-    if not is_valid_link_token(token):
-        return _invalid_page(request)
-    settings = request.app[SETTINGS_KEY]
-    # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not bind the link to themselves.
-    if request.method == "HEAD" or _LINK_PREVIEW_UA.search(request.headers.get("User-Agent", "")):
-        return web.Response(text=settings.preview_html, content_type="text/html", charset="utf-8")
-    try:
-        session = await request.app[BACKEND_KEY].open_page(token, browser=_browser(request))
-    except OpenElsewhere:
-        return web.Response(status=409, text=_ELSEWHERE_HTML, content_type="text/html", charset="utf-8")
-    if session is None or session.state not in PAGE_STATES:
-        status = await request.app[BACKEND_KEY].status(token, browser=_browser(request))
-        if status is not None and status.state in ("ended", "failed"):
-            return web.Response(status=410, text=settings.ended_html, content_type="text/html", charset="utf-8")
-        return _invalid_page(request)
-    response = web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
-    if session.browser_key is not None:
-        response.set_cookie(
-            BROWSER_COOKIE,
-            session.browser_key,
-            max_age=BROWSER_COOKIE_MAX_AGE,
-            path="/",
-            httponly=True,
-            samesite="Lax",  # sent when the member opens the link from Discord again (a top-level navigation)
-            secure=settings.public_url.startswith("https://"),
-        )
-    return response
-
-
-def _browser(request: web.Request) -> str | None:
-    value = request.cookies.get(BROWSER_COOKIE)
-    return value if value and is_valid_link_token(value) else None
-
-
-def _invalid_link_json() -> web.Response:
-    return web.json_response({"error": "invalid link"}, status=404)
-
-
-def _status_json(status: CallStatus | None) -> web.Response:
-    if status is None:
-        return _invalid_link_json()
-    return web.json_response(status.to_json())
-
-
-async def _api_status(request: web.Request) -> web.Response:
-    token = request.match_info["link_token"]
-    if not is_valid_link_token(token):
-        return _invalid_link_json()
-    transcript = request.query.get("transcript") == "1"
-    return _status_json(await request.app[BACKEND_KEY].status(token, browser=_browser(request), transcript=transcript))
-
-
-def _parse_via(request: web.Request, body: bytes) -> str:
-    """ "beacon" when the query or body says so (the page's sendBeacon body is the text "beacon");
-    "page" otherwise (the End call button sends {"via": "page"})."""
-    candidates: list[object] = [request.query.get("via")]
-    text = body.decode("utf-8", "replace").strip()
-    if text:
-        try:
-            parsed = json.loads(text)
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: plain text
-            parsed = text
-        candidates.append(parsed.get("via") if isinstance(parsed, dict) else parsed)
-    for candidate in candidates:
-        if candidate in ("page", "beacon"):
-            return str(candidate)
-    return "page"
-
-
-def _origin_allowed(request: web.Request) -> bool:
-    origin = request.headers.get("Origin")
-    if origin is None:
-        return True
-    allowed = {request.app[SETTINGS_KEY].public_origin, f"{request.scheme}://{request.host}".lower()}
-    return origin.lower() in allowed
-
-
-async def _api_hangup(request: web.Request) -> web.Response:
-    token = request.match_info["link_token"]
-    if not is_valid_link_token(token):
-        return _invalid_link_json()
-    if not _origin_allowed(request):
-        return web.json_response({"error": "forbidden"}, status=403)
-    body = await read_bounded(request, MAX_HANGUP_BODY_BYTES) or b""
-    via = _parse_via(request, body)
-    page = request.query.get("page")
-    page_id = page if page and is_valid_link_token(page) else None
-    backend = request.app[BACKEND_KEY]
-    return _status_json(await backend.hang_up(token, via=via, page_id=page_id, browser=_browser(request)))
-
-
-async def _api_token(request: web.Request) -> web.Response:
-    """A fresh RTC token for a long call's page, asked for when the SDK says the current one is about to expire."""
-    token = request.match_info["link_token"]
-    if not is_valid_link_token(token):
-        return _invalid_link_json()
-    if not _origin_allowed(request):
-        return web.json_response({"error": "forbidden"}, status=403)
-    renewed = await request.app[BACKEND_KEY].renew_token(token, browser=_browser(request))
-    if renewed is None:
-        return _invalid_link_json()
-    return web.json_response({"token": renewed})
-
-
-async def _agora_webhook(request: web.Request) -> web.Response:
-    raw_body = await read_bounded(request, MAX_WEBHOOK_BYTES)
-    if raw_body is None:
-        return web.json_response({"code": 1, "msg": "payload too large"}, status=413)
-    try:
-        async with asyncio.timeout(WEBHOOK_TIMEOUT_SECONDS):
-            ok = await request.app[BACKEND_KEY].receive_webhook(raw_body, request.headers)
-    except TimeoutError:
-        log.warning("Agora webhook handling took longer than %.0f s", WEBHOOK_TIMEOUT_SECONDS)
-        return web.json_response({"code": 1, "msg": "busy"}, status=503)
-    except WebhookRetryLater:
-        return web.json_response({"code": 1, "msg": "not stored, send again"}, status=503)
-    if not ok:
-        return web.json_response({"code": 1, "msg": "invalid signature"}, status=401)
-    return web.json_response({"code": 0, "msg": "success"})
 
 
 # ----------------------------------------------------------------------------------------------------

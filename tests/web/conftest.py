@@ -10,7 +10,8 @@ import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
-from bot.web.server import RedactingAccessLogger, create_app
+from bot.web.access_log import RedactingAccessLogger
+from bot.web.server import create_app
 from tests.web.fake_backend import FakeCallPageBackend
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -18,4 +18,3 @@ def test_the_page_explains_only_end_reasons_the_bot_records() -> None:
     explained = set(re.findall(r"^\s*(\w+):", table, re.MULTILINE))
     assert "idle_timeout" in explained
     assert explained <= set(get_args(EndReason)), explained - set(get_args(EndReason))
-

@@ -11,15 +11,11 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
+from bot.web.access_log import redact_path
 from bot.web.backend import CallPageBackend, CallStatus
-from bot.web.server import (
-    MAX_WEBHOOK_BYTES,
-    WebServer,
-    build_csp,
-    create_app,
-    is_valid_link_token,
-    redact_path,
-)
+from bot.web.call_api import MAX_WEBHOOK_BYTES
+from bot.web.call_page import build_csp, is_valid_link_token
+from bot.web.server import WebServer, create_app
 from tests.web.conftest import PRODUCTION_SDK_URL, PUBLIC_URL
 from tests.web.fake_backend import FAKE_APP_CERTIFICATE, FAKE_APP_ID, FakeCallPageBackend, sign_webhook
 

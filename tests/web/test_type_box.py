@@ -13,7 +13,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import build_web_server
 from bot.config import ConfigError, load_settings
-from bot.web.server import SETTINGS_KEY, create_app
+from bot.web.call_page import SETTINGS_KEY
+from bot.web.server import create_app
 from tests.web.conftest import PRODUCTION_SDK_URL, PUBLIC_URL
 from tests.web.fake_backend import FakeCallPageBackend
 

@@ -1,0 +1,250 @@
+"""The call page: its HTML with the join parameters embedded, its content security policy, the browser cookie that
+binds a link to the browser that opened it first, and the pages for a link that is no longer valid, a call that
+ended or one open in another browser."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from aiohttp import web
+
+from bot.web.backend import PAGE_STATES, CallPageBackend, OpenElsewhere, PageSession
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+MAX_TOKEN_LENGTH = 128
+
+
+DEFAULT_STATUS_POLL_INTERVAL = 4.0
+
+
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
+
+
+_LINK_PREVIEW_UA = re.compile(
+    r"discordbot|slackbot|twitterbot|facebookexternalhit|telegrambot|whatsapp|linkedinbot|skypeuripreview"
+    r"|embedly|googlebot|bingbot",
+    re.IGNORECASE,
+)
+
+
+_PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
+
+
+BROWSER_COOKIE = "memcall_browser"
+
+
+BROWSER_COOKIE_MAX_AGE = 30 * 86400
+
+
+def is_valid_link_token(token: str) -> bool:
+    """URL-safe base64 (optionally padded), 1..128 characters."""
+    return 0 < len(token) <= MAX_TOKEN_LENGTH and _TOKEN_RE.fullmatch(token) is not None
+
+
+@dataclass(frozen=True)
+class PageSettings:
+    sdk_url: str
+    public_url: str
+    public_origin: str
+    csp: str
+    call_template: str
+    invalid_html: str
+    ended_html: str
+    preview_html: str
+    status_poll_interval: float
+    emulator_controls_url: str | None = None
+
+
+BACKEND_KEY = web.AppKey("call_page_backend", CallPageBackend)
+
+
+SETTINGS_KEY = web.AppKey("call_page_settings", PageSettings)
+
+
+PREVIEW_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<title>Voice call</title>
+<meta property="og:title" content="Voice call">
+<meta property="og:description" content="Open this link in your browser to join your voice call.">
+</head>
+<body><p>Open this link in your browser to join your voice call.</p></body>
+</html>
+"""
+
+
+ELSEWHERE_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<meta name="referrer" content="no-referrer">
+<title>Call already open elsewhere</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/static/call.css">
+</head>
+<body>
+<main class="card" aria-labelledby="title">
+  <h1 id="title">This call is already open elsewhere</h1>
+  <p>A call link works only in the browser that opened it first. Continue the call there.</p>
+  <p>To move the call here, type <code>/hangup</code> in Discord, then <code>/call</code> for a new link.</p>
+</main>
+</body>
+</html>
+"""
+
+
+def origin_of(url: str) -> str | None:
+    parts = urlsplit(url)
+    if not parts.scheme and not parts.netloc:
+        return None  # a same-origin path such as /static/vendor/AgoraRTC.js
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"unsupported URL {url!r}: expected http(s)://host/...")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def build_csp(sdk_url: str, emulator_controls_url: str | None = None) -> str:
+    sdk_origin = origin_of(sdk_url)
+    extra = f" {sdk_origin}" if sdk_origin else ""
+    emulator_origin = origin_of(emulator_controls_url) if emulator_controls_url else None
+    connect_extra = extra + (f" {emulator_origin}" if emulator_origin and emulator_origin != sdk_origin else "")
+    return "; ".join(
+        [
+            "default-src 'self'",
+            f"script-src 'self'{extra}",
+            "style-src 'self'",
+            "img-src 'self' data: blob:",
+            "media-src 'self' blob: mediastream:",
+            # The Agora SDK talks to many edge servers (https + wss) chosen at run time.
+            f"connect-src 'self' https: wss:{connect_extra}",
+            "worker-src 'self' blob:",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
+def _invalid_page(request: web.Request) -> web.Response:
+    return web.Response(
+        status=404, text=request.app[SETTINGS_KEY].invalid_html, content_type="text/html", charset="utf-8"
+    )
+
+
+def _json_for_script(data: object) -> str:
+    """JSON safe to embed in a <script type="application/json"> element (no "</script>", no HTML entities)."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _iso_utc(value: datetime) -> str:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def page_config(
+    session: PageSession, *, status_poll_interval: float, emulator_controls_url: str | None = None
+) -> dict[str, object]:
+    """The join parameters as embedded in the call page (element #call-config); with the Agora emulator, also
+    where typed lines go (``typeUrl``: the emulator hears them as the member's speech in this channel)."""
+    config: dict[str, object] = {
+        "appId": session.app_id,
+        "channel": session.channel,
+        "token": session.rtc_token,
+        "uid": int(session.user_uid),
+        "agentUid": int(session.agent_uid),
+        "state": session.state,
+        "expiresAt": _iso_utc(session.expires_at),
+        "maxMinutes": int(session.max_minutes),
+        "pollIntervalMs": max(100, round(status_poll_interval * 1000)),
+        "pageId": session.page_id,
+        "reopened": session.reopened,
+        "elapsedSeconds": round(session.elapsed_seconds),
+    }
+    if emulator_controls_url is not None:
+        config["typeUrl"] = f"{emulator_controls_url}/channels/{quote(session.channel, safe='')}/user_says"
+    return config
+
+
+def render_call_page(settings: PageSettings, session: PageSession) -> str:
+    values = {
+        "SDK_URL": html.escape(settings.sdk_url, quote=True),
+        "CONFIG_JSON": _json_for_script(
+            page_config(
+                session,
+                status_poll_interval=settings.status_poll_interval,
+                emulator_controls_url=settings.emulator_controls_url,
+            )
+        ),
+        "MAX_MINUTES": html.escape(str(int(session.max_minutes))),
+    }
+    return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), settings.call_template)
+
+
+def load_page_settings(
+    sdk_url: str, public_url: str, status_poll_interval: float, emulator_controls_url: str | None
+) -> PageSettings:
+    """The page's settings and templates, read once when the app is built."""
+    public_origin = origin_of(public_url)
+    if public_origin is None:
+        raise ValueError("public_url must be an absolute http(s) URL")
+    return PageSettings(
+        sdk_url=sdk_url,
+        public_url=public_url.rstrip("/"),
+        public_origin=public_origin,
+        csp=build_csp(sdk_url, emulator_controls_url),
+        call_template=(STATIC_DIR / "call.html").read_text(encoding="utf-8"),
+        invalid_html=(STATIC_DIR / "invalid.html").read_text(encoding="utf-8"),
+        ended_html=(STATIC_DIR / "ended.html").read_text(encoding="utf-8"),
+        preview_html=PREVIEW_HTML,
+        status_poll_interval=status_poll_interval,
+        emulator_controls_url=emulator_controls_url,
+    )
+
+
+async def call_page(request: web.Request) -> web.StreamResponse:
+    token = request.match_info["link_token"]
+    if not is_valid_link_token(token):
+        return _invalid_page(request)
+    settings = request.app[SETTINGS_KEY]
+    # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not bind the link to themselves.
+    if request.method == "HEAD" or _LINK_PREVIEW_UA.search(request.headers.get("User-Agent", "")):
+        return web.Response(text=settings.preview_html, content_type="text/html", charset="utf-8")
+    try:
+        session = await request.app[BACKEND_KEY].open_page(token, browser=browser_cookie(request))
+    except OpenElsewhere:
+        return web.Response(status=409, text=ELSEWHERE_HTML, content_type="text/html", charset="utf-8")
+    if session is None or session.state not in PAGE_STATES:
+        status = await request.app[BACKEND_KEY].status(token, browser=browser_cookie(request))
+        if status is not None and status.state in ("ended", "failed"):
+            return web.Response(status=410, text=settings.ended_html, content_type="text/html", charset="utf-8")
+        return _invalid_page(request)
+    response = web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
+    if session.browser_key is not None:
+        response.set_cookie(
+            BROWSER_COOKIE,
+            session.browser_key,
+            max_age=BROWSER_COOKIE_MAX_AGE,
+            path="/",
+            httponly=True,
+            samesite="Lax",  # sent when the member opens the link from Discord again (a top-level navigation)
+            secure=settings.public_url.startswith("https://"),
+        )
+    return response
+
+
+def browser_cookie(request: web.Request) -> str | None:
+    value = request.cookies.get(BROWSER_COOKIE)
+    return value if value and is_valid_link_token(value) else None
