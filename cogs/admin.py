@@ -13,6 +13,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.calls.language import ENGLISH
 from bot.calls.settings import (
     GREETING_MAX_CHARS,
     PERSONA_MAX_CHARS,
@@ -22,6 +23,7 @@ from bot.calls.settings import (
 from bot.client import MemoryBot
 from bot.i18n import Words
 from bot.translator import options, words_of
+from cogs._language import LANGUAGE_CHOICES, label
 
 PREVIEW_CHARS = 700
 
@@ -79,6 +81,7 @@ def overview_text(overview: SettingsOverview, words: Words) -> str:
             words("admin.overview.transcripts", value=retention_text(s.retention_days, words)),
             words("admin.overview.persona", value=text_or_default(s.persona, overview.default_persona)),
             words("admin.overview.greeting", value=text_or_default(s.greeting, overview.default_greeting)),
+            words("admin.overview.language", language=label(s.language or ENGLISH)),
             "",
             usage_text(overview, words),
             words("admin.overview.footer"),
@@ -187,6 +190,18 @@ class Admin(commands.Cog):
         else:
             answer = words("admin.greeting.set", text=quote(saved.greeting), next_call=next_call)
         await self.confirm(interaction, answer)
+
+    @settings.command(name="language", description="Set the language of calls here for members who chose none")
+    @options(language="Used when a member chose no language and calls cannot be held in their Discord language")
+    @app_commands.choices(language=LANGUAGE_CHOICES)
+    async def language(self, interaction: discord.Interaction, language: str) -> None:
+        assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
+        await self.service().set_language(interaction.guild_id, None if language == ENGLISH else language)
+        words = words_of(interaction)
+        await self.confirm(
+            interaction, words("admin.language.set", language=label(language), next_call=words("admin.next_call"))
+        )
 
     @settings.command(name="max-minutes", description="Set the longest a call started in this server may last")
     @options(minutes="Minutes, from 1 to 240")

@@ -27,6 +27,7 @@ from bot.memory.forget_requests import ForgetRequests
 from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
 from bot.translator import options, words_of
+from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, label
 from cogs._memory_texts import SPACES, conversation_name, fact_choice, shorten, shown
 from cogs._memory_ui import (
     AUTOCOMPLETE_CONVERSATION_SCAN,
@@ -67,10 +68,20 @@ class Memory(commands.Cog):
     # ---- /memory ---------------------------------------------------------------------------------------
 
     @app_commands.command(name="memory", description="See what the agent remembers about you; export, pause, forget")
-    async def memory_command(self, interaction: discord.Interaction) -> None:
+    @options(language="The language of your calls, remembered (Automatic: your Discord language)")
+    @app_commands.choices(language=MEMBER_LANGUAGE_CHOICES)
+    async def memory_command(self, interaction: discord.Interaction, language: str | None = None) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # the store may wait for another writer
+        said = None
+        if language is not None:
+            choice = chosen(language)
+            await self.bot.services.choices.set_call_language(interaction.user.id, choice)
+            words = words_of(interaction)
+            said = (
+                words("memory.language.set", language=label(choice)) if choice else words("memory.language.automatic")
+            )
         view = await MemoryView.open(MemoryActions.of(interaction), interaction.user.id, 0)
-        await view.send(interaction, embed=view.embed())
+        await view.send(interaction, said, embed=view.embed())
 
     # ---- /remember -------------------------------------------------------------------------------------
 

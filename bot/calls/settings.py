@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.calls.language import LANGUAGES
 from bot.calls.service import CallService, GuildUsage
 from bot.config import Settings
 from bot.store.models import GuildSettings
@@ -115,6 +116,13 @@ class GuildSettingsService:
 
     async def set_daily_calls(self, guild_id: int, count: int) -> GuildSettings:
         return await self._update(guild_id, calls_per_member_per_day=_in_range("daily-calls", count, DAILY_CALLS_RANGE))
+
+    async def set_language(self, guild_id: int, language: str | None) -> GuildSettings:
+        """The language of calls here for members who chose none and whose Discord language calls cannot be held
+        in (`bot.calls.language`); None restores English."""
+        if language is not None and language not in LANGUAGES:
+            raise InvalidSetting("language", f"must be one of {', '.join(sorted(LANGUAGES))}, got {language!r}")
+        return await self._update(guild_id, language=language)
 
     async def set_retention(self, guild_id: int, days: int) -> GuildSettings:
         """Days after which transcripts of calls and chats started here are deleted; 0 keeps them."""

@@ -23,6 +23,7 @@ class ChoiceStore(Protocol):
     async def get_user(self, user_id: int) -> UserRecord | None: ...
     async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord: ...
     async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord: ...
+    async def set_user_language(self, user_id: int, language: str | None, at: float) -> UserRecord: ...
 
 
 def chat_privately(user: UserRecord | None) -> bool | None:
@@ -60,3 +61,9 @@ class MemberChoices:
         else:
             await self.store.set_memory_enabled(user_id, False, self.clock())
         log.info("user %s %s their memory", user_id, "resumed" if on else "paused")
+
+    async def set_call_language(self, user_id: int, language: str | None) -> None:
+        """The language the member wants their calls in (a code of ``bot.calls.language.LANGUAGES``); None goes
+        back to their Discord language. Kept with their choices, so ``/forget everything`` drops it too."""
+        await self.store.set_user_language(user_id, language, self.clock())
+        log.info("user %s chose calls in %s", user_id, language or "their Discord language")

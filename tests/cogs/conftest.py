@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -78,3 +79,22 @@ def member(simcord_env):
     channel = guild.create_text_channel("general")
     alice = guild.add_member(simcord_env.create_user("alice"))
     return guild, channel, alice
+
+
+@pytest.fixture
+def discord_locales(monkeypatch: pytest.MonkeyPatch) -> dict[int, str]:
+    """Each member's Discord language, by user id (``discord_locales[alice.id] = "es-ES"``): SimCord sends "en-US"
+    with every interaction; the listed members' interactions carry theirs instead, as Discord's do."""
+    import simcord.interactions
+
+    locales: dict[int, str] = {}
+    build = simcord.interactions.base_payload
+
+    def with_locale(backend: Any, **fields: Any) -> tuple[Any, dict[str, Any]]:
+        record, payload = build(backend, **fields)
+        if fields["user_id"] in locales:
+            payload["locale"] = locales[fields["user_id"]]
+        return record, payload
+
+    monkeypatch.setattr(simcord.interactions, "base_payload", with_locale)
+    return locales

@@ -1,0 +1,33 @@
+"""A language this bot's voice cannot speak: the call is in English and its card says so (a bot whose admin set
+their own TTS vendor, which speaks English only)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from tests.harness import CallWorld, call_world
+
+OWN_VOICE = {"tts_vendor": "microsoft", "tts_params": {"key": "k", "region": "eastus", "voice_name": "en-US-A"}}
+
+
+@pytest_asyncio.fixture
+async def world(tmp_path: Path) -> AsyncIterator[CallWorld]:
+    async with call_world(tmp_path, start_web=False, agora=OWN_VOICE) as w:
+        yield w
+
+
+async def test_a_language_the_voice_cannot_speak_falls_back_to_english_with_a_note(
+    simcord_env, world: CallWorld, member, discord_locales
+) -> None:
+    _, channel, alice = member
+    await world.store.set_consent(alice.id, True, world.clock())
+    card = await alice.slash(channel, "call", language="es")
+    call = await world.store.open_call_for_user(alice.id)
+    assert call is not None and call.language == "en"
+    properties = world.emu.agent_by_label("call_id", call.call_id).properties
+    assert properties["asr"]["language"] == "en-US"
+    assert properties["tts"] == {"vendor": "microsoft", "params": OWN_VOICE["tts_params"]}
+    assert "Español (Spanish)" in card.response.content and "English" in card.response.content

@@ -1,0 +1,88 @@
+"""Call languages as members and admins meet them: the join body the Agora emulator receives follows the member's
+choice, their Discord language, the server's default, else English (SimCord runs the real command tree)."""
+
+from __future__ import annotations
+
+import discord
+import pytest
+
+from bot.calls.language import LANGUAGES
+from tests.harness import CallWorld
+
+
+@pytest.fixture
+def server(simcord_env):
+    """A server with an admin, carol, and a member, alice: (guild, channel, carol, alice)."""
+    guild = simcord_env.create_guild()
+    channel = guild.create_text_channel("general")
+    admins = guild.create_role("Admins", permissions=discord.Permissions(manage_guild=True))
+    carol = guild.add_member(simcord_env.create_user("carol"), roles=[admins])
+    alice = guild.add_member(simcord_env.create_user("alice"))
+    return guild, channel, carol, alice
+
+
+async def call_join(world: CallWorld, alice, channel, **options) -> tuple[dict, str]:
+    """Alice's /call: the join properties the emulator accepted, and the card's text; the call, its language
+    recorded as the join's, is hung up."""
+    card = await alice.slash(channel, "call", **options)
+    shown = card.response.content  # before the hang-up edits the card
+    call = await world.store.open_call_for_user(alice.id)
+    assert call is not None, shown
+    properties = world.emu.agent_by_label("call_id", call.call_id).properties
+    assert properties["asr"]["language"] == LANGUAGES[call.language].asr
+    await world.calls.hang_up(alice.id)
+    return properties, shown
+
+
+async def test_a_member_whose_discord_is_in_spanish_gets_a_spanish_call(
+    simcord_env, world: CallWorld, server, discord_locales
+) -> None:
+    _, channel, _, alice = server
+    discord_locales[alice.id] = "es-ES"
+    await world.store.set_consent(alice.id, True, world.clock())
+    properties, card = await call_join(world, alice, channel)
+    spanish = LANGUAGES["es"]
+    assert properties["asr"] == {"vendor": "deepgram", "language": "es-ES", "params": {"language": "es"}}
+    assert properties["tts"]["params"]["voice_setting"]["voice_id"] == spanish.minimax_voice
+    assert "always answer in Spanish" in properties["llm"]["system_messages"][0]["content"]
+    assert properties["llm"]["greeting_message"] == spanish.greeting
+    assert "Español (Spanish)" in card
+
+
+async def test_call_language_overrides_discords_and_is_remembered_until_automatic(
+    simcord_env, world: CallWorld, server, discord_locales
+) -> None:
+    _, channel, _, alice = server
+    discord_locales[alice.id] = "es-ES"
+    await world.store.set_consent(alice.id, True, world.clock())
+    properties, card = await call_join(world, alice, channel, language="de")
+    assert properties["asr"]["language"] == "de-DE" and "Deutsch (German)" in card
+    properties, _ = await call_join(world, alice, channel)
+    assert properties["asr"]["language"] == "de-DE", "the choice is remembered"
+    assert properties["tts"]["params"]["voice_setting"]["voice_id"] == LANGUAGES["de"].minimax_voice
+
+    await alice.slash(channel, "memory", language="auto")
+    assert (await world.store.get_user(alice.id)).language is None
+    properties, _ = await call_join(world, alice, channel)
+    assert properties["asr"]["language"] == "es-ES", "back to Discord's language"
+
+
+async def test_an_admins_server_default_is_the_language_of_a_member_with_none_of_their_own(
+    simcord_env, world: CallWorld, server, discord_locales
+) -> None:
+    guild, channel, carol, alice = server
+    done = await carol.slash(channel, "settings language", language="fr")
+    assert done.ephemeral and "Français (French)" in done.response.content
+    assert (await world.store.get_guild_settings(guild.id)).language == "fr"
+    shown = await carol.slash(channel, "settings show")
+    assert "Français (French)" in shown.response.content
+
+    discord_locales[alice.id] = "pl"  # a Discord language calls cannot be held in
+    await world.store.set_consent(alice.id, True, world.clock())
+    properties, _ = await call_join(world, alice, channel)
+    assert properties["asr"] == {"vendor": "deepgram", "language": "fr-FR", "params": {"language": "fr"}}
+    assert properties["llm"]["greeting_message"] == LANGUAGES["fr"].greeting
+
+    discord_locales[alice.id] = "en-US"
+    properties, _ = await call_join(world, alice, channel)
+    assert properties["asr"]["language"] == "en-US", "Discord's language comes before the server's"
