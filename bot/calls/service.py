@@ -222,9 +222,6 @@ class CallService:
     async def drain_inbox(self) -> int:
         return await self.webhooks.drain_inbox()
 
-    async def wait_background(self) -> None:
-        """Kept for the callers that wait for webhook work: it runs inline now, so there is nothing to wait for."""
-
     # ---- the call page ---------------------------------------------------------------------------------
 
     def page_closed(self, call_id: str, page_id: str | None = None) -> None:

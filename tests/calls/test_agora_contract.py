@@ -177,7 +177,6 @@ async def test_a_notice_from_another_agora_product_is_ignored(tmp_path: Path) ->
                 f"{world.web.url}/agora/webhook", content=body, headers=sign_body(TEST_WEBHOOK_SECRET, body)
             )
         assert response.status_code == 200
-        await world.calls.wait_background()
         assert (await world.store.get_call(started.call_id)).state == "active"
         assert not await world.store.notice_seen("rtc-channel-event-1")
 

@@ -46,7 +46,6 @@ async def test_forget_everything_wins_over_a_history_read_in_flight(
     gate.release()
     await in_flight
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     await world.memory.wait_scrubbed()
 
     assert result.turns == 0
@@ -68,7 +67,6 @@ async def test_pausing_memory_stops_recording_the_running_call_at_once(world: Ca
     assert await world.calls.checkpoint(started.call_id)
     ended = await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
 
     lines = [content for _, content in await stored(world, started.call_id)]
     assert not [line for line in lines if "zqxpaused" in line or line == "Okay."]
@@ -85,7 +83,6 @@ async def test_resuming_memory_mid_call_does_not_bring_back_what_was_said_while_
     assert await world.calls.checkpoint(started.call_id)
     await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     assert not [c for _, c in await stored(world, started.call_id) if "zqxpaused2" in c]
 
 
@@ -102,7 +99,6 @@ async def test_forget_everything_mid_call_leaves_no_trace_of_the_call_once_it_en
     assert await world.calls.checkpoint(started.call_id)
     ended = await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
 
     assert ended.call_id == started.call_id and ended.turns_stored == 0
     assert world.emu.agent(agent.agent_id).status == "STOPPED"

@@ -70,7 +70,6 @@ async def test_full_call_is_stored_once_in_order_and_the_agent_stops(world: Call
     assert call.state == "ended" and call.end_reason == "hangup"
     assert await world.store.job_state("post_call", started.call_id) == "pending"
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     assert await stored(world, started.call_id) == expected, "the late history webhook adds nothing twice"
 
 
@@ -98,7 +97,6 @@ async def test_idle_timeout_with_history_webhook_keeps_turns_after_the_last_chec
     world.emu.user_left(agent.agent_id)
     world.emu.advance(world.settings.agora.idle_timeout_seconds + 1)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     call = await world.store.get_call(started.call_id)
     assert call.state == "ended" and call.end_reason == "idle_timeout"
     turns = await stored(world, started.call_id)
@@ -134,7 +132,6 @@ async def test_webhooks_delivered_twice_or_out_of_order_are_harmless(
         world.emu.user_left(agent.agent_id)
         world.emu.advance(31)
         await world.emu.wait_webhooks_idle()
-        await world.calls.wait_background()
         assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]
         assert len(world.log.ended) == 1
         assert (await world.store.get_call(started.call_id)).state == "ended"
@@ -154,7 +151,6 @@ async def test_history_held_then_released_in_any_order_after_finalize(world: Cal
     assert len(await stored(world, started.call_id)) == 11
     await world.emu.release_webhooks(order=[2, 1, 2, 0])
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     turns = await stored(world, started.call_id)
     window = world.settings.agora.max_history
     full = [("assistant", world.settings.agora.greeting), *convo]
@@ -347,7 +343,6 @@ async def test_learning_starts_as_soon_as_the_history_webhook_arrived(world: Cal
 
     await world.emu.release_webhooks()
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
 
     job = await world.store.claim_job(world.clock(), 60)
     assert job is not None and job.ref_id == started.call_id
@@ -360,7 +355,6 @@ async def test_learning_starts_at_once_when_the_webhook_ended_the_call(world: Ca
     world.emu.advance(31)  # idle timeout: Agora stops the agent and sends 102 and 103
     await eventually(lambda: world.log.ended)
     await world.emu.wait_webhooks_idle()  # webhooks are stored before they are answered
-    await world.calls.wait_background()
 
     job = await world.store.claim_job(world.clock(), 60)
     assert job is not None and job.ref_id == started.call_id
@@ -409,7 +403,6 @@ async def test_calls_ended_by_the_idle_timeout_keep_no_merge_lock_after_their_hi
         world.emu.user_left(agent.agent_id)
         world.emu.advance(world.settings.agora.idle_timeout_seconds + 1)
         await world.emu.wait_webhooks_idle()
-        await world.calls.wait_background()
         call = await world.store.get_call(started.call_id)
         assert call.state == "ended" and call.end_reason == "idle_timeout"
         assert len(await stored(world, started.call_id)) == 5  # the greeting and the history webhook's 4 lines

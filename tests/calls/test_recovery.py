@@ -115,7 +115,6 @@ async def test_after_the_webhooks_were_lost_a_restart_keeps_what_was_stored_and_
         assert "Agora ConvoAI" in warnings[0]
 
         assert await calls.reconcile() == {"resumed": 0, "finalized": 0, "failed": 0}
-        await calls.wait_background()
         assert await world.call_lines(call_id) == [greeting, *BEFORE]
         assert world.emu.count_calls("turns") == 1 and len(world.log.ended) == 1
 
@@ -128,7 +127,6 @@ async def test_a_history_webhook_resent_after_the_restart_recovers_everything_an
         call_id, _agent_id = await outage(world, setup, lose_webhooks=False)
         calls = await world.restart()  # the web server is up first, as in `run`; Agora's resend lands
         await world.emu.release_webhooks()
-        await calls.wait_background()
         assert await calls.reconcile() == {"resumed": 0, "finalized": 0, "failed": 0}
 
         full = [("assistant", world.settings.agora.greeting), *BEFORE, *DURING]
@@ -151,7 +149,6 @@ async def test_a_history_webhook_that_lands_after_the_reconcile_brings_the_lost_
         assert (await world.store.get_call(call_id)).lines_lost == 2  # type: ignore[union-attr]
 
         await world.emu.release_webhooks()  # the last resend, within Agora's retry window
-        await calls.wait_background()
         full = [("assistant", world.settings.agora.greeting), *BEFORE, *DURING]
         assert await world.call_lines(call_id) == full
         call = await world.store.get_call(call_id)

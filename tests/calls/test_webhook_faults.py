@@ -36,7 +36,6 @@ async def finished_call_with_history(world: CallWorld) -> tuple[str, dict[str, A
     world.emu.script(agent.agent_id, conversation(6, "purged "))
     await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     history = [e for e in world.emu.delivered if e["eventType"] == 103]
     assert len(history) == 1 and await stored(world, started.call_id)
     return started.call_id, history[0]
@@ -50,13 +49,11 @@ async def test_a_genuine_history_webhook_replayed_after_the_retention_purge_rest
     await world.store.remember_notice("a-later-notice", world.clock())  # the replay guard forgot old ids
 
     replay = await post_webhook(world, body_of(envelope))  # the same bytes and signature, 8 days later
-    await world.calls.wait_background()
     assert replay.status_code == 200
     assert await stored(world, call_id) == []
 
     fresh = {**envelope, "noticeId": "resent-copy", "notifyMs": int(world.clock() * 1000)}
     assert (await post_webhook(world, body_of(fresh))).status_code == 200
-    await world.calls.wait_background()
     assert await stored(world, call_id) == [], "history of a purged call is ignored whatever its notice"
 
 
@@ -145,7 +142,6 @@ async def test_lines_spoken_while_the_bot_is_down_arrive_with_agoras_webhook_ret
         await world.web.start()
         await calls.reconcile()  # the agent is gone: the call ends with what the last checkpoint saw
         await world.emu.wait_webhooks_idle()
-        await calls.wait_background()
         call = await world.store.get_call(started.call_id)
         assert call.state == "ended"
         assert await stored(world, started.call_id) == [("assistant", world.settings.agora.greeting), *convo]

@@ -508,7 +508,6 @@ async def test_pause_pressed_during_a_running_call_stops_recording_it_at_once(
     assert await world.calls.checkpoint(started.call_id)
     await world.calls.hang_up(alice.id)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
 
     said = [t.content for t in await world.store.call_turns(started.call_id)]
     assert "I only drink oat milk." in said

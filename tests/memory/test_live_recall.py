@@ -510,7 +510,6 @@ async def test_live_writes_a_checkpoint_and_webhook_103_store_each_line_once_in_
     world.emu.say(agent_id, "user", "Okay, bye now.")  # said as the call ended: only the history carries it
     await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     assert any(n["eventType"] == 103 for n in world.emu.delivered), "webhook 103 was delivered and merged"
     greeting = world.emu.agent(agent_id).conversation[0].content
     expected = [("assistant", greeting)]

@@ -111,7 +111,6 @@ async def test_a_whole_call_in_agoras_custom_shape_is_answered_and_stored_as_the
 
     await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     assert any(n["eventType"] == 103 for n in world.emu.delivered)
     assert await world.call_lines(call_id) == stored, "the last history and webhook 103 agree with the live lines"
     exported = (await world.memory.export(ALICE))["calls"]
@@ -133,7 +132,6 @@ async def test_a_reply_cut_short_as_the_call_ends_is_kept_as_heard(world: CallWo
 
     await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     assert await world.call_lines(call_id) == agent_transcript(world, agent_id)
     last = (await world.store.call_turns(call_id))[-1]
     assert (last.role, last.content, last.interrupted) == ("assistant", "Let me tell", True)

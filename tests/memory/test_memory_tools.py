@@ -76,7 +76,6 @@ async def test_remember_by_voice_stores_the_fact_and_the_agent_only_says_it_will
     assert spoken == "One moment. Noted.", "what the model said before and after the call, nothing else"
 
     await world.calls.hang_up(ALICE)
-    await world.calls.wait_background()
     _next_call, next_agent = await world.start_member_call(ALICE)
     block = [
         m["content"] for m in world.emu.agent(next_agent).system_messages if m["content"].startswith(MEMORY_HEADER)
@@ -205,7 +204,6 @@ async def test_a_fact_forgotten_mid_call_never_comes_back_from_the_agents_histor
     ], "every other line once, in order"
     await world.calls.hang_up(ALICE)
     await world.emu.wait_webhooks_idle()
-    await world.calls.wait_background()
     assert not any("Okonjo" in text for _, text in await world.call_lines(call_id))
     exported = json.dumps(await world.memory.export(ALICE))
     assert "Okonjo" not in exported and '"content": ""' not in exported
