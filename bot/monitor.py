@@ -24,7 +24,6 @@ from prometheus_client.registry import Collector
 from bot import __version__
 from bot.store.health import WriteHealth
 from bot.store.models import EndReason
-from bot.store.repository import Store
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +60,19 @@ class Pingable(Protocol):
     async def ping(self) -> None: ...
 
 
+class MonitorStore(Pingable, Protocol):
+    """What the health report reads of the database."""
+
+    async def count_open_calls(self) -> int: ...
+    async def job_queue(self) -> tuple[int, float | None]: ...
+    @property
+    def write_health(self) -> WriteHealth: ...
+
+
 class Monitor:
     def __init__(
         self,
-        store: Store,
+        store: MonitorStore,
         *,
         counters: Counters | None = None,
         agora: Pingable | None = None,
@@ -83,7 +91,7 @@ class Monitor:
         self._agora: dict[str, object] = {"configured": agora is not None}
         self._agora_checked = float("-inf")
         self._agora_task: asyncio.Task[None] | None = None
-        self.write_health: WriteHealth | None = getattr(store, "write_health", None)
+        self.write_health: WriteHealth = store.write_health
         """The store's record of failed writes (bot.store.health): counted as errors, and degraded while failing."""
 
     # ---- Agora, cached -------------------------------------------------------------------------------
@@ -138,12 +146,11 @@ class Monitor:
         report["database"] = {"ok": True}
         problems: list[str] = []
         writes = self.write_health
-        if writes is not None:
-            report["database"]["writable"] = writes.failing is None
-            failing = writes.failing
-            if failing is not None:
-                ago = max(0.0, writes.clock() - (writes.last_failed_at or 0.0))
-                problems.append(f"database: a write failed {ago:.0f} s ago: {failing}")
+        report["database"]["writable"] = writes.failing is None
+        failing = writes.failing
+        if failing is not None:
+            ago = max(0.0, writes.clock() - (writes.last_failed_at or 0.0))
+            problems.append(f"database: a write failed {ago:.0f} s ago: {failing}")
         report["queue"] = {"depth": depth, "oldest_age_seconds": None if oldest is None else max(0.0, now - oldest)}
         report["calls"] = {"active": active}
         if self.gateway is not None:

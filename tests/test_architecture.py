@@ -82,3 +82,84 @@ def test_cogs_never_reach_the_store() -> None:
         modules |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         store_parts = {m for m in modules if m.startswith("bot.store") and m != "bot.store.models"}
         assert not store_parts, f"{path.relative_to(ROOT)} imports {store_parts}"
+
+
+def protocol_members(protocol: type) -> set[str]:
+    """The methods and properties a protocol (with the protocols it extends) declares."""
+    return {
+        name
+        for cls in protocol.__mro__
+        if getattr(cls, "_is_protocol", False)
+        for name, value in vars(cls).items()
+        if not name.startswith("_") and (callable(value) or isinstance(value, property))
+    }
+
+
+def store_stack() -> list[type]:
+    from bot.keys.encrypted import EncryptedStore
+    from bot.store.postgres import PostgresStore
+    from bot.store.sqlite import SqliteStore
+
+    return [SqliteStore, PostgresStore, EncryptedStore]
+
+
+@pytest.mark.parametrize("store", store_stack(), ids=lambda store: store.__name__)
+def test_no_class_of_the_store_stack_dispatches_by_name(store: type) -> None:
+    """Every method is written out where the type checker sees it: none is found at run time by its name."""
+    for cls in store.__mro__[:-1]:  # object's own __getattribute__ is the ordinary lookup
+        assert "__getattr__" not in vars(cls) and "__getattribute__" not in vars(cls), cls
+
+
+def test_each_store_implements_every_method_of_the_protocols_itself(tmp_path: Path) -> None:
+    """What mypy checks where the stores are built (``bot.app.build_store``), checked here on the objects too."""
+    from bot.keys.crypto import generate_master_key_text, parse_master_key
+    from bot.keys.encrypted import EncryptedStore
+    from bot.keys.store import SqliteKeyStore
+    from bot.store.postgres import PostgresStore
+    from bot.store.repository import Backend, Store
+    from bot.store.sqlite import SqliteStore
+
+    keys = SqliteKeyStore(tmp_path / "keys.db", parse_master_key(generate_master_key_text()))
+    stores = {
+        SqliteStore(tmp_path / "memory.db"): Backend,
+        PostgresStore("postgresql://nowhere/none"): Backend,
+        EncryptedStore(SqliteStore(tmp_path / "memory.db"), keys): Store,
+    }
+    for store, protocol in stores.items():
+        missing = {name for name in protocol_members(protocol) if not hasattr(store, name)}
+        assert not missing, f"{type(store).__name__} lacks {sorted(missing)}"
+
+
+STORE_USERS = ["memory", "calls", "web", "llm", "monitor.py"]
+WHOLE_STORE = {"Store", "Backend", "StoreLifecycle", "AccountStore", "GuildSettingsStore", "ConversationStore"}
+WHOLE_STORE |= {"CallStepStore", "CallStartStore", "FactStore", "PrivacyStore", "JobStore", "VectorStore"}
+
+
+def declared_store_protocols(tree: ast.Module) -> dict[str, set[str]]:
+    """The ``...Store`` protocols a module declares, each with the methods it declares itself."""
+    return {
+        node.name: {item.name for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)}
+        for node in tree.body
+        if isinstance(node, ast.ClassDef)
+        and node.name.endswith("Store")
+        and any(isinstance(base, ast.Name) and base.id == "Protocol" for base in node.bases)
+    }
+
+
+@pytest.mark.parametrize("part", STORE_USERS)
+def test_a_service_is_handed_only_the_store_operations_it_calls(part: str) -> None:
+    """A service declares the few store operations it uses (a protocol of its own, or one of the parts it builds
+    on); none takes the whole store or one of its aggregates."""
+    for path in files(part):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        wide = {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module in ("bot.store.repository", "bot.store.vectors")
+            for alias in node.names
+            if alias.name in WHOLE_STORE
+        }
+        assert not wide, f"{path.relative_to(ROOT)} takes {sorted(wide)}"
+        used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        for name, methods in declared_store_protocols(tree).items():
+            assert methods <= used, f"{path.relative_to(ROOT)}: {name} lists {sorted(methods - used)}, never called"

@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from bot.calls.language import LANGUAGES
 from bot.calls.service import CallService, GuildUsage
 from bot.config import Settings
 from bot.store.models import GuildSettings
-from bot.store.repository import GuildSettingsStore
 
 PERSONA_MAX_CHARS = 1500
 GREETING_MAX_CHARS = 300
@@ -71,10 +71,17 @@ def _in_range(name: str, value: int, bounds: tuple[int, int]) -> int:
     return value
 
 
+class SettingsStore(Protocol):
+    """What the server settings read and change."""
+
+    async def get_guild_settings(self, guild_id: int) -> GuildSettings: ...
+    async def update_guild_settings(self, guild_id: int, at: float, **changes: Any) -> GuildSettings: ...
+
+
 class GuildSettingsService:
     def __init__(
         self,
-        store: GuildSettingsStore,
+        store: SettingsStore,
         settings: Settings,
         calls: CallService | None = None,
         *,

@@ -29,12 +29,32 @@ from bot.memory.postcall import POST_CHAT_JOB
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
 from bot.memory.tools import MAX_ROUNDS, MEMORY_TOOLS, ToolTurn
-from bot.store.models import ChatRecord, Conversation, remembers
-from bot.store.repository import AccountStore, ConversationStore, JobStore
+from bot.store.models import ChatRecord, Conversation, TurnRecord, UserRecord, remembers
 
 
-class ChatStore(AccountStore, ConversationStore, JobStore, Protocol):
+class ChatStore(Protocol):
     """What text chat reads and writes."""
+
+    async def append_chat_turn(
+        self,
+        chat_id: str,
+        user_id: int,
+        role: str,
+        content: str,
+        at: float,
+        *,
+        generation: int | None = None,
+        specifics: int | None = None,
+    ) -> int | None: ...
+    async def chat_turns(self, chat_id: str) -> list[TurnRecord]: ...
+    async def create_chat(self, chat: ChatRecord) -> None: ...
+    async def end_chat(self, chat_id: str, at: float) -> bool: ...
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
+    async def get_chat(self, chat_id: str) -> ChatRecord | None: ...
+    async def get_user(self, user_id: int) -> UserRecord | None: ...
+    async def idle_chats(self, last_message_before: float) -> list[ChatRecord]: ...
+    async def memory_generation(self, user_id: int) -> int: ...
+    async def open_chat_for_user(self, user_id: int) -> ChatRecord | None: ...
 
 
 log = logging.getLogger(__name__)

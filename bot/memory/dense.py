@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from bot.llm.errors import LLMError
 from bot.store.models import FactRecord, TurnRecord
-from bot.store.vectors import ItemKind, StoredVector, VectorStore, pack, unpack
+from bot.store.vectors import EmbedItem, ItemKind, StoredVector, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +101,19 @@ def _unit(matrix: Matrix) -> Matrix:
     return unit
 
 
+class EmbedStore(Protocol):
+    """What embedding a member's lines and facts reads and writes."""
+
+    async def unembedded(self, user_id: int, model: str, limit: int) -> list[EmbedItem]: ...
+    async def put_vectors(self, user_id: int, model: str, vectors: Sequence[tuple[ItemKind, int, bytes]]) -> int: ...
+
+
 class MemberEmbedder:
     """The post-call step: embeds a member's lines and facts that have no vector of the model yet."""
 
     def __init__(
         self,
-        store: VectorStore,
+        store: EmbedStore,
         client: Embedder,
         *,
         batch: int = EMBED_BATCH,
@@ -186,12 +193,21 @@ def _part(kept: list[tuple[ItemKind, int, Matrix]], kind: ItemKind, size: int) -
     return ids, matrix
 
 
+class DenseStore(Protocol):
+    """What the query-time half reads: the member's vectors, and the lines and facts they point at."""
+
+    async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]: ...
+    async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]: ...
+    async def turns_by_id(self, user_id: int, turn_ids: Sequence[int]) -> list[TurnRecord]: ...
+    async def facts_by_id(self, user_id: int, fact_ids: Sequence[int]) -> list[FactRecord]: ...
+
+
 class DenseRetriever:
     """Query-time half: the utterance's embedding, the member's nearest lines and facts, fused with BM25."""
 
     def __init__(
         self,
-        store: VectorStore,
+        store: DenseStore,
         client: Embedder,
         *,
         query_timeout: float = QUERY_TIMEOUT_SECONDS,

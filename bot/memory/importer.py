@@ -9,11 +9,13 @@ from typing import Any, Protocol
 
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, Role
-from bot.store.repository import ConversationStore, JobStore
 
 
-class ImportStore(ConversationStore, JobStore, Protocol):
+class ImportStore(Protocol):
     """What an import writes: finished calls and their post-call jobs."""
+
+    async def create_call(self, call: CallRecord) -> None: ...
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool: ...
 
 
 POST_CALL_JOB = "post_call"

@@ -43,8 +43,15 @@ from bot.store.repository import StorageFull
 from bot.store.terms import content_query
 
 
-class PostCallStore(Protocol):
-    """What post-call processing reads and writes."""
+class LearnedStore(Protocol):
+    """What telling how much a conversation taught reads."""
+
+    async def facts_from(self, convo: Conversation) -> list[FactRecord]: ...
+    async def job_state(self, kind: str, ref_id: str) -> str | None: ...
+
+
+class PostCallStore(LearnedStore, Protocol):
+    """What post-call processing reads and writes (and how much a conversation taught, ``facts_learned``)."""
 
     async def apply_extraction(
         self,
@@ -155,13 +162,6 @@ def reconcile(facts: Sequence[ExtractedFact], current: Sequence[FactRecord]) -> 
         replaced.update(replaces)
         new_facts.append((fact.text, replaces))
     return WritePlan(new_facts, confirmed)
-
-
-class LearnedStore(Protocol):
-    """What telling how much a conversation taught reads."""
-
-    async def facts_from(self, convo: Conversation) -> list[FactRecord]: ...
-    async def job_state(self, kind: str, ref_id: str) -> str | None: ...
 
 
 async def facts_learned(store: LearnedStore, kind: str, ref_id: str) -> int | None:

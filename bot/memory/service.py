@@ -11,14 +11,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.keys import MemberKeys
-from bot.memory.context import ContextBuilder
+from bot.memory.context import ContextBuilder, ContextStore
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
 from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
+from bot.memory.own_words import OwnWordsStore
 from bot.store.models import (
     CallRecord,
+    Conversation,
     ConversationSummary,
     FactRecord,
     ForgetResult,
+    LivePlan,
     LivePlanNeeds,
     LiveWrite,
     NewTurn,
@@ -28,18 +31,58 @@ from bot.store.models import (
     TurnUpdate,
     needs_consent,
 )
-from bot.store.repository import (
-    AccountStore,
-    CallStartStore,
-    ConversationStore,
-    FactStore,
-    PrivacyStore,
-    TurnsChanged,
-)
+from bot.store.repository import TurnsChanged
 
 
-class MemoryStore(AccountStore, ConversationStore, CallStartStore, FactStore, PrivacyStore, Protocol):
-    """What the memory service reads, merges and forgets."""
+class MemoryStore(ContextStore, OwnWordsStore, Protocol):
+    """What the memory service reads, merges and forgets, with what the parts built on it read and write: its
+    context builder (``ContextStore``) and ``OwnWords`` (``OwnWordsStore``)."""
+
+    async def apply_call_turns(
+        self,
+        call_id: str,
+        user_id: int,
+        inserts: Sequence[NewTurn],
+        updates: Sequence[TurnUpdate],
+        *,
+        anchored: bool,
+        checkpoint_at: float,
+        generation: int | None = None,
+        expected_version: int | None = None,
+        live_key: str | None = None,
+    ) -> bool: ...
+    async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]: ...
+    async def call_turns(self, call_id: str) -> list[TurnRecord]: ...
+    async def count_conversations(self, user_id: int) -> int: ...
+    async def count_facts(self, user_id: int, *, include_superseded: bool = False) -> int: ...
+    async def export_user(self, user_id: int) -> dict[str, Any]: ...
+    async def forget_call(self, user_id: int, call_id: str) -> ForgetResult | None: ...
+    async def forget_chat(self, user_id: int, chat_id: str) -> ForgetResult | None: ...
+    async def forget_fact(
+        self, user_id: int, fact_id: int, *, turn_ids: Sequence[int] = (), summaries: Sequence[Conversation] = ()
+    ) -> FactRecord | None: ...
+    async def forget_user(self, user_id: int) -> ForgetResult: ...
+    async def get_call(self, call_id: str) -> CallRecord | None: ...
+    async def list_conversations(
+        self, user_id: int, *, offset: int = 0, limit: int = 10
+    ) -> list[ConversationSummary]: ...
+    async def pending_scrub(self) -> bool: ...
+    async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int: ...
+    async def scrub(self) -> bool: ...
+    async def search_turns(
+        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
+    ) -> list[TurnRecord]: ...
+    async def write_live_turn(
+        self,
+        call_id: str,
+        user_id: int,
+        turn_key: str | None,
+        *,
+        tail: int,
+        plan: LivePlan,
+        checkpoint_at: float,
+        generation: int,
+    ) -> LiveWrite: ...
 
 
 log = logging.getLogger(__name__)
