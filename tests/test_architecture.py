@@ -71,6 +71,46 @@ def test_the_package_tree_in_the_doc_lists_every_module_and_package() -> None:
     assert actual == listed
 
 
+CALLS_SURFACE = {"bot.calls.service", "bot.calls.errors", "bot.calls.settings", "bot.calls.page", "bot.calls.language"}
+"""What the rest of the bot may import of the calls package: the façade (``CallService`` and the values it hands
+out), its errors, the server settings service, the call page's backend and the call-language table; the parts the
+façade is built of (starting, ending, leases, ...) stay inside."""
+
+
+def modules_imported(path: Path) -> set[str]:
+    """Every module a file imports, in full (``bot.calls.service``), lazy imports included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_the_rest_of_the_bot_uses_the_calls_package_through_its_facade() -> None:
+    outside = [p for p in files("") if (ROOT / "bot" / "calls") not in p.parents]
+    outside += sorted((ROOT / "cogs").glob("*.py"))
+    for path in outside:
+        reached = {m for m in modules_imported(path) if m.startswith("bot.calls.")} - CALLS_SURFACE
+        assert not reached, f"{path.relative_to(ROOT)} imports {reached}: use bot.calls.service"
+
+
+def test_the_parts_of_the_calls_package_never_import_its_facade() -> None:
+    """The façade builds the parts and hands each what it needs; a part that imported it would reach back."""
+    callers = {"service.py", "page.py", "settings.py"}  # the façade itself, and the two services built on it
+    for path in files("calls"):
+        if path.name not in callers:
+            assert "bot.calls.service" not in modules_imported(path), path.relative_to(ROOT)
+
+
+@pytest.mark.parametrize("part", ["calls", "web"])
+def test_no_module_of_the_calls_package_or_the_web_layer_is_over_600_lines(part: str) -> None:
+    for path in files(part):
+        lines = path.read_text(encoding="utf-8").count("\n")
+        assert lines <= 600, f"{path.relative_to(ROOT)} has {lines} lines"
+
+
 def test_cogs_never_reach_the_store() -> None:
     """Cogs parse, call a service and render: no cog calls a store method or hands a store on, and the only part
     of the store a cog imports is its plain records (``bot.store.models``)."""
