@@ -23,11 +23,12 @@ from bot import __version__, messages
 from bot.app import Services, database_use, open_services
 from bot.config import Settings
 from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem
+from bot.i18n import Words
 from bot.invite import invite_url
 from bot.monitor import Gateway
 from bot.store.inuse import DatabaseInUse, DatabaseUse
 from bot.store.repository import SchemaTooNew
-from bot.translator import CatalogueTranslator, remember_locale, words_of
+from bot.translator import CatalogueTranslator, remember_locale, words_for_member, words_of
 from bot.web.server import PortInUse
 
 log = logging.getLogger(__name__)
@@ -49,40 +50,58 @@ async def reply_privately(interaction: discord.Interaction, content: str) -> Non
         await interaction.response.send_message(content, ephemeral=True)
 
 
-async def report_error(interaction: discord.Interaction, error: BaseException) -> None:
-    """The one place an error becomes what the member sees (commands and views alike)."""
+def explain_error(
+    client: discord.Client, error: BaseException, words: Words, *, source: str, user_id: int, guild_id: int | None
+) -> str:
+    """The one place an error becomes what the member reads, whatever they used (a command, a button, a direct
+    message): a refusal they caused is logged as one; anything else is counted by kind for /metrics and logged
+    with ids only. ``source`` names what failed in the log ("command memory", "direct message")."""
     original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
-    words = words_of(interaction)
     if isinstance(error, app_commands.CommandOnCooldown):
-        text = messages.cooldown(discord.utils.utcnow().timestamp() + error.retry_after, words)
-    elif isinstance(error, app_commands.MissingPermissions):
-        text = words("errors.needs_manage_server")
-    elif isinstance(error, app_commands.NoPrivateMessage):
-        text = words("errors.server_only")
-    elif (known := messages.for_error(original, words)) is not None:
-        text = known
-        log.info(
-            "command %s by user %s in guild %s refused: %s",
-            _command_name(interaction),
-            interaction.user.id,
-            interaction.guild_id,
-            type(original).__name__,
-        )
-    else:
-        text = words("errors.something_went_wrong")
-        if isinstance(interaction.client, MemoryBot):
-            interaction.client.services.counters.error(type(original).__name__)
-        log.error(
-            "command %s by user %s in guild %s failed",
-            _command_name(interaction),
-            interaction.user.id,
-            interaction.guild_id,
-            exc_info=(type(original), original, original.__traceback__),
-        )
+        return messages.cooldown(discord.utils.utcnow().timestamp() + error.retry_after, words)
+    if isinstance(error, app_commands.MissingPermissions):
+        return words("errors.needs_manage_server")
+    if isinstance(error, app_commands.NoPrivateMessage):
+        return words("errors.server_only")
+    known = messages.for_error(original, words)
+    if known is not None:
+        log.info("%s by user %s in guild %s refused: %s", source, user_id, guild_id, type(original).__name__)
+        return known
+    if isinstance(client, MemoryBot):
+        client.services.counters.error(type(original).__name__)
+    log.error(
+        "%s by user %s in guild %s failed",
+        source,
+        user_id,
+        guild_id,
+        exc_info=(type(original), original, original.__traceback__),
+    )
+    return words("errors.something_went_wrong")
+
+
+async def report_error(interaction: discord.Interaction, error: BaseException) -> None:
+    """Errors of commands and views (the command tree's ``on_error`` and every view's): answered ephemerally."""
+    source = f"command {_command_name(interaction)}"
+    words = words_of(interaction)
+    text = explain_error(
+        interaction.client, error, words, source=source, user_id=interaction.user.id, guild_id=interaction.guild_id
+    )
     try:
         await reply_privately(interaction, text)
     except discord.HTTPException:
         log.warning("could not tell user %s about an error (interaction expired)", interaction.user.id)
+
+
+async def report_message_error(client: discord.Client, message: discord.Message, error: BaseException) -> None:
+    """Errors of direct messages: answered in the same conversation, which only the member sees, in their last
+    known language (a message carries no locale)."""
+    user_id = message.author.id
+    words = words_for_member(user_id)
+    text = explain_error(client, error, words, source="direct message", user_id=user_id, guild_id=None)
+    try:
+        await message.channel.send(text)
+    except discord.HTTPException:
+        log.warning("could not tell user %s about an error in their direct messages", user_id)
 
 
 def _command_name(interaction: discord.Interaction) -> str:

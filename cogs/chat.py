@@ -25,8 +25,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot import messages
-from bot.client import MemoryBot
+from bot.client import MemoryBot, report_message_error
 from bot.i18n import Words
 from bot.memory.chat import ChatDisabled, ChatService
 from bot.translator import options, words_for_member, words_of
@@ -271,20 +270,15 @@ class Chat(commands.Cog):
         try:
             await self.answer_dm(message, text)
         except Exception as error:
-            words = words_for_member(message.author.id)
-            known = messages.for_error(error, words)
-            if known is None:
-                log.error("direct message from user %s failed", message.author.id, exc_info=error)
-            with contextlib.suppress(discord.HTTPException):
-                await message.channel.send(known or words("errors.something_went_wrong"))
+            await report_message_error(self.bot, message, error)
 
     async def answer_dm(self, message: discord.Message, text: str) -> None:
         """A direct message carries no locale: the member's last known one (from an interaction), else English."""
         words = words_for_member(message.author.id)
-        retry_after = self.dm_limits.update_rate_limit(message)
-        if retry_after:
-            await message.channel.send(messages.cooldown(time.time() + retry_after, words))
-            return
+        limit = self.dm_limits.get_bucket(message)
+        retry_after = limit.update_rate_limit() if limit is not None else None
+        if limit is not None and retry_after:
+            raise app_commands.CommandOnCooldown(limit, retry_after)  # answered as /chat's cooldown is
         chat = self.chat_service()
         private = await self.bot.services.choices.chat_privately(message.author.id)
         if private is None:

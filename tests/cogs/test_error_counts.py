@@ -1,11 +1,15 @@
-"""Unexpected errors reach the member as one friendly line and the operator as a count by kind in /metrics."""
+"""Unexpected errors reach the member as one friendly line and the operator as a count by kind in /metrics, from a
+command, a button or a direct message alike."""
 
 from __future__ import annotations
 
 import pytest
+from discord.ext import commands
 
+from bot.app import Services
 from bot.calls.errors import NoActiveCall
 from bot.i18n import english
+from tests.fakes.llm_server import FakeLLM
 from tests.harness import CallWorld
 
 
@@ -31,3 +35,44 @@ async def test_an_unexpected_error_is_counted_by_kind(
     assert "You don't have a call running" in refused.response.content
     assert isinstance(simcord_env.errors[-1].original, NoActiveCall)
     assert (await world.monitor.report())["counters"]["errors"] == {"KeyError": 1}
+
+
+async def test_direct_messages_go_through_the_same_funnel(
+    simcord_env, world: CallWorld, services: Services, fake_llm: FakeLLM, member, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, alice = member
+    await world.store.set_consent(alice.id, True, 0.0)
+    words = english()
+    chat = services.chat
+    assert chat is not None
+
+    def broken_reply(*args: object, **kwargs: object) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(chat, "reply", broken_reply)
+    await alice.user.send_dm("Hello?")
+    assert alice.user.dm_channel.last_message.content == words("errors.something_went_wrong")
+    assert (await world.monitor.report())["counters"]["errors"] == {"KeyError": 1}
+
+    services.chat = None  # a refusal: said as a command says it, and not counted
+    await alice.user.send_dm("Hello again?")
+    assert alice.user.dm_channel.last_message.content == words("errors.chat_disabled")
+    assert (await world.monitor.report())["counters"]["errors"] == {"KeyError": 1}
+
+
+async def test_too_many_direct_messages_read_like_a_commands_cooldown(
+    simcord_env, world: CallWorld, fake_llm: FakeLLM, member
+) -> None:
+    _, _, alice = member
+    await world.store.set_consent(alice.id, True, 0.0)
+    one_a_minute = commands.CooldownMapping.from_cooldown(1, 60.0, commands.BucketType.user)
+    simcord_env.bot.get_cog("Chat").dm_limits = one_a_minute
+    fake_llm.queue_reply("Hi!")
+    await alice.user.send_dm("One")
+    await alice.user.send_dm("Two")
+
+    before, after = english()("errors.cooldown", when="\0").split("\0")
+    slow_down = alice.user.dm_channel.last_message.content
+    assert slow_down.startswith(before) and slow_down.endswith(after) and "<t:" in slow_down
+    assert len(fake_llm.requests) == 1
+    assert (await world.monitor.report())["counters"]["errors"] == {}
