@@ -1,6 +1,8 @@
 """The call page: its HTML with the join parameters embedded, its content security policy, the browser cookie that
 binds a link to the browser that opened it first, and the pages for a link that is no longer valid, a call that
-ended or one open in another browser."""
+ended or one open in another browser. Every page is in the language its link asks for (``?lang=``, the member's
+Discord language, added by the call card), from the ``page.*`` texts of ``bot.i18n``; the call page's script gets
+its texts in the page's configuration."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
+from bot.i18n import Words, words_for
 from bot.web.backend import PAGE_STATES, CallPageBackend, OpenElsewhere, PageSession
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -34,6 +37,9 @@ _LINK_PREVIEW_UA = re.compile(
 
 
 _PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
+
+
+_WORDS_RE = re.compile(r"\{\{(page\.[a-z_.]+)\}\}")
 
 
 BROWSER_COOKIE = "memcall_browser"
@@ -68,36 +74,36 @@ SETTINGS_KEY = web.AppKey("call_page_settings", PageSettings)
 
 
 PREVIEW_HTML = """<!doctype html>
-<html lang="en">
+<html lang="{{page.lang}}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex, nofollow">
-<title>Voice call</title>
-<meta property="og:title" content="Voice call">
-<meta property="og:description" content="Open this link in your browser to join your voice call.">
+<title>{{page.title}}</title>
+<meta property="og:title" content="{{page.title}}">
+<meta property="og:description" content="{{page.preview}}">
 </head>
-<body><p>Open this link in your browser to join your voice call.</p></body>
+<body><p>{{page.preview}}</p></body>
 </html>
 """
 
 
 ELSEWHERE_HTML = """<!doctype html>
-<html lang="en">
+<html lang="{{page.lang}}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex, nofollow">
 <meta name="referrer" content="no-referrer">
-<title>Call already open elsewhere</title>
+<title>{{page.elsewhere.title}}</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/static/call.css">
 </head>
 <body>
 <main class="card" aria-labelledby="title">
-  <h1 id="title">This call is already open elsewhere</h1>
-  <p>A call link works only in the browser that opened it first. Continue the call there.</p>
-  <p>To move the call here, type <code>/hangup</code> in Discord, then <code>/call</code> for a new link.</p>
+  <h1 id="title">{{page.elsewhere.heading}}</h1>
+  <p>{{page.elsewhere.why}}</p>
+  <p>{{page.elsewhere.move_html}}</p>
 </main>
 </body>
 </html>
@@ -136,10 +142,30 @@ def build_csp(sdk_url: str, emulator_controls_url: str | None = None) -> str:
     )
 
 
+def page_words(request: web.Request) -> Words:
+    """The language a page is shown in: the link's ``lang``, else English."""
+    return words_for(request.query.get("lang"))
+
+
+def in_words(template: str, words: Words) -> str:
+    """A page template with its ``{{page.*}}`` texts in ``words``' language: escaped, except the keys ending in
+    ``_html``, which hold the catalogue's own markup (``<code>``, ``<strong>``)."""
+
+    def text(match: re.Match[str]) -> str:
+        key = match.group(1)
+        found = words.text(key)
+        return found if key.endswith("_html") else html.escape(found, quote=True)
+
+    return _WORDS_RE.sub(text, template)
+
+
+def _html_page(request: web.Request, template: str, status: int = 200) -> web.Response:
+    body = in_words(template, page_words(request))
+    return web.Response(status=status, text=body, content_type="text/html", charset="utf-8")
+
+
 def _invalid_page(request: web.Request) -> web.Response:
-    return web.Response(
-        status=404, text=request.app[SETTINGS_KEY].invalid_html, content_type="text/html", charset="utf-8"
-    )
+    return _html_page(request, request.app[SETTINGS_KEY].invalid_html, 404)
 
 
 def _json_for_script(data: object) -> str:
@@ -178,19 +204,20 @@ def page_config(
     return config
 
 
-def render_call_page(settings: PageSettings, session: PageSession) -> str:
+def render_call_page(settings: PageSettings, session: PageSession, words: Words) -> str:
+    config = page_config(
+        session,
+        status_poll_interval=settings.status_poll_interval,
+        emulator_controls_url=settings.emulator_controls_url,
+    )
+    config["words"] = words.prefixed("page.")  # what the script says, in the page's language
     values = {
         "SDK_URL": html.escape(settings.sdk_url, quote=True),
-        "CONFIG_JSON": _json_for_script(
-            page_config(
-                session,
-                status_poll_interval=settings.status_poll_interval,
-                emulator_controls_url=settings.emulator_controls_url,
-            )
-        ),
-        "MAX_MINUTES": html.escape(str(int(session.max_minutes))),
+        "CONFIG_JSON": _json_for_script(config),
+        "FOOTER": html.escape(words.count("count.page_footer", int(session.max_minutes))),
     }
-    return _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), settings.call_template)
+    page = _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), settings.call_template)
+    return in_words(page, words)
 
 
 def load_page_settings(
@@ -221,17 +248,18 @@ async def call_page(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS_KEY]
     # Link unfurlers (Discord embeds the links it sees) and HEAD probes must not bind the link to themselves.
     if request.method == "HEAD" or _LINK_PREVIEW_UA.search(request.headers.get("User-Agent", "")):
-        return web.Response(text=settings.preview_html, content_type="text/html", charset="utf-8")
+        return _html_page(request, settings.preview_html)
     try:
         session = await request.app[BACKEND_KEY].open_page(token, browser=browser_cookie(request))
     except OpenElsewhere:
-        return web.Response(status=409, text=ELSEWHERE_HTML, content_type="text/html", charset="utf-8")
+        return _html_page(request, ELSEWHERE_HTML, 409)
     if session is None or session.state not in PAGE_STATES:
         status = await request.app[BACKEND_KEY].status(token, browser=browser_cookie(request))
         if status is not None and status.state in ("ended", "failed"):
-            return web.Response(status=410, text=settings.ended_html, content_type="text/html", charset="utf-8")
+            return _html_page(request, settings.ended_html, 410)
         return _invalid_page(request)
-    response = web.Response(text=render_call_page(settings, session), content_type="text/html", charset="utf-8")
+    page = render_call_page(settings, session, page_words(request))
+    response = web.Response(text=page, content_type="text/html", charset="utf-8")
     if session.browser_key is not None:
         response.set_cookie(
             BROWSER_COOKIE,

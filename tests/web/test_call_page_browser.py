@@ -509,3 +509,39 @@ async def test_bad_or_expired_links_show_the_invalid_page(
         await expect(call.page.get_by_role("heading", level=1)).to_have_text("This link is no longer valid")
         await expect(call.page.get_by_role("button")).to_have_count(0)
         await call.page.close()
+
+
+async def test_the_page_speaks_the_language_its_link_asks_for(
+    browser: Any, call_server: WebServer, fake_backend: FakeCallPageBackend
+) -> None:
+    """The call card links a Spanish member's page with ?lang=es: the page, its script's texts and the pages for a
+    link that no longer works are in that language."""
+    context = await browser.new_context(viewport={"width": 900, "height": 700})
+    try:
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        token = fake_backend.add_call(user_uid=USER_UID, agent_uid=AGENT_UID, max_minutes=1)
+        call = CallPage(page=page, token=token)
+        await page.goto(f"{call_server.url}/call/{token}?lang=es")
+
+        assert await page.get_attribute("html", "lang") == "es"
+        assert await page.title() == "Llamada de voz"
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Llamada de voz")
+        await expect(page.locator("#footer")).to_have_text(
+            "Las llamadas duran hasta 1 minuto. Si cierras esta pestaña, la llamada termina."
+        )
+        await page.get_by_role("button", name="Iniciar llamada").click()
+        await expect(call.status).to_have_text("Esperando al agente…")
+        await call.emit("user-published", AGENT_UID, "audio")
+        await expect(call.status).to_have_text("El agente está aquí: habla cuando quieras")
+        await page.get_by_role("button", name="Terminar llamada").click()
+        await expect(page.get_by_role("heading", name="Resumen de la llamada")).to_be_visible()
+        await expect(page.locator("#summary dt").first).to_have_text("Líneas de la conversación guardadas")
+
+        await page.goto(f"{call_server.url}/call/not-a-link-anyone-sent?lang=de")
+        await expect(page.get_by_role("heading", level=1)).to_have_text("Dieser Link ist nicht mehr gültig")
+        assert await page.get_attribute("html", "lang") == "de"
+        assert errors == []
+    finally:
+        await context.close()

@@ -35,6 +35,10 @@ const ui = {
 };
 
 const cfg = JSON.parse($("call-config").textContent);
+// What the page says, in the member's language: the server embeds the page.* texts of its catalogue.
+const WORDS = cfg.words || {};
+const t = (key, fields = {}) =>
+  (WORDS[key] ?? key).replace(/\{(\w+)\}/g, (whole, name) => (Object.hasOwn(fields, name) ? String(fields[name]) : whole));
 const linkToken = decodeURIComponent(location.pathname.split("/").filter(Boolean).pop() || "");
 const api = {
   status: `/api/calls/${encodeURIComponent(linkToken)}/status`,
@@ -45,15 +49,9 @@ const api = {
 const beaconUrl = `${api.hangup}?via=beacon&page=${encodeURIComponent(cfg.pageId || "")}`;
 const pollIntervalMs = Number(cfg.pollIntervalMs) > 0 ? Number(cfg.pollIntervalMs) : 4000;
 
-const STATUS_TEXT = {
-  reconnecting: "Reconnecting…",
-  disconnected: "Connection lost.",
-  connecting: "Connecting…",
-  waiting: "Waiting for the agent…",
-  active: "Agent joined — speak any time",
-  ending: "Ending call…",
-  ended: "Call ended",
-};
+const STATUS_TEXT = Object.fromEntries(
+  ["reconnecting", "disconnected", "connecting", "waiting", "active", "ending", "ended"].map((s) => [s, t(`page.status.${s}`)]),
+);
 
 // idle | connecting | waiting | active | ending | ended
 let phase = "idle";
@@ -90,8 +88,7 @@ function setPhase(next, text) {
     // Spec pitfall: the agent may take a moment to publish after the bot started it.
     slowAgentTimer = setTimeout(() => {
       if (phase === "waiting") {
-        ui.status.textContent =
-          "Still waiting for the agent… If nothing happens soon, end the call and type /call in Discord again.";
+        ui.status.textContent = t("page.still_waiting");
       }
     }, SLOW_AGENT_MS);
   }
@@ -150,15 +147,15 @@ function focusIfLost(element) {
 // Why the call ended, in words; reasons a member caused on this page themselves need no explanation, and
 // unknown ones are not shown (never an internal code).
 const END_REASONS = {
-  hangup: "You ended the call from Discord.",
-  hangup_button: "You ended the call from Discord.",
-  page_closed: "The call page was closed.",
-  idle_timeout: "The call ended because nobody was connected to it for a while.",
-  max_duration: "The call reached its time limit.",
-  agent_lifetime: "The call reached its time limit.",
-  agent_failed: "The voice agent stopped because of a problem on our side.",
-  agent_stopped: "The voice agent left the call.",
-  start_failed: "The call couldn't be started.",
+  hangup: t("page.reason.hangup"),
+  hangup_button: t("page.reason.hangup"),
+  page_closed: t("page.reason.page_closed"),
+  idle_timeout: t("page.reason.idle_timeout"),
+  max_duration: t("page.reason.time_limit"),
+  agent_lifetime: t("page.reason.time_limit"),
+  agent_failed: t("page.reason.agent_failed"),
+  agent_stopped: t("page.reason.agent_stopped"),
+  start_failed: t("page.reason.start_failed"),
 };
 
 function endReasonText(reason) {
@@ -171,39 +168,27 @@ function endReasonText(reason) {
 function describeError(err, stage) {
   const code = `${err?.code ?? ""} ${err?.name ?? ""} ${err?.message ?? ""}`;
   if (stage === "sdk") {
-    return [
-      "The voice component didn't load.",
-      "Check your internet connection, allow this page in any content blocker, then reload the page.",
-    ];
+    return [t("page.error.sdk"), t("page.error.sdk_hint")];
   }
   if (stage === "mic") {
     if (!window.isSecureContext) {
-      return ["The microphone needs a secure (https) page.", "Open the link exactly as the bot sent it."];
+      return [t("page.error.insecure"), t("page.error.insecure_hint")];
     }
     if (/PERMISSION_DENIED|NotAllowed|SecurityError|Permission/i.test(code)) {
-      return [
-        "Microphone access was blocked.",
-        "Allow the microphone for this site (the icon next to the address bar), then press Start call again.",
-      ];
+      return [t("page.error.blocked"), t("page.error.blocked_hint")];
     }
     if (/DEVICE_NOT_FOUND|NotFound|Overconstrained/i.test(code)) {
-      return ["No microphone was found.", "Connect a microphone, then press Start call again."];
+      return [t("page.error.no_mic"), t("page.error.no_mic_hint")];
     }
     if (/NOT_READABLE|NotReadable|TrackStart/i.test(code)) {
-      return [
-        "Your microphone is busy or unavailable.",
-        "Close other apps that use it, then press Start call again.",
-      ];
+      return [t("page.error.busy"), t("page.error.busy_hint")];
     }
-    return ["The microphone couldn't be started.", "Check your microphone, then press Start call again."];
+    return [t("page.error.mic"), t("page.error.mic_hint")];
   }
   if (/expired|invalid.?token|DYNAMIC_KEY|INVALID_VENDOR_KEY/i.test(code)) {
-    return ["This call link has expired.", "Type /call in Discord to get a new link."];
+    return [t("page.error.expired"), t("page.error.expired_hint")];
   }
-  return [
-    "Couldn't connect to the call.",
-    "Check your internet connection and press Start call again. If it keeps failing, type /call in Discord for a new link.",
-  ];
+  return [t("page.error.connect"), t("page.error.connect_hint")];
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -279,12 +264,12 @@ function showMemoryChanges(texts) {
   for (const text of now) {
     if (rememberedShown.has(text)) continue;
     rememberedShown.add(text);
-    upsertTurn("memory", `+${text}`, `Remembered: ${text}`);
+    upsertTurn("memory", `+${text}`, t("page.remembered", { text }));
   }
   for (const text of [...rememberedShown]) {
     if (now.has(text)) continue;
     rememberedShown.delete(text);
-    upsertTurn("memory", `-${text}`, `Forgotten: ${text}`);
+    upsertTurn("memory", `-${text}`, t("page.forgotten", { text }));
   }
 }
 
@@ -381,7 +366,7 @@ function markInterrupted(item) {
   if (item.querySelector(".flag")) return;
   const flag = document.createElement("span");
   flag.className = "flag";
-  flag.textContent = "(interrupted)";
+  flag.textContent = t("page.interrupted");
   item.append(flag);
 }
 
@@ -396,7 +381,7 @@ function upsertTurn(role, turnId, text, { final = true, interrupted = false } = 
     item.dataset.role = role;
     const who = document.createElement("span");
     who.className = "who";
-    who.textContent = role === "user" ? "You:" : role === "memory" ? "Memory:" : "Agent:";
+    who.textContent = t(role === "user" ? "page.who.user" : role === "memory" ? "page.who.memory" : "page.who.agent");
     const body = document.createElement("span");
     body.className = "text";
     item.append(who, body);
@@ -446,7 +431,7 @@ async function sayTyped(event) {
     if (!answer || !Array.isArray(answer.said)) throw new Error(`HTTP ${res.status}`);
     answer.said.forEach((line, i) => upsertTurn("assistant", `${turn}-${i}`, String(line)));
   } catch {
-    showError("The agent didn't hear that line.", "Type it again, or end the call.");
+    showError(t("page.error.typed"), t("page.error.typed_hint"));
   } finally {
     typing = false;
     setTypingEnabled(phase === "active");
@@ -471,14 +456,11 @@ function registerHandlers(rtc) {
       (user.audioTrack ?? track)?.play();
       if (phase === "connecting" || phase === "waiting") setPhase("active");
     } catch {
-      showError(
-        "Couldn't play the agent's voice.",
-        "Check your speakers or headphones. If it persists, end the call and type /call in Discord again.",
-      );
+      showError(t("page.error.audio"), t("page.error.audio_hint"));
     }
   });
   rtc.on("user-unpublished", (user, mediaType) => {
-    if (isAgent(user.uid) && mediaType === "audio" && phase === "active") setActivity("The agent is not sending audio.");
+    if (isAgent(user.uid) && mediaType === "audio" && phase === "active") setActivity(t("page.activity.no_audio"));
   });
   rtc.on("user-left", (user) => {
     if (isAgent(user.uid) && rtc === client) endedElsewhere(null, { agentLeft: true });
@@ -492,10 +474,10 @@ function registerHandlers(rtc) {
       if (isAgent(v.uid)) agentLevel = v.level;
       else if (String(v.uid) === String(cfg.uid) || v.uid === 0) userLevel = v.level;
     }
-    if (agentLevel > 5) setActivity("The agent is speaking…", "agent");
-    else if (muted) setActivity("Your microphone is muted.");
-    else if (userLevel > 5) setActivity("Listening to you…", "user");
-    else setActivity("Listening.");
+    if (agentLevel > 5) setActivity(t("page.activity.speaking"), "agent");
+    else if (muted) setActivity(t("page.activity.muted"));
+    else if (userLevel > 5) setActivity(t("page.activity.hearing"), "user");
+    else setActivity(t("page.activity.listening"));
   });
   rtc.on("connection-state-change", (current, previous, reason) => {
     if (rtc !== client || phase === "ending" || phase === "ended") return;
@@ -514,7 +496,7 @@ function registerHandlers(rtc) {
     if (token && rtc === client) await rtc.renewToken(token);
   });
   rtc.on("token-privilege-did-expire", () => {
-    if (rtc === client) hangUp({ message: "The call's access has expired." });
+    if (rtc === client) hangUp({ message: t("page.access_expired") });
   });
 }
 
@@ -526,12 +508,12 @@ async function connectionLost() {
   setPhase("idle", STATUS_TEXT.disconnected);
   setActivity("");
   showError(
-    "The connection to the call was lost.",
-    "Check your internet connection, then press Rejoin. If you don't come back, the call ends on its own.",
+    t("page.error.lost"),
+    t("page.error.lost_hint"),
   );
   ui.mute.hidden = true;
   ui.end.hidden = true;
-  ui.start.textContent = "Rejoin";
+  ui.start.textContent = t("page.rejoin");
   ui.start.hidden = false;
   ui.start.disabled = false;
   focusIfLost(ui.start);
@@ -604,7 +586,7 @@ async function startCall() {
 async function failStart([title, hint]) {
   await leaveChannel();
   agentPresent = false;
-  setPhase("idle", "Not connected.");
+  setPhase("idle", t("page.not_connected"));
   showError(title, hint);
   ui.start.disabled = false;
   ui.start.hidden = false;
@@ -639,9 +621,9 @@ async function toggleMute() {
     await micTrack.setEnabled(!next);
     muted = next;
     ui.mute.setAttribute("aria-pressed", String(muted));
-    setActivity(muted ? "Your microphone is muted." : "");
+    setActivity(muted ? t("page.activity.muted") : "");
   } catch {
-    showError("Couldn't change the microphone.", "Try again, or end the call.");
+    showError(t("page.error.mute"), t("page.error.mute_hint"));
   } finally {
     ui.mute.disabled = false;
   }
@@ -679,7 +661,7 @@ async function endedElsewhere(status, { agentLeft = false } = {}) {
   }
   finish(final ?? lastStatus, {
     reached: true,
-    message: agentLeft && !final?.end_reason ? "The agent left the call." : undefined,
+    message: agentLeft && !final?.end_reason ? t("page.agent_left") : undefined,
   });
 }
 
@@ -703,8 +685,8 @@ function finish(status, { reached = true, message } = {}) {
   const reason = endReasonText(status?.end_reason);
   if (reason) notes.push(reason);
   else if (message) notes.push(message);
-  if (status?.state === "failed" && !reason) notes.push("The call stopped because of a problem on our side.");
-  if (!reached) notes.push("We couldn't reach the bot to confirm; the call will end on its own shortly.");
+  if (status?.state === "failed" && !reason) notes.push(t("page.failed_note"));
+  if (!reached) notes.push(t("page.unreached"));
   ui.summaryNote.textContent = notes.join(" ");
   renderSummary(status);
   ui.summaryTitle.tabIndex = -1;
@@ -725,7 +707,7 @@ function renderSummary(status) {
     ui.summaryFactsRow.hidden = false;
     renderLearned(Array.isArray(status.facts) ? status.facts : []);
   } else if (status && !status.gone && !nothingSaid(status)) {
-    ui.summaryFacts.textContent = "Still being processed…";
+    ui.summaryFacts.textContent = t("page.processing");
     ui.summaryFactsRow.hidden = false;
   } else {
     ui.summaryFactsRow.hidden = true;
@@ -787,8 +769,8 @@ window.addEventListener("pagehide", () => {
 
 // A reload (or the link opened again) in the browser that holds the call: the call kept running meanwhile.
 async function restoreRunningCall() {
-  setPhase("idle", "Your call is still running: press Rejoin to go back in.");
-  ui.start.textContent = "Rejoin";
+  setPhase("idle", t("page.still_running"));
+  ui.start.textContent = t("page.rejoin");
   startClock(Math.max(0, Number(cfg.elapsedSeconds) || 0) * 1000);
   try {
     const res = await fetch(`${api.status}?transcript=1`, { cache: "no-store", credentials: "same-origin" });
@@ -802,7 +784,7 @@ async function restoreRunningCall() {
 
 function showTranscriptAfterTheCall() {
   ui.transcript.closest("section").hidden = ui.transcript.children.length === 0;
-  ui.transcriptTitle.textContent = "Transcript";
+  ui.transcriptTitle.textContent = t("page.transcript");
 }
 
 // The Start button works only with the voice component loaded and while the link is valid.
@@ -810,7 +792,7 @@ function showTranscriptAfterTheCall() {
 function linkExpired() {
   if (phase !== "idle" || callStartedAt !== null) return; // a call already started can still be rejoined
   ui.start.disabled = true;
-  showError("This call link has expired.", "Type /call in Discord to get a new link.");
+  showError(t("page.error.expired"), t("page.error.expired_hint"));
 }
 
 if (cfg.reopened && (cfg.state === "active" || cfg.state === "starting")) restoreRunningCall();
@@ -826,6 +808,6 @@ if (Number.isFinite(expiresAt)) {
 }
 if (cfg.state === "ending") {
   ui.start.disabled = true;
-  setPhase("idle", "This call is ending…");
+  setPhase("idle", t("page.ending"));
 }
 startPolling();
