@@ -6,6 +6,7 @@ from __future__ import annotations
 from discord import app_commands
 
 from bot.calls.language import AUTOMATIC, LANGUAGES
+from bot.i18n import Words
 
 AUTOMATIC_CHOICE = app_commands.Choice(
     name=app_commands.locale_str("Automatic (your Discord language)"), value=AUTOMATIC
@@ -21,6 +22,9 @@ def chosen(value: str) -> str | None:
     return None if value == AUTOMATIC else value
 
 
-def label(code: str) -> str:
-    """How a language is named to members: "Español (Spanish)"."""
-    return LANGUAGES[code].label
+def label(code: str, words: Words) -> str:
+    """How a language is named to a member: its own name, then its name in the member's language (Babel's), as in
+    "Español (Spanish)", "Español (Spanisch)", or "Español" alone to a Spanish speaker."""
+    language = LANGUAGES[code]
+    theirs = words.locale.languages.get(code, language.name)
+    return language.native if theirs.casefold() == language.native.casefold() else f"{language.native} ({theirs})"

@@ -81,7 +81,7 @@ def overview_text(overview: SettingsOverview, words: Words) -> str:
             words("admin.overview.transcripts", value=retention_text(s.retention_days, words)),
             words("admin.overview.persona", value=text_or_default(s.persona, overview.default_persona)),
             words("admin.overview.greeting", value=text_or_default(s.greeting, overview.default_greeting)),
-            words("admin.overview.language", language=label(s.language or ENGLISH)),
+            words("admin.overview.language", language=label(s.language or ENGLISH, words)),
             "",
             usage_text(overview, words),
             words("admin.overview.footer"),
@@ -200,7 +200,8 @@ class Admin(commands.Cog):
         await self.service().set_language(interaction.guild_id, None if language == ENGLISH else language)
         words = words_of(interaction)
         await self.confirm(
-            interaction, words("admin.language.set", language=label(language), next_call=words("admin.next_call"))
+            interaction,
+            words("admin.language.set", language=label(language, words), next_call=words("admin.next_call")),
         )
 
     @settings.command(name="max-minutes", description="Set the longest a call started in this server may last")

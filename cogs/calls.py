@@ -42,9 +42,9 @@ def card_text(started: StartedCall, words: Words, *, declined: bool = False) -> 
         memory = words("calls.card.remembered")
     ready = words("calls.card.ready", memory=memory, minutes=words.count("count.minute", started.max_minutes))
     if started.language_wanted:
-        return f"{ready}\n{words('calls.card.language_unavailable', language=label(started.language_wanted))}"
+        return f"{ready}\n{words('calls.card.language_unavailable', language=label(started.language_wanted, words))}"
     if started.language != "en":
-        return f"{ready}\n{words('calls.card.language', language=label(started.language))}"
+        return f"{ready}\n{words('calls.card.language', language=label(started.language, words))}"
     return ready
 
 

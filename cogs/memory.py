@@ -78,7 +78,9 @@ class Memory(commands.Cog):
             await self.bot.services.choices.set_call_language(interaction.user.id, choice)
             words = words_of(interaction)
             said = (
-                words("memory.language.set", language=label(choice)) if choice else words("memory.language.automatic")
+                words("memory.language.set", language=label(choice, words))
+                if choice
+                else words("memory.language.automatic")
             )
         view = await MemoryView.open(MemoryActions.of(interaction), interaction.user.id, 0)
         await view.send(interaction, said, embed=view.embed())

@@ -46,7 +46,7 @@ async def test_a_member_whose_discord_is_in_spanish_gets_a_spanish_call(
     assert properties["tts"]["params"]["voice_setting"]["voice_id"] == spanish.minimax_voice
     assert "always answer in Spanish" in properties["llm"]["system_messages"][0]["content"]
     assert properties["llm"]["greeting_message"] == spanish.greeting
-    assert "Español (Spanish)" in card
+    assert "**Español**" in card, "named in the member's own language"
 
 
 async def test_call_language_overrides_discords_and_is_remembered_until_automatic(
@@ -56,7 +56,7 @@ async def test_call_language_overrides_discords_and_is_remembered_until_automati
     discord_locales[alice.id] = "es-ES"
     await world.store.set_consent(alice.id, True, world.clock())
     properties, card = await call_join(world, alice, channel, language="de")
-    assert properties["asr"]["language"] == "de-DE" and "Deutsch (German)" in card
+    assert properties["asr"]["language"] == "de-DE" and "Deutsch (alemán)" in card
     properties, _ = await call_join(world, alice, channel)
     assert properties["asr"]["language"] == "de-DE", "the choice is remembered"
     assert properties["tts"]["params"]["voice_setting"]["voice_id"] == LANGUAGES["de"].minimax_voice
