@@ -61,7 +61,8 @@ async def test_call_language_overrides_discords_and_is_remembered_until_automati
     assert properties["asr"]["language"] == "de-DE", "the choice is remembered"
     assert properties["tts"]["params"]["voice_setting"]["voice_id"] == LANGUAGES["de"].minimax_voice
 
-    await alice.slash(channel, "memory", language="auto")
+    panel = await alice.slash(channel, "memory", language="auto")
+    assert "idioma de Discord" in panel.response.content
     assert (await world.store.get_user(alice.id)).language is None
     properties, _ = await call_join(world, alice, channel)
     assert properties["asr"]["language"] == "es-ES", "back to Discord's language"
