@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import discord
 import pytest
 import pytest_asyncio
 
@@ -79,6 +80,18 @@ def member(simcord_env):
     channel = guild.create_text_channel("general")
     alice = guild.add_member(simcord_env.create_user("alice"))
     return guild, channel, alice
+
+
+@pytest.fixture
+def server(simcord_env):
+    """A server with a #general channel, an admin (Manage Server), carol, and a member, alice:
+    (guild, channel, carol, alice)."""
+    guild = simcord_env.create_guild()
+    channel = guild.create_text_channel("general")
+    admins = guild.create_role("Admins", permissions=discord.Permissions(manage_guild=True))
+    carol = guild.add_member(simcord_env.create_user("carol"), roles=[admins])
+    alice = guild.add_member(simcord_env.create_user("alice"))
+    return guild, channel, carol, alice
 
 
 @pytest.fixture

@@ -28,20 +28,11 @@ SETTINGS_COMMANDS = {
     "settings calls",
     "settings persona",
     "settings greeting",
+    "settings language",
     "settings max-minutes",
     "settings daily-calls",
     "settings retention",
 }
-
-
-@pytest.fixture
-def server(simcord_env):
-    guild = simcord_env.create_guild()
-    channel = guild.create_text_channel("general")
-    admins = guild.create_role("Admins", permissions=discord.Permissions(manage_guild=True))
-    carol = guild.add_member(simcord_env.create_user("carol"), roles=[admins])
-    alice = guild.add_member(simcord_env.create_user("alice"))
-    return guild, channel, carol, alice
 
 
 async def test_settings_are_hidden_from_members_and_refused_by_discord(simcord_env, server) -> None:

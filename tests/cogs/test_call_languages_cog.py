@@ -3,22 +3,8 @@ choice, their Discord language, the server's default, else English (SimCord runs
 
 from __future__ import annotations
 
-import discord
-import pytest
-
 from bot.calls.language import LANGUAGES
 from tests.harness import CallWorld
-
-
-@pytest.fixture
-def server(simcord_env):
-    """A server with an admin, carol, and a member, alice: (guild, channel, carol, alice)."""
-    guild = simcord_env.create_guild()
-    channel = guild.create_text_channel("general")
-    admins = guild.create_role("Admins", permissions=discord.Permissions(manage_guild=True))
-    carol = guild.add_member(simcord_env.create_user("carol"), roles=[admins])
-    alice = guild.add_member(simcord_env.create_user("alice"))
-    return guild, channel, carol, alice
 
 
 async def call_join(world: CallWorld, alice, channel, **options) -> tuple[dict, str]:
