@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
 from bot.keys.encrypted import EncryptedStore
-from bot.memory import context, index
+from bot.memory import block, context
 from bot.memory.dense import DenseRetriever, MemberEmbedder
 from bot.memory.embedded import BATCH as EMBEDDED_BATCH
 from bot.memory.embedded import EmbeddedEmbedder
@@ -203,9 +203,8 @@ def forget_text_caches() -> None:
     sets, stems, specifics): a call start as in a process that has not read this member's lines before (after a
     restart, or once a busy process has evicted them), where the call-start row above reuses what earlier builds
     counted."""
-    for cached in (*context.TEXT_CACHES, context._midnight_date):
+    for cached in (*context.TEXT_CACHES, block._midnight_date):
         cached.cache_clear()
-    index._terms.cache_clear()
 
 
 def pct(samples: list[float], p: float) -> float:

@@ -18,7 +18,7 @@ their parts.
 
 Most lines hold none of the characters a tag or token needs and cost a search or two of the text (``_NOTICED``,
 ``_SUSPECT_ASCII``); the others are folded with ``str.translate`` and decoded piece by piece. The rendered result
-is cached by the caller (``bot.memory.context._quoted``).
+is cached by the caller (``bot.memory.block.quoted``).
 """
 
 from __future__ import annotations

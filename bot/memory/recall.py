@@ -26,7 +26,7 @@ Position = tuple[str, int]
 
 
 class Budgeted(Protocol):
-    """The block being filled (``bot.memory.context._BudgetedBlock``), as far as the core needs it."""
+    """The block being filled (``bot.memory.block.BudgetedBlock``), as far as the core needs it."""
 
     budget: int
 

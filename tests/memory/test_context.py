@@ -11,25 +11,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.memory.context import (
+from bot.memory.block import (
     _UNSAFE_LINE_BREAKS,
-    LATEST_EXCHANGE,
-    MAX_QUERY_CHARS,
-    MEMORY_HEADER,
     NEAR_DUPLICATE,
-    TEXT_CACHES,
-    _BudgetedBlock,
-    _by_informativeness,
+    BudgetedBlock,
     _day,
     _fewest_tokens,
-    _opening,
-    _priors,
     _quote,
-    _RankedLines,
-    _render_turn_line,
     _signature,
+    render_turn_line,
 )
+from bot.memory.context import MAX_QUERY_CHARS, MEMORY_HEADER, TEXT_CACHES
 from bot.memory.defuse import defuse
+from bot.memory.priors import LATEST_EXCHANGE, RankedLines, by_informativeness, line_priors, opening_of
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
 from bot.store.models import RecentLines, TurnRecord
@@ -216,7 +210,7 @@ _WORDS = st.sampled_from(["policy", "number", "boat", "cover", "hx", "4471", "de
 @given(st.lists(st.lists(_WORDS, max_size=12).map(" ".join), min_size=1, max_size=12))
 def test_the_near_duplicate_check_agrees_with_comparing_every_pair(texts: list[str]) -> None:
     """Only prefixes of the word sets are indexed; the verdicts are those of comparing every pair."""
-    block = _BudgetedBlock(10_000)
+    block = BudgetedBlock(10_000)
     kept: list[frozenset[str]] = []
     for text in texts:
         words, prefix = _signature(text)
@@ -363,7 +357,7 @@ _LINE = st.tuples(
 def test_a_call_start_ranks_the_rows_it_read_as_it_ranks_records(
     lines: list[tuple[str, str, float, int | None]],
 ) -> None:
-    """``_RankedLines`` orders a store's rows (``call_start_memory``) exactly as ``_by_informativeness`` orders the
+    """``RankedLines`` orders a store's rows (``call_start_memory``) exactly as ``by_informativeness`` orders the
     same lines as records (the index's path): same priors, same ties, a missing specifics count counted from the
     text; so the block a call start builds does not depend on which path read the lines."""
     records = [
@@ -377,8 +371,8 @@ def test_a_call_start_ranks_the_rows_it_read_as_it_ranks_records(
         made.append(int(row[RecentLines.TURN_ID]))  # type: ignore[call-overload]
         return records[made[-1] - 1]
 
-    expected = _by_informativeness(records, _priors(records))
-    assert list(_RankedLines(RecentLines(rows, record))) == expected
+    expected = by_informativeness(records, line_priors(records))
+    assert list(RankedLines(RecentLines(rows, record))) == expected
     assert len(made) == len(set(made)), "each record made once"
 
 
@@ -388,9 +382,9 @@ def test_the_opening_is_the_latest_conversations_last_lines(conversations: list[
     LATEST_EXCHANGE, or all of a shorter one (three lines gave only the last before)."""
     lines = list(enumerate(conversations))
     latest = [line for line in lines if line[1] == lines[-1][1]] if lines else []
-    assert _opening(lines, lambda line: line[1]) == latest[-LATEST_EXCHANGE:]
+    assert opening_of(lines, lambda line: line[1]) == latest[-LATEST_EXCHANGE:]
     if len(latest) == 3:
-        assert _opening(lines, lambda line: line[1]) == latest
+        assert opening_of(lines, lambda line: line[1]) == latest
 
 
 async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory) -> None:
@@ -460,5 +454,5 @@ _SPACED = st.lists(
 @given(st.one_of(st.text(max_size=120), _SPACED), st.sampled_from(["user", "assistant"]))
 def test_the_fewest_tokens_of_a_line_are_never_more_than_its_count(content: str, role: str) -> None:
     """A late line is dropped as too long on this bound alone, without counting it: it must never exceed the count."""
-    _, cost = _render_turn_line(role, content)
+    _, cost = render_turn_line(role, content)
     assert _fewest_tokens(content) <= cost

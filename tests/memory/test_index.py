@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from bot.keys.encrypted import EncryptedStore
-from bot.memory.context import _fact_line, _turn_line
+from bot.memory.block import _fact_line, _turn_line
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, ChatRecord, Conversation
 from bot.store.postgres import PostgresStore
