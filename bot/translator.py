@@ -19,10 +19,8 @@ from discord.app_commands import TranslationContextLocation as Where
 from bot.i18n import ENGLISH_TAG, Words, language_of, words_for
 
 LAST_LOCALES_KEPT = 50_000
-"""Members whose last locale this process remembers for direct messages (a DM carries no locale); the oldest
-are dropped first, and after a restart a member's DMs are in English until their next interaction."""
-
-_last_locales: OrderedDict[int, str] = OrderedDict()
+"""Members whose last locale a bot remembers for direct messages (a DM carries no locale); the oldest are dropped
+first, and after a restart a member's DMs are in English until their next interaction."""
 
 Decorated = TypeVar("Decorated")
 
@@ -70,20 +68,26 @@ class CatalogueTranslator(app_commands.Translator):
         return words_for(tag).catalogue.texts.get(key)
 
 
-def remember_locale(interaction: discord.Interaction) -> None:
-    """Keep the member's Discord locale for their direct messages."""
-    user_id = interaction.user.id
-    _last_locales[user_id] = interaction.locale.value
-    _last_locales.move_to_end(user_id)
-    while len(_last_locales) > LAST_LOCALES_KEPT:
-        _last_locales.popitem(last=False)
-
-
 def words_of(interaction: discord.Interaction) -> Words:
     """The words for whoever caused ``interaction``: their Discord language."""
     return words_for(interaction.locale.value)
 
 
-def words_for_member(user_id: int) -> Words:
-    """The words for a member outside an interaction (a direct message): their last known locale, else English."""
-    return words_for(_last_locales.get(user_id))
+class LastLocales:
+    """Each member's Discord locale as of their last interaction with this bot, for what reaches them outside one
+    (a direct message, a call card edited after a restart of the interaction's process)."""
+
+    def __init__(self, kept: int = LAST_LOCALES_KEPT):
+        self.kept = kept
+        self._locales: OrderedDict[int, str] = OrderedDict()
+
+    def remember(self, interaction: discord.Interaction) -> None:
+        user_id = interaction.user.id
+        self._locales[user_id] = interaction.locale.value
+        self._locales.move_to_end(user_id)
+        while len(self._locales) > self.kept:
+            self._locales.popitem(last=False)
+
+    def words_for(self, user_id: int) -> Words:
+        """The member's last known language, else English."""
+        return words_for(self._locales.get(user_id))

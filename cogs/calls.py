@@ -13,7 +13,7 @@ from discord.ext import commands
 from bot.calls.service import CallEnded, CallService, StartedCall
 from bot.client import MemoryBot
 from bot.i18n import ENGLISH_TAG, Words
-from bot.translator import options, words_for_member, words_of
+from bot.translator import options, words_of
 from cogs._consent import ChoiceButton, MemoryChoiceView
 from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, label
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
@@ -235,7 +235,9 @@ class Calls(commands.Cog):
             return
         ended = await self.calls.ended_call(ref_id)
         if ended is not None:  # shown by another process, or before a restart
-            await self._edit_stored_card(ended, ended_text(ended, words_for_member(ended.user_id), facts_learned))
+            await self._edit_stored_card(
+                ended, ended_text(ended, self.bot.last_locales.words_for(ended.user_id), facts_learned)
+            )
 
     def _forget_expired_cards(self) -> None:
         """Discord lets a card be edited for 15 minutes; older ones are dropped so the map stays small."""
@@ -245,7 +247,7 @@ class Calls(commands.Cog):
 
     async def _edit_card_elsewhere(self, ended: CallEnded) -> None:
         """The call was shown by another bot process (or before a restart): edit its card through the token."""
-        words = words_for_member(ended.user_id)
+        words = self.bot.last_locales.words_for(ended.user_id)
         await self._edit_stored_card(ended, ended_text(ended, words, learning=self.learning))
 
     async def _edit_stored_card(self, ended: CallEnded, content: str) -> None:

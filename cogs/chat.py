@@ -28,7 +28,7 @@ from discord.ext import commands
 from bot.client import MemoryBot, report_message_error
 from bot.i18n import Words
 from bot.memory.chat import ChatDisabled, ChatService
-from bot.translator import options, words_for_member, words_of
+from bot.translator import options, words_of
 from cogs._consent import ChoiceButton, MemoryChoiceView
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ class Chat(commands.Cog):
 
     async def answer_dm(self, message: discord.Message, text: str) -> None:
         """A direct message carries no locale: the member's last known one (from an interaction), else English."""
-        words = words_for_member(message.author.id)
+        words = self.bot.last_locales.words_for(message.author.id)
         limit = self.dm_limits.get_bucket(message)
         retry_after = limit.update_rate_limit() if limit is not None else None
         if limit is not None and retry_after:

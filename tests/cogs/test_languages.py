@@ -150,3 +150,25 @@ def test_every_command_text_is_in_the_english_catalogue_as_the_code_writes_it(si
     catalogued = {text for key, text in english.items() if key.startswith("command.")}
     assert defaults == catalogued
     assert set(LANGUAGES) == {"en", "es", "de"}
+
+
+async def test_direct_messages_follow_the_members_last_interaction(
+    simcord_env, world: CallWorld, member, discord_locales
+) -> None:
+    """A direct message carries no locale: the bot answers in the language of the member's last interaction."""
+    guild, channel, alice = member
+    bruno = guild.add_member(simcord_env.create_user("bruno"))
+    discord_locales[alice.id] = "de"
+    await alice.slash(channel, "memory")
+
+    await alice.user.send_dm("Hallo")
+    assert alice.user.dm_channel.last_message.content.startswith(
+        "**Bevor wir chatten: Darf sich der Agent an dich erinnern?**"
+    )
+    prompt = alice.user.dm_channel.last_message
+    assert [button.label for row in prompt.components for button in row.children] == [
+        "Merk dir mich",
+        "Ohne Gedächtnis",
+    ]
+    await bruno.user.send_dm("Hello")
+    assert bruno.user.dm_channel.last_message.content.startswith("**Before we chat: may the agent remember you?**")
