@@ -1,6 +1,6 @@
 """What /memory and /forget say: the member-facing texts, the memory embed, choices and picker options, in the
 member's language (``memory.*`` keys of ``bot.i18n``). Pure rendering of the memory service's records; the views
-that send them are in ``cogs._memory_ui``."""
+that send them are in ``cogs._memory_ui`` (the panel) and ``cogs._forget_ui``."""
 
 from __future__ import annotations
 

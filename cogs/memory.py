@@ -27,18 +27,16 @@ from bot.memory.forget_requests import ForgetRequests
 from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
 from bot.translator import options, words_of
+from cogs._forget_ui import ConfirmEverythingView, forget_conversation_asking, forget_fact_or_ask
 from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, label
+from cogs._memory_actions import MemoryActions
 from cogs._memory_texts import SPACES, conversation_name, fact_choice, shorten, shown
 from cogs._memory_ui import (
     AUTOCOMPLETE_CONVERSATION_SCAN,
     AUTOCOMPLETE_FACT_SCAN,
     AUTOCOMPLETE_LIMIT,
     PERSISTENT_CONTROLS,
-    ConfirmEverythingView,
-    MemoryActions,
     MemoryView,
-    forget_conversation_asking,
-    forget_fact_or_ask,
 )
 from cogs._own_words import NO_MENTIONS, remember_text
 

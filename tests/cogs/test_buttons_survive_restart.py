@@ -16,7 +16,7 @@ from bot.i18n import english
 from bot.memory.postcall import PostCallProcessor
 from bot.store.models import FactRecord
 from cogs._consent import ChoiceButton
-from cogs._memory_ui import CancelButton, ConfirmEverythingButton
+from cogs._forget_ui import CancelButton, ConfirmEverythingButton
 from cogs._own_words import EditButton, edit_menu
 from cogs.calls import HangUpButton
 from tests.cogs.conftest import SimBot
