@@ -21,7 +21,7 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 CHROMIUM = Path("/usr/bin/chromium")
 POSTGRES_BIN = Path("/usr/lib/postgresql")
-SOURCES = ["bot", "cogs", "demo", "tests", "bench", "tasks.py"]
+SOURCES = ["bot", "cogs", "demo", "standins", "tests", "bench", "tasks.py"]
 
 
 def say(message: str) -> None:
@@ -69,7 +69,7 @@ def ensure_chromium() -> None:
 
 
 def ensure_postgresql() -> None:
-    """The store tests run every store test on PostgreSQL too, in a throwaway cluster (tests/postgres.py)."""
+    """The store tests run every store test on PostgreSQL too, in a throwaway cluster (standins/postgres.py)."""
     present = any(POSTGRES_BIN.glob("*/bin/initdb"))
     ensure_debian_package(present, "postgresql", "the store tests start a throwaway PostgreSQL cluster")
 

@@ -1,6 +1,6 @@
 """Benchmark of the call lifecycle: many concurrent calls against the Agora emulator in another process.
 
-Starts ``python -m tests.fakes.agora_emulator`` as a subprocess, assembles the real store (a temp SQLite file),
+Starts ``python -m standins.agora_emulator`` as a subprocess, assembles the real store (a temp SQLite file),
 MemoryService, ConvoAIClient and CallService in this process, and runs ``--calls`` calls at once (default 200).
 Each call: ``CallService.start``, the member joins (emulator control), ``--turns`` scripted turns in batches of
 ``--batch`` with a ``CallService.checkpoint`` after every batch but the last (so the final history read of the
@@ -77,15 +77,15 @@ from bot.memory.service import MemoryService  # noqa: E402
 from bot.store.postgres import PostgresStore  # noqa: E402
 from bot.store.repository import Store  # noqa: E402
 from bot.store.sqlite import SqliteStore  # noqa: E402
-from tests.fakes.agora_emulator import (  # noqa: E402
+from standins.agora_emulator import (  # noqa: E402
     API_PREFIX,
     CONTROL_PREFIX,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
     TEST_CUSTOMER_SECRET,
 )
-from tests.harness import make_settings  # noqa: E402
-from tests.postgres import running_cluster  # noqa: E402
+from standins.harness import make_settings  # noqa: E402
+from standins.postgres import running_cluster  # noqa: E402
 
 T = TypeVar("T")
 
@@ -289,7 +289,7 @@ class EmulatorProcess:
 
     def start(self, ready_within: float = 30.0) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.agora_emulator", "--port", "0"]
+            [sys.executable, "-m", "standins.agora_emulator", "--port", "0"]
             + ["--max-concurrent", str(self.max_concurrent)],
             cwd=ROOT,
             stdout=subprocess.PIPE,

@@ -4,7 +4,7 @@ Fills a SQLite store with ``--members`` members, each with 5,000 turns and 500 f
 ``bench/memory_store.py``), gives each member an active call with a live-recall key, and serves the real route
 (``bot.web`` + ``bot.memory.live.LiveRecall`` + ``bot.llm.LLMClient``) in this process, the bot's. As in production,
 where the voice agent (Agora ConvoAI) and the upstream LLM are other machines, both run in processes of their own: the
-upstream is the fake LLM of the tests (``tests/fakes/llm_server.py``) streaming a fixed-size reply, and the agent is
+upstream is the fake LLM of the tests (``standins/llm_server.py``) streaming a fixed-size reply, and the agent is
 an HTTP client sending each request the way ConvoAI sends it with ``llm.vendor: "custom"`` (spec §4.11: persona, the
 call-start memory message, the agent's last messages with their ``turn_id``, ``timestamp`` and ``metadata``, the new
 user line, and at the top ``turn_id``, ``timestamp``, ``interruptable`` and ``model``). So the bot's process does only
@@ -68,8 +68,8 @@ from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
 from bot.web.llm_route import LLM_ROUTE
 from bot.web.server import WebServer
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import make_settings
+from standins.harness import make_settings
+from standins.llm_server import FakeLLM
 
 Results = dict[str, list[tuple[float, float]]]
 TURNS_PER_MEMBER = 5000
@@ -415,7 +415,7 @@ async def run(args: argparse.Namespace) -> int:
         await web.start()
         event_loop.freeze_startup_objects()  # as the bot's start-up ends (Services.start_background)
         members: list[tuple[int, str, str, str]] = []
-        from tests.factories import make_call
+        from standins.factories import make_call
 
         for user_id in range(1, args.members + 1):
             call_id = uuid.uuid4().hex

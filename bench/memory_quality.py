@@ -56,7 +56,7 @@ from bot.memory.tokens import message_tokens
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
-from tests.postgres import running_cluster
+from standins.postgres import running_cluster
 
 USER_ID = 1
 DEFAULT_BUDGETS = (500, 1500, 4000)

@@ -58,7 +58,7 @@ from bot.store.copy import copy_database
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
-from tests.postgres import running_cluster
+from standins.postgres import running_cluster
 
 WORDS = [
     "account",

@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 
 from demo.scripted import SCRIPTED_MODEL, respond
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
@@ -30,8 +30,8 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     ControlledAgoraEmulator,
 )
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.fakes.llm_server import FakeLLM
+from standins.discord_gateway import FakeDiscord
+from standins.llm_server import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 BOT_START_SECONDS = 90.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tests.fakes.discord_gateway import EPHEMERAL, LOADING, FakeDiscord
+from standins.discord_gateway import EPHEMERAL, LOADING, FakeDiscord
 
 DEMO_MEMBER = 424200000000000001
 DEMO_MEMBER_NAME = "demo-member"

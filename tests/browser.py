@@ -11,7 +11,7 @@ import pytest_asyncio
 from aiohttp import web
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-STUB_SDK_PATH = REPO_ROOT / "tests" / "fakes" / "agora_sdk_stub.js"
+STUB_SDK_PATH = REPO_ROOT / "standins" / "agora_sdk_stub.js"
 CHROMIUM_PATH = "/usr/bin/chromium"
 CHROMIUM_AVAILABLE = Path(CHROMIUM_PATH).exists()
 CHROMIUM_ARGS = [

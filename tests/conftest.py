@@ -19,10 +19,10 @@ from bot.memory.service import MemoryService
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from standins.harness import CallWorld, call_world
+from standins.llm_server import FakeLLM, running_fake_llm
+from standins.postgres import PostgresCluster, running_cluster
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
-from tests.fakes.llm_server import FakeLLM, running_fake_llm
-from tests.harness import CallWorld, call_world
-from tests.postgres import PostgresCluster, running_cluster
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,9 @@ from bot.memory import tokens
 from bot.memory.embedded import BATCH as EMBEDDED_BATCH
 from bot.memory.embedded import EmbeddedEmbedder
 from bot.store.postgres import PostgresStore
-from tests.factories import make_call
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import make_settings
+from standins.factories import make_call
+from standins.harness import make_settings
+from standins.llm_server import FakeLLM
 
 
 async def test_retention_sweep_purges_each_servers_old_transcripts(tmp_path: Path) -> None:

@@ -207,3 +207,14 @@ def test_a_service_is_handed_only_the_store_operations_it_calls(part: str) -> No
         used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
         for name, methods in declared_store_protocols(tree).items():
             assert methods <= used, f"{path.relative_to(ROOT)}: {name} lists {sorted(methods - used)}, never called"
+
+
+@pytest.mark.parametrize("part", ["bench", "demo", "standins"])
+def test_benches_the_demo_and_the_stand_ins_never_import_the_tests(part: str) -> None:
+    """What they share with the tests (the stand-ins, the harness, PostgreSQL, record builders) is in standins/,
+    which the tests import too: the test suite stays theirs alone to change."""
+    paths = sorted((ROOT / part).rglob("*.py"))
+    assert paths
+    for path in paths:
+        tests = {name for name in imports(path) if name.split(".")[0] == "tests"}
+        assert not tests, f"{path.relative_to(ROOT)} imports {tests}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.__main__ import main
-from tests.harness import free_port
+from standins.harness import free_port
 
 USER = 555
 

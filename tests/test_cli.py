@@ -10,7 +10,7 @@ import pytest
 
 from bot.__main__ import main
 from bot.store.migrations import LATEST_VERSION
-from tests.harness import free_port
+from standins.harness import free_port
 
 
 @pytest.fixture
@@ -115,10 +115,10 @@ def test_import_rejects_bad_files_clearly(config: Path, tmp_path: Path, capsys, 
 
 async def test_check_reaches_agora_and_the_llm_and_reports_ready(tmp_path: Path, monkeypatch, capsys) -> None:
     from bot.cli import check
-    from tests.fakes.agora_emulator import running_emulator
-    from tests.fakes.discord_gateway import FakeDiscord
-    from tests.fakes.llm_server import running_fake_llm
-    from tests.harness import make_settings
+    from standins.agora_emulator import running_emulator
+    from standins.discord_gateway import FakeDiscord
+    from standins.harness import make_settings
+    from standins.llm_server import running_fake_llm
 
     discord_fake = FakeDiscord()
     await discord_fake.start()
@@ -241,7 +241,7 @@ def test_a_database_folder_that_cannot_be_created_fails_check_and_stops_run_with
     place: Callable[[Path], tuple[Path, str]],
 ) -> None:
     """Issue 33 item 13: `check` said "Ready to run" and `run` ended in a traceback."""
-    from tests.harness import fake_discord_in_thread
+    from standins.harness import fake_discord_in_thread
     from tests.test_startup import REQUIRED_ENV
 
     db, reason = place(tmp_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import agora_emulator
+from standins import agora_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = (ROOT / "CONTRIBUTING.md").read_text()
@@ -55,9 +55,9 @@ def test_the_screenshot_command_selects_the_test_that_takes_it() -> None:
 @pytest.mark.parametrize(
     ("module", "ready"),
     [
-        ("tests.fakes.discord_gateway", r"fake-discord ready http://127\.0\.0\.1:\d+\S* ws://127\.0\.0\.1:\d+"),
-        ("tests.fakes.agora_emulator", r"agora-emulator ready http://127\.0\.0\.1:\d+"),
-        ("tests.fakes.llm_server", r"fake-llm ready http://127\.0\.0\.1:\d+"),
+        ("standins.discord_gateway", r"fake-discord ready http://127\.0\.0\.1:\d+\S* ws://127\.0\.0\.1:\d+"),
+        ("standins.agora_emulator", r"agora-emulator ready http://127\.0\.0\.1:\d+"),
+        ("standins.llm_server", r"fake-llm ready http://127\.0\.0\.1:\d+"),
     ],
 )
 def test_each_stand_in_starts_as_shown(module: str, ready: str) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bot.store.sqlite import SqliteStore
-from tests.fakes.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID, TEST_CUSTOMER_ID, TEST_CUSTOMER_SECRET
-from tests.harness import free_port
+from standins.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID, TEST_CUSTOMER_ID, TEST_CUSTOMER_SECRET
+from standins.harness import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = [

@@ -19,7 +19,7 @@ from demo.terminal import (
     parse_command,
     plain,
 )
-from tests.fakes.discord_gateway import FakeDiscord
+from standins.discord_gateway import FakeDiscord
 
 STRING, BOOLEAN, INTEGER, SUBCOMMAND = 3, 5, 4, 1
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from bot.app import open_services
-from tests.harness import make_settings
+from standins.harness import make_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

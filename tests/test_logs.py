@@ -15,9 +15,9 @@ import pytest
 from bot.client import run_bot
 from bot.logs import PAYLOAD_LOGGERS, THIRD_PARTY_LOGGERS, setup_logging
 from bot.store.sqlite import SqliteStore
-from tests.fakes.agora_emulator import running_emulator
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import free_port, make_settings
+from standins.agora_emulator import running_emulator
+from standins.discord_gateway import FakeDiscord
+from standins.harness import free_port, make_settings
 
 ALICE = 515151
 MARKER = "qx7-zebrafinch-marker-0193"

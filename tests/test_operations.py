@@ -15,7 +15,7 @@ from bot.app import open_services
 from bot.logs import HANDLER_NAME, bind
 from bot.monitor import Monitor
 from bot.store.sqlite import SqliteStore
-from tests.harness import FakeClock, make_settings
+from standins.harness import FakeClock, make_settings
 
 NO_AGORA = {"app_id": None, "customer_id": None}
 

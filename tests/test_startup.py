@@ -16,8 +16,8 @@ import pytest
 
 from bot.__main__ import main
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import TEST_APP_ID, fake_discord_in_thread, free_port
+from standins.discord_gateway import FakeDiscord
+from standins.harness import TEST_APP_ID, fake_discord_in_thread, free_port
 
 REQUIRED_ENV = {
     "DISCORD_TOKEN": "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gabcde.not-a-real-token-but-shaped-like-one",

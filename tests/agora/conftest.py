@@ -16,7 +16,7 @@ import pytest
 from aiohttp import web
 
 from bot.agora import ConvoAIClient, verify_signature
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,

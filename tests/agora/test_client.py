@@ -25,8 +25,8 @@ from bot.agora import (
     HistoryItem,
     error_from_response,
 )
+from standins.agora_emulator import AgoraEmulator, make_join_properties, running_emulator
 from tests.agora.conftest import RecordedSleeps, make_client
-from tests.fakes.agora_emulator import AgoraEmulator, make_join_properties, running_emulator
 
 FAKE_BASE_URL = "https://agora.example.test/api/conversational-ai-agent"
 

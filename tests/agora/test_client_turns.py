@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from bot.agora import AgoraNotFound, AgoraUnavailable, ConvoAIClient, TurnCounts
+from standins.agora_emulator import AgoraEmulator
 from tests.agora.conftest import RecordedSleeps
 from tests.agora.test_client import mock_client, start_agent
-from tests.fakes.agora_emulator import AgoraEmulator
 
 
 async def stopped_agent_with(client: ConvoAIClient, emulator: AgoraEmulator, answered: int) -> str:

@@ -13,8 +13,7 @@ import pytest
 from agora_token_builder.RtcTokenBuilder import RtcTokenBuilder
 
 from bot.agora import build_rtc_token, parse_notification, verify_signature
-from tests.agora.conftest import BASIC, FROZEN_NOW, WebhookReceiver, authorized_http
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
     TEST_CUSTOMER_SECRET,
@@ -22,6 +21,7 @@ from tests.fakes.agora_emulator import (
     make_join_properties,
     running_emulator,
 )
+from tests.agora.conftest import BASIC, FROZEN_NOW, WebhookReceiver, authorized_http
 
 
 def join_body(emulator: AgoraEmulator, name: str = "call-a", **overrides: Any) -> dict[str, Any]:

@@ -13,13 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.agora.conftest import BASIC, FROZEN_NOW
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     API_PREFIX,
     ControlledAgoraEmulator,
     make_join_properties,
 )
-from tests.harness import free_port
+from standins.harness import free_port
+from tests.agora.conftest import BASIC, FROZEN_NOW
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,7 +154,7 @@ async def test_a_fixed_port_serves_both_the_api_and_the_controls() -> None:
 
 def test_standalone_process_reports_ready_serves_and_stops_on_sigterm() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.agora_emulator", "--port", "0", "--max-concurrent", "3"],
+        [sys.executable, "-m", "standins.agora_emulator", "--port", "0", "--max-concurrent", "3"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

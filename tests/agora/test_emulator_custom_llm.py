@@ -12,8 +12,8 @@ import httpx
 import pytest
 from aiohttp import web
 
+from standins.agora_emulator import AgoraEmulator
 from tests.agora.test_emulator import BASIC, join_body
-from tests.fakes.agora_emulator import AgoraEmulator
 
 
 def chunk(content: str | None = None, finish: str | None = None) -> bytes:

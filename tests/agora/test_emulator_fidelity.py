@@ -13,8 +13,7 @@ import pytest
 from aiohttp import web
 
 from bot.agora import build_rtc_token, verify_signature
-from tests.agora.conftest import BASIC, FROZEN_NOW, agora_built_token, packed_string, token_service
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     ASR_LANGUAGES,
     NCS_RECEIVER_TIMEOUT_SECONDS,
     TEST_APP_CERTIFICATE,
@@ -27,7 +26,8 @@ from tests.fakes.agora_emulator import (
     make_join_properties,
     running_emulator,
 )
-from tests.harness import free_port
+from standins.harness import free_port
+from tests.agora.conftest import BASIC, FROZEN_NOW, agora_built_token, packed_string, token_service
 
 OTHER_APP_ID = "fedcba9876543210fedcba9876543210"
 OTHER_CERTIFICATE = "0123456789abcdef0123456789abcdef"

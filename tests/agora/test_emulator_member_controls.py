@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.agora.conftest import BASIC
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     ControlledAgoraEmulator,
     make_join_properties,
 )
-from tests.fakes.llm_server import FakeLLM
+from standins.llm_server import FakeLLM
+from tests.agora.conftest import BASIC
 
 PAGE = {"Origin": "http://127.0.0.1:8080"}
 """What a call page's fetch carries: another loopback origin than the emulator's."""

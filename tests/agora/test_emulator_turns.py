@@ -9,15 +9,15 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from tests.agora.test_emulator import assert_error, started_agent
-from tests.agora.test_emulator_fidelity import sdk_client
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_CUSTOMER_ID,
     TEST_CUSTOMER_SECRET,
     AgoraEmulator,
     running_emulator,
 )
+from tests.agora.test_emulator import assert_error, started_agent
+from tests.agora.test_emulator_fidelity import sdk_client
 
 
 def field_names(model: type[BaseModel]) -> set[str]:

@@ -26,8 +26,8 @@ from bot.agora.tokens import (
     verify_rtc_token_006,
     verify_rtc_token_007,
 )
+from standins.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID
 from tests.agora.conftest import agora_built_token, packed_string, token_service
-from tests.fakes.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID
 
 NOW = 1_750_000_000
 OTHER_CERTIFICATE = "0123456789abcdef0123456789abcdef"

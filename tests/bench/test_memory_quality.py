@@ -23,7 +23,7 @@ from bench.memory_quality import (
 )
 from bot.llm.client import LLMClient
 from bot.memory.tokens import message_tokens
-from tests.fakes.llm_server import FakeLLM
+from standins.llm_server import FakeLLM
 
 MINI = Path(__file__).resolve().parent / "memory_eval_mini"
 CASES = load_cases(MINI)

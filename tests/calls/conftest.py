@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import CallWorld, call_world
+from standins.harness import CallWorld, call_world
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from bot.calls.service import CallTimings
+from standins.harness import CallWorld, call_world, eventually
 from tests.calls.test_lifecycle import ALICE, start_call
-from tests.harness import CallWorld, call_world, eventually
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from bot.agora.tokens import parse_rtc_token_007, token_expires_at
 from bot.agora.webhooks import sign_body
 from bot.calls.errors import VoiceUnavailable
 from bot.config import AGORA_DEFAULT_TTS_VOICE, ConfigError, load_settings
-from tests.fakes.agora_emulator import TEST_WEBHOOK_SECRET
-from tests.harness import CallWorld, call_world, eventually
+from standins.agora_emulator import TEST_WEBHOOK_SECRET
+from standins.harness import CallWorld, call_world, eventually
 
 ALICE = 1001
 

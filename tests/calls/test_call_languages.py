@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.calls.language import LANGUAGES
-from tests.harness import CallWorld, call_world
+from standins.harness import CallWorld, call_world
 
 ALICE = 42
 GUILD = 1

@@ -10,9 +10,9 @@ import pytest
 from bot.i18n import english
 from bot.store.repository import StorageFull
 from cogs.calls import ended_text
+from standins.factories import seed_fact
+from standins.harness import CallWorld, call_world
 from tests.calls.test_lifecycle import ALICE, start_call, stored
-from tests.factories import seed_fact
-from tests.harness import CallWorld, call_world
 
 
 async def fill_the_disk(world: CallWorld) -> None:

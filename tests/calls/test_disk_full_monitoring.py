@@ -12,9 +12,9 @@ import httpx
 from bot.i18n import english
 from bot.store.health import FAILING_WINDOW_SECONDS
 from cogs.calls import ended_text
+from standins.harness import CallWorld, call_world
 from tests.calls.test_disk_full import FULL_DISK, SPACE_AGAIN, fill_the_disk, free_space, long_lines
 from tests.calls.test_lifecycle import ALICE, start_call
-from tests.harness import CallWorld, call_world
 
 
 async def operator_sees(world: CallWorld) -> tuple[int, dict[str, object], str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from standins.harness import CallWorld, call_world
 from tests.calls.test_lifecycle import ALICE, conversation, start_call, stored
-from tests.harness import CallWorld, call_world
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

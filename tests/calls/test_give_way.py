@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bot.calls.service import CallTimings
+from standins.agora_emulator import ResponseGate
+from standins.harness import CallWorld, call_world
 from tests.calls.test_lifecycle import conversation, start_call, stored
-from tests.fakes.agora_emulator import ResponseGate
-from tests.harness import CallWorld, call_world
 
 BOB = 1002
 

@@ -13,7 +13,7 @@ from bot.agora.tokens import build_rtc_token
 from bot.calls.agent import join_properties, preset_for
 from bot.calls.language import LANGUAGES, Language
 from bot.config import AgoraSettings
-from tests.fakes.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID
+from standins.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID
 
 CHANNEL, AGENT_UID, USER_UID = "call-sdk", 1001, 2002
 SYSTEM = [{"role": "system", "content": "You are a helpful voice assistant."}]

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from bot.calls.errors import CallAlreadyActive, CapacityReached, ConsentRequired, VoiceUnavailable
-from tests.factories import seed_fact
-from tests.harness import CallWorld, call_world, eventually
+from standins.factories import seed_fact
+from standins.harness import CallWorld, call_world, eventually
 
 ALICE = 1001
 

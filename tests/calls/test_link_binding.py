@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from bot.agora.tokens import MAX_TOKEN_LIFETIME_SECONDS, token_expires_at
+from standins.factories import seed_fact
+from standins.harness import CallWorld, call_world
 from tests.calls.test_lifecycle import ALICE, link_token, start_call
-from tests.factories import seed_fact
-from tests.harness import CallWorld, call_world
 
 
 async def test_the_link_is_bound_to_the_first_browser_that_opens_it(world: CallWorld) -> None:

@@ -18,8 +18,8 @@ from bot.memory.service import MemoryService
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
-from tests.harness import CallWorld, EndedLog, call_world, eventually
+from standins.factories import make_call
+from standins.harness import CallWorld, EndedLog, call_world, eventually
 
 ALICE = 1001
 

@@ -16,8 +16,8 @@ import pytest
 from bot.calls.service import CallEnded
 from bot.i18n import english
 from cogs.calls import ended_text
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld, call_world, free_port
+from standins.harness import CallWorld, call_world, free_port
+from standins.llm_server import FakeLLM
 
 ALICE = 1001
 BEFORE = [("user", "My dog is called Biscuit."), ("assistant", "Biscuit is a lovely name!")]

@@ -14,9 +14,9 @@ import pytest
 from bot.agora.webhooks import sign_body
 from bot.calls.inbox import WebhookInbox
 from bot.keys import generate_master_key_text, parse_master_key
+from standins.agora_emulator import TEST_WEBHOOK_SECRET
+from standins.harness import CallWorld, call_world, eventually
 from tests.calls.test_lifecycle import ALICE, conversation, start_call, stored
-from tests.fakes.agora_emulator import TEST_WEBHOOK_SECRET
-from tests.harness import CallWorld, call_world, eventually
 
 DAY = 86400.0
 

@@ -16,8 +16,8 @@ from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld, call_world
+from standins.harness import CallWorld, call_world
+from standins.llm_server import FakeLLM
 
 
 class SimBot(MemoryBot):

@@ -35,9 +35,7 @@ from bot.app import Services
 from bot.client import EXTENSIONS
 from bot.i18n import english
 from bot.store.models import ChatRecord
-from tests.cogs.conftest import SimBot
-from tests.factories import seed_fact
-from tests.fakes.discord_gateway import (
+from standins.discord_gateway import (
     CHANNEL_MESSAGE,
     DEFERRED_CHANNEL_MESSAGE,
     DEFERRED_UPDATE,
@@ -46,8 +44,10 @@ from tests.fakes.discord_gateway import (
     UPDATE_MESSAGE,
     FakeDiscord,
 )
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld, settled
+from standins.factories import seed_fact
+from standins.harness import CallWorld, settled
+from standins.llm_server import FakeLLM
+from tests.cogs.conftest import SimBot
 
 EXPORT_READY, MEMORY_ON, MEMORY_PAUSED, PICK_PROMPT = (
     english()(key) for key in ("memory.export_ready", "memory.on", "memory.paused", "memory.pick_prompt")

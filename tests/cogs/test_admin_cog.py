@@ -21,7 +21,7 @@ from bot.calls.errors import CallsDisabled, QuotaReached
 from bot.calls.settings import GuildSettingsService, InvalidSetting
 from bot.i18n import english
 from bot.store.models import GuildSettings
-from tests.harness import CallWorld
+from standins.harness import CallWorld
 
 SETTINGS_COMMANDS = {
     "settings show",

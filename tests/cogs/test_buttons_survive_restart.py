@@ -19,9 +19,9 @@ from cogs._consent import ChoiceButton
 from cogs._forget_ui import CancelButton, ConfirmEverythingButton
 from cogs._own_words import EditButton, edit_menu
 from cogs.calls import HangUpButton
+from standins.factories import seed_fact
+from standins.harness import CallWorld
 from tests.cogs.conftest import SimBot
-from tests.factories import seed_fact
-from tests.harness import CallWorld
 
 T0 = 1_780_000_000.0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from tests.harness import CallWorld, call_world
+from standins.harness import CallWorld, call_world
 
 OWN_VOICE = {"tts_vendor": "microsoft", "tts_params": {"key": "k", "region": "eastus", "voice_name": "en-US-A"}}
 

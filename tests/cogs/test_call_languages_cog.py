@@ -4,7 +4,7 @@ choice, their Discord language, the server's default, else English (SimCord runs
 from __future__ import annotations
 
 from bot.calls.language import LANGUAGES
-from tests.harness import CallWorld
+from standins.harness import CallWorld
 
 
 async def call_join(world: CallWorld, alice, channel, **options) -> tuple[dict, str]:

@@ -7,7 +7,7 @@ import json
 import httpx
 
 from bot.calls.errors import CallAlreadyActive, CallsDisabled, NoActiveCall, QuotaReached, VoiceUnavailable
-from tests.harness import CallWorld
+from standins.harness import CallWorld
 
 
 def buttons(message) -> list[dict]:

@@ -8,7 +8,7 @@ import pytest
 from discord import app_commands
 
 from bot.app import Services
-from tests.harness import CallWorld, call_world
+from standins.harness import CallWorld, call_world
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from bot.llm.errors import LLMUnavailable
 from bot.memory.chat import ChatDisabled, ChatService
 from bot.store.models import TurnRecord
 from cogs.chat import MESSAGE_LIMIT, StreamedAnswer, split_point
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld
+from standins.harness import CallWorld
+from standins.llm_server import FakeLLM
 
 CONSENT_EXPIRED, EMPTY_ANSWER = english()("chat.consent_expired"), english()("chat.empty_answer")
 

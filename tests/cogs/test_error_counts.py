@@ -9,8 +9,8 @@ from discord.ext import commands
 from bot.app import Services
 from bot.calls.errors import NoActiveCall
 from bot.i18n import english
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld
+from standins.harness import CallWorld
+from standins.llm_server import FakeLLM
 
 
 async def test_an_unexpected_error_is_counted_by_kind(

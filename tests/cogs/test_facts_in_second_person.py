@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from bot.i18n import english
-from tests.factories import seed_fact
-from tests.harness import CallWorld
+from standins.factories import seed_fact
+from standins.harness import CallWorld
 
 EDIT_PLACEHOLDER, UNCHANGED = english()("own.edit_placeholder"), english()("own.unchanged")
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from bot.memory.importer import Conversation, import_conversations
-from tests.factories import seed_fact, seed_summary
-from tests.harness import CallWorld
+from standins.factories import seed_fact, seed_summary
+from standins.harness import CallWorld
 
 T0 = 1_780_000_000.0
 ROOT = Path(__file__).resolve().parents[2]

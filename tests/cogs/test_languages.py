@@ -10,8 +10,8 @@ import httpx
 
 from bot.calls.errors import NoActiveCall
 from bot.i18n import LANGUAGES, catalogues
-from tests.factories import seed_fact
-from tests.harness import CallWorld
+from standins.factories import seed_fact
+from standins.harness import CallWorld
 
 SPANISH = ("es-ES", "es-419")
 

@@ -13,8 +13,8 @@ from bot.memory.importer import Conversation, import_conversations
 from bot.store.models import ChatRecord
 from cogs._forget_ui import CONFIRM_SECONDS, PICKER_SECONDS
 from cogs._memory_ui import MEMORY_VIEW_SECONDS
-from tests.factories import extract, seed_fact, seed_summary
-from tests.harness import CallWorld
+from standins.factories import extract, seed_fact, seed_summary
+from standins.harness import CallWorld
 
 DAY = 86400.0
 T0 = 1_780_000_000.0

@@ -13,9 +13,9 @@ import pytest
 from bot.i18n import english
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.tools import NAMES
-from tests.factories import seed_fact
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld
+from standins.factories import seed_fact
+from standins.harness import CallWorld
+from standins.llm_server import FakeLLM
 
 EDIT_PAUSED, EDIT_PLACEHOLDER, UNCHANGED = (
     english()(key) for key in ("own.edit_paused", "own.edit_placeholder", "own.unchanged")

@@ -12,9 +12,7 @@ from pathlib import Path
 
 from bot.store.models import CallRecord
 from bot.store.sqlite import SqliteStore
-from tests.e2e.test_live_recall_kill import spawn_bot
-from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
@@ -22,8 +20,10 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     running_emulator,
 )
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import eventually, free_port
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port
+from tests.e2e.test_live_recall_kill import spawn_bot
+from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
 
 ALICE = 626262
 BEFORE = [("user", "My dog is called Biscuit."), ("assistant", "Biscuit is a lovely name!")]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import expect
 
-from tests.harness import call_world, eventually
+from standins.harness import call_world, eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

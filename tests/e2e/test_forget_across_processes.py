@@ -23,18 +23,18 @@ import pytest
 from bot.i18n import english
 from bot.keys.crypto import DecryptionFailed, MemberCipher, generate_master_key_text, parse_master_key, unwrap_data_key
 from bot.keys.sealed import unseal
-from tests.e2e.test_live_recall_kill import ROOT, spawn_bot
-from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
     TEST_CUSTOMER_SECRET,
     running_emulator,
 )
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.fakes.llm_server import running_fake_llm
-from tests.harness import free_port
+from standins.discord_gateway import FakeDiscord
+from standins.harness import free_port
+from standins.llm_server import running_fake_llm
+from tests.e2e.test_live_recall_kill import ROOT, spawn_bot
+from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
 
 SOMETHING_WENT_WRONG = english()("errors.something_went_wrong")
 

@@ -10,17 +10,17 @@ import sys
 from pathlib import Path
 
 from bot.store.sqlite import SqliteStore
-from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
     TEST_CUSTOMER_SECRET,
     running_emulator,
 )
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.fakes.llm_server import running_fake_llm
-from tests.harness import eventually, free_port
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port
+from standins.llm_server import running_fake_llm
+from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
 
 ALICE = 515151
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.harness import CallWorld
+from standins.harness import CallWorld
 
 
 def link_of(message) -> str:

@@ -18,10 +18,10 @@ import pytest
 from bot import __version__
 from bot.client import run_bot
 from bot.logs import setup_logging
+from standins.agora_emulator import running_emulator
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port, make_settings
 from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
-from tests.fakes.agora_emulator import running_emulator
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import eventually, free_port, make_settings
 
 ALICE = 515151
 SAID = "My name is Ines and my cat is called Pimento."

@@ -15,11 +15,11 @@ import pytest
 from bot.memory.postcall import PostCallProcessor
 from bot.store.repository import StorageFull
 from bot.store.sqlite import SqliteStore
+from standins.agora_emulator import running_emulator
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port
 from tests.e2e.test_rewrite_while_running import environment, start_bot, stop
 from tests.e2e.test_smoke_real_entry_point import next_of_kind
-from tests.fakes.agora_emulator import running_emulator
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import eventually, free_port
 
 MEMBER = 4242
 

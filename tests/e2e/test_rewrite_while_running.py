@@ -16,15 +16,15 @@ import httpx
 from bot.keys import generate_master_key_text
 from bot.store.backup import backup_database
 from bot.store.sqlite import SqliteStore
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
     TEST_CUSTOMER_SECRET,
     running_emulator,
 )
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import eventually, free_port
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

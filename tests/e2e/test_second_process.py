@@ -10,9 +10,9 @@ import pytest
 from bot.app import open_services
 from bot.client import run_bot
 from bot.doctor import StartupProblem
-from tests.fakes.agora_emulator import running_emulator
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import free_port, make_settings
+from standins.agora_emulator import running_emulator
+from standins.discord_gateway import FakeDiscord
+from standins.harness import free_port, make_settings
 
 
 async def test_second_process_on_the_same_port_stops_clearly_without_touching_calls(

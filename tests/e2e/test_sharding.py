@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bot.client import run_bot
-from tests.fakes.agora_emulator import running_emulator
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import eventually, free_port, make_settings
+from standins.agora_emulator import running_emulator
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port, make_settings
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from bot.client import run_bot, sync_commands
-from tests.fakes.agora_emulator import running_emulator
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import eventually, free_port, make_settings
+from standins.agora_emulator import running_emulator
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port, make_settings
 
 ALICE = 424242
 

@@ -15,16 +15,16 @@ from pathlib import Path
 import httpx
 
 from bot.store.postgres import PostgresStore
-from tests.e2e.test_smoke_real_entry_point import next_of_kind
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
     TEST_CUSTOMER_SECRET,
     running_emulator,
 )
-from tests.fakes.discord_gateway import FakeDiscord
-from tests.harness import eventually, free_port
+from standins.discord_gateway import FakeDiscord
+from standins.harness import eventually, free_port
+from tests.e2e.test_smoke_real_entry_point import next_of_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 3

@@ -12,7 +12,7 @@ from bot.keys.store import SqliteKeyStore
 from bot.memory.service import MemoryService
 from bot.store.models import ForgetResult
 from bot.store.sqlite import SqliteStore
-from tests.factories import seed_fact
+from standins.factories import seed_fact
 
 
 class RowsFail(SqliteStore):

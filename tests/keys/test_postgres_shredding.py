@@ -23,9 +23,9 @@ from bot.store.models import ChatRecord, Conversation
 from bot.store.pg_migrations import PG_MIGRATIONS
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
-from tests.factories import make_call
+from standins.factories import make_call
+from standins.postgres import PostgresCluster
 from tests.keys.test_shredding import GONE, KEPT, SECRETS, assert_readable_only_for_the_kept_member, plain_terms
-from tests.postgres import PostgresCluster
 
 MARKER = "Marker-Kinkajou-4410 keeps bees"
 

@@ -19,8 +19,8 @@ from bot.memory.service import MemoryService
 from bot.store.models import ChatRecord
 from bot.store.sqlite import SqliteStore
 from bot.store.terms import index_terms
-from tests.factories import make_call, seed_fact, seed_summary
-from tests.harness import make_settings
+from standins.factories import make_call, seed_fact, seed_summary
+from standins.harness import make_settings
 
 GONE, KEPT = 1, 2
 # Words whose porter stem differs from the word, so the scan checks the plain terms as well as the text.

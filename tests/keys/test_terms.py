@@ -7,7 +7,7 @@ from bot.keys.terms import hashed_document
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
 from bot.store.terms import index_terms
-from tests.factories import make_call
+from standins.factories import make_call
 
 
 def test_a_hashed_document_holds_no_plain_term() -> None:

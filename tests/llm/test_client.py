@@ -15,7 +15,7 @@ from aiohttp import web
 
 from bot.llm import LLMBadResponse, LLMClient, LLMError, LLMUnavailable
 from bot.llm import client as llm_client
-from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from standins.llm_server import FakeLLM, running_fake_llm
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello?"}]
 JSON_MESSAGES = [{"role": "user", "content": "Reply with a JSON object."}]

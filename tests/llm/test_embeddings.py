@@ -10,7 +10,7 @@ import pytest
 
 from bot.llm.embeddings import EmbeddingClient
 from bot.llm.errors import LLMBadResponse, LLMError, LLMUnavailable
-from tests.fakes.llm_server import EMBEDDING_DIMENSIONS, FakeLLM, running_fake_llm
+from standins.llm_server import EMBEDDING_DIMENSIONS, FakeLLM, running_fake_llm
 
 
 async def _post(llm: FakeLLM, body: Any, **headers: str) -> httpx.Response:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.llm_server import FakeLLM, running_fake_llm
+from standins.llm_server import FakeLLM, running_fake_llm
 
 USER = {"role": "user", "content": "hi"}
 _DROP = object()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import CallWorld
+from standins.harness import CallWorld
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from bot.memory.own_words import OwnWords
 from bot.memory.postcall import POST_CHAT_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call, seed_fact
-from tests.harness import FakeClock
+from standins.factories import make_call, seed_fact
+from standins.harness import FakeClock
 
 USER = 42
 GUILD = 7

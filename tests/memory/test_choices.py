@@ -6,7 +6,7 @@ from __future__ import annotations
 from bot.memory.choices import MemberChoices, chat_privately
 from bot.store.models import UserRecord
 from bot.store.sqlite import SqliteStore
-from tests.harness import FakeClock
+from standins.harness import FakeClock
 
 T0 = 1_780_000_000.0
 

@@ -29,7 +29,7 @@ from bot.memory.tokens import estimate_message_tokens
 from bot.store.models import RecentLines, TurnRecord
 from bot.store.sqlite import SqliteStore
 from bot.store.terms import query_stems
-from tests.factories import make_call, seed_fact
+from standins.factories import make_call, seed_fact
 
 
 async def test_empty_memory_gives_only_the_persona(memory: MemoryService) -> None:

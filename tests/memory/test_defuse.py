@@ -19,7 +19,7 @@ from bot.memory.defuse import defuse
 from bot.memory.service import MemoryService
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.repository import Store
-from tests.factories import make_call, seed_fact
+from standins.factories import make_call, seed_fact
 
 _FOLD = str.maketrans(
     {

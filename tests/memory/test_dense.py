@@ -23,8 +23,8 @@ from bot.store.models import Conversation
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.store.vectors import unpack
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import FakeClock
+from standins.harness import FakeClock
+from standins.llm_server import FakeLLM
 from tests.memory.test_postcall import DOG_CALL, NOW, TUESDAY, USER, ended_call, fact, reply, run_all
 
 MODEL = "fake-embed"

@@ -22,8 +22,8 @@ from bot.memory.service import MemoryService
 from bot.store.models import Conversation
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld, call_world, make_settings
+from standins.harness import CallWorld, call_world, make_settings
+from standins.llm_server import FakeLLM
 from tests.memory.test_dense import FILLER
 from tests.memory.test_postcall import DOG_CALL, NOW, TUESDAY, USER, ended_call, fact, reply, run_all
 
@@ -172,7 +172,7 @@ async def start_call(world: CallWorld, user: int) -> str:
 
 async def test_live_recall_brings_the_nurse_line_with_no_embedding_server(tmp_path: Path, fake_llm: FakeLLM) -> None:
     from bot.memory.context import MEMORY_HEADER
-    from tests.factories import make_call
+    from standins.factories import make_call
 
     async with call_world(tmp_path, llm_base_url=fake_llm.base_url, llm={"timeout_seconds": 1.0}) as world:
         assert world.embedder is not None and world.embedder.client.model == EMBEDDED_MODEL

@@ -13,7 +13,7 @@ from bot.memory.forget_requests import Everything, ForgetRequests, Forgettable
 from bot.memory.service import MemoryService
 from bot.store.models import Conversation
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call, seed_chat, seed_fact
+from standins.factories import make_call, seed_chat, seed_fact
 
 T0 = 1_780_000_000.0
 ALICE, BOB = 1, 2

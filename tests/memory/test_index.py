@@ -18,8 +18,8 @@ from bot.store.models import CallRecord, ChatRecord, Conversation
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call, seed_fact, seed_facts
-from tests.harness import eventually
+from standins.factories import make_call, seed_fact, seed_facts
+from standins.harness import eventually
 
 DAY = 86400.0
 T0 = 1_700_000_000.0

@@ -21,9 +21,9 @@ from bot.llm.client import UpstreamStream
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.live import LiveTurn
 from bot.web.llm_route import LLM_ROUTE
-from tests.factories import seed_fact, seed_facts
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld, call_world, eventually, free_port
+from standins.factories import seed_fact, seed_facts
+from standins.harness import CallWorld, call_world, eventually, free_port
+from standins.llm_server import FakeLLM
 
 ALICE = 1111
 BOB = 2222
@@ -97,7 +97,7 @@ async def test_each_turn_is_stored_at_once_and_the_reply_as_sent(world: CallWorl
 
 async def _seed_old_vet_fact(world: CallWorld) -> None:
     """A fact from an old call, then many later calls whose facts push it out of the call-start snapshot."""
-    from tests.factories import make_call
+    from standins.factories import make_call
 
     now = time.time()
     old = make_call(ALICE, state="ended", started_at=now - 300 * 86400)
@@ -569,7 +569,7 @@ async def test_pausing_memory_mid_reply_keeps_the_reply_in_flight_out(world: Cal
 
 
 async def test_with_dense_retrieval_a_line_sharing_no_word_reaches_the_llm(tmp_path: Path, llm: FakeLLM) -> None:
-    from tests.factories import make_call
+    from standins.factories import make_call
     from tests.memory.test_dense import FILLER, PURCHASE
 
     llm.concepts.update({"car": "vehicle", "automobile": "vehicle", "purchase": "buy", "bought": "buy"})

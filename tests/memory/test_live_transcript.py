@@ -13,9 +13,9 @@ import httpx
 
 from bot.agora.custom_llm import CHAT_COMPLETIONS_FIELDS, MESSAGE_FIELDS
 from bot.web.llm_route import LLM_ROUTE
+from standins.harness import CallWorld
+from standins.llm_server import FakeLLM
 from tests.agora.test_emulator import BASIC
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld
 
 ALICE = 1111
 

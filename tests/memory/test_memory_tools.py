@@ -13,9 +13,9 @@ import httpx
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.tools import NAMES
 from bot.web.llm_route import LLM_ROUTE
-from tests.factories import seed_fact
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld
+from standins.factories import seed_fact
+from standins.harness import CallWorld
+from standins.llm_server import FakeLLM
 
 ALICE = 1111
 BOB = 2222

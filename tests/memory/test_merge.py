@@ -13,7 +13,7 @@ from bot.memory.merge import Utterance, merge_snapshot, try_append
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
+from standins.factories import make_call
 
 REPEATED = ["yes", "okay", "mm-hm", "Okay.", "Sure."]
 

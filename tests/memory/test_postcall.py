@@ -15,7 +15,7 @@ from bot.memory.postcall import POST_CHAT_JOB, PostCallProcessor, facts_learned,
 from bot.memory.service import MemoryService
 from bot.store.models import CallRecord, ChatRecord, Conversation, FactRecord
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call, seed_fact
+from standins.factories import make_call, seed_fact
 
 USER = 42
 TUESDAY = datetime(2024, 3, 12, 14, 5, tzinfo=UTC).timestamp()

@@ -28,7 +28,7 @@ async def test_a_question_keeps_the_salient_lines_the_call_start_shows(store: St
 
 async def test_the_core_kept_for_a_call_gives_the_same_block_as_building_afresh(store: Store) -> None:
     """On the live path the core is filled once per member index and restored for each later utterance."""
-    from tests.factories import make_call
+    from standins.factories import make_call
 
     first = MemoryService(store, budget_tokens=600, persona="p")
     await remember(store, first, USER, [("user", PASSPORT), ("assistant", "Noted, thank you.")], T0)

@@ -7,7 +7,7 @@ import time
 
 from bot.store.models import GuildSettings, NewTurn
 from bot.store.repository import Store
-from tests.factories import make_call
+from standins.factories import make_call
 
 ALICE, BOB, CAROL = 42, 43, 44
 GUILD = 7

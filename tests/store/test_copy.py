@@ -16,7 +16,7 @@ from bot.store.copy import store_for_url
 from bot.store.models import ChatRecord, Conversation
 from bot.store.repository import Store
 from bot.store.vectors import pack
-from tests.factories import make_call, seed_fact
+from standins.factories import make_call, seed_fact
 
 MEMBERS = [101, 202, 303]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from bot.store.repository import Store
-from tests.factories import make_call
+from standins.factories import make_call
 
 ALICE, BOB = 42, 43
 GUILD = 7

@@ -17,9 +17,9 @@ from bot.memory.service import MemoryService
 from bot.store.pg_migrations import PG_LATEST_VERSION
 from bot.store.postgres import PostgresStore
 from bot.store.repository import SchemaTooNew
-from tests.factories import make_call, seed_fact, seed_summary
-from tests.harness import free_port
-from tests.postgres import PostgresCluster
+from standins.factories import make_call, seed_fact, seed_summary
+from standins.harness import free_port
+from standins.postgres import PostgresCluster
 
 
 async def test_fresh_database_is_migrated_once_even_when_processes_start_together(postgres_url: str) -> None:

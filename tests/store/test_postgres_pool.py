@@ -8,7 +8,7 @@ import pytest
 
 from bot.store.models import NewTurn
 from bot.store.postgres import PostgresStore
-from tests.factories import make_call
+from standins.factories import make_call
 
 
 async def test_a_failed_transaction_leaves_the_pooled_connection_clean_for_the_next_caller(postgres_url: str) -> None:

@@ -13,8 +13,8 @@ from bot.__main__ import main
 from bot.app import open_services
 from bot.memory.service import MemoryService
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call, seed_fact
-from tests.harness import make_settings
+from standins.factories import make_call, seed_fact
+from standins.harness import make_settings
 
 MARKERS = ["zqxscrubalpha", "zqxscrubbravo"]
 

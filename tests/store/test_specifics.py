@@ -22,7 +22,7 @@ from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.specifics import specifics
 from bot.store.sqlite import SqliteStore
-from tests.factories import extract, make_call, seed_chat, seed_fact, seed_facts
+from standins.factories import extract, make_call, seed_chat, seed_fact, seed_facts
 
 LINES = [
     ("assistant", "Hello, what can I do for you?"),

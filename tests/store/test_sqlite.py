@@ -23,8 +23,8 @@ from bot.store.models import (
 )
 from bot.store.repository import SchemaTooNew, Store, TurnsChanged
 from bot.store.sqlite import SqliteStore, _split_sql
-from tests.factories import extract, make_call, seed_fact, seed_summary
-from tests.harness import eventually, settled
+from standins.factories import extract, make_call, seed_fact, seed_summary
+from standins.harness import eventually, settled
 
 
 async def test_fresh_database_is_migrated_with_safe_pragmas(sqlite_store: SqliteStore) -> None:

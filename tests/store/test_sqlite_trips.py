@@ -15,7 +15,7 @@ from bot.store.columns import TURN_COLUMNS, turn_record
 from bot.store.models import NewTurn, TurnRecord, TurnUpdate
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.sqlite import SqliteStore
-from tests.factories import make_call
+from standins.factories import make_call
 
 
 def _turns(n: int, at: float) -> list[NewTurn]:

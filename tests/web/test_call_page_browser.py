@@ -1,5 +1,5 @@
 """The call page in real headless Chromium (Playwright), against the real web server, the in-memory backend
-and the Agora SDK stub (tests/fakes/agora_sdk_stub.js, served from another origin). One browser per session.
+and the Agora SDK stub (standins/agora_sdk_stub.js, served from another origin). One browser per session.
 
 Also takes a screenshot of the page in its active state (docs/call-page.png with UPDATE_DOCS_SCREENSHOT=1)."""
 
@@ -18,7 +18,7 @@ import pytest_asyncio
 from playwright.async_api import expect
 
 from bot.web.server import WebServer
-from tests.harness import eventually
+from standins.harness import eventually
 from tests.web.conftest import REPO_ROOT
 from tests.web.fake_backend import FAKE_APP_ID, FakeCallPageBackend
 

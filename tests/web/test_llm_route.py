@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from bot.web.llm_route import LLM_ROUTE
-from tests.fakes.llm_server import FakeLLM
-from tests.harness import CallWorld
+from standins.harness import CallWorld
+from standins.llm_server import FakeLLM
 
 ALICE = 1111
 TURN = '{"model": "m", "stream": true, "messages": [{"role": "user", "content": "My passport is X1."}]'

@@ -1959,14 +1959,14 @@ SDK_PARTS = ("agora_sdk_stub.js", "agora_sdk_emulated.js")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tests.fakes.agora_emulator [--port N] [--max-concurrent N] [--latency S] [--webhook-url URL]``:
+    """``python -m standins.agora_emulator [--port N] [--max-concurrent N] [--latency S] [--webhook-url URL]``:
     serves the API and the ``/_emulator/`` controls on that one port of 127.0.0.1 until SIGTERM or SIGINT.
     Prints ``agora-emulator ready <base_url>`` on stdout once it listens (``--port 0``, the default, picks a
     free port)."""
     import argparse
     import signal
 
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.agora_emulator", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m standins.agora_emulator", description=main.__doc__)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--max-concurrent", type=int, default=20)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every ConvoAI response")

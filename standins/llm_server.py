@@ -581,13 +581,13 @@ async def running_fake_llm(**kwargs: Any) -> AsyncIterator[FakeLLM]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.fakes.llm_server [--api-key KEY] [--model ID]``: serves the fake on a free port of
+    """``python -m standins.llm_server [--api-key KEY] [--model ID]``: serves the fake on a free port of
     127.0.0.1 until SIGTERM or SIGINT and prints ``fake-llm ready <base URL>`` (what ``llm.base_url`` takes). On its
     own nothing queues replies, so chat completions answer 500 "no scripted reply"; models and embeddings work."""
     import argparse
     import signal
 
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.llm_server", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m standins.llm_server", description=main.__doc__)
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--model", action="append", default=None, help="a model id to list (repeatable)")
     args = parser.parse_args(argv)

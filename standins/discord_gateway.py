@@ -1871,13 +1871,13 @@ __all__ = [
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tests.fakes.discord_gateway``: serves the fake on a free port of 127.0.0.1 until SIGTERM or
+    """``python -m standins.discord_gateway``: serves the fake on a free port of 127.0.0.1 until SIGTERM or
     SIGINT and prints where (``fake-discord ready <REST base URL> <gateway URL>``), the two addresses discord.py is
     pointed at (``discord.http.Route.BASE`` and ``DiscordWebSocket.DEFAULT_GATEWAY``, see ``FakeDiscord.patch``)."""
     import argparse
     import signal
 
-    argparse.ArgumentParser(prog="python -m tests.fakes.discord_gateway", description=main.__doc__).parse_args(argv)
+    argparse.ArgumentParser(prog="python -m standins.discord_gateway", description=main.__doc__).parse_args(argv)
 
     async def serve() -> None:
         fake = FakeDiscord()

@@ -40,7 +40,7 @@ def standalone(module: str, *args: str) -> Iterator[tuple[subprocess.Popen[str],
 
 
 def test_fake_discord_prints_its_rest_and_gateway_addresses() -> None:
-    with standalone("tests.fakes.discord_gateway") as (_proc, words):
+    with standalone("standins.discord_gateway") as (_proc, words):
         assert words[:2] == ["fake-discord", "ready"], words
         rest, gateway = words[2:]
         assert rest.startswith("http://127.0.0.1:") and rest.endswith("/api/v10")
@@ -51,7 +51,7 @@ def test_fake_discord_prints_its_rest_and_gateway_addresses() -> None:
 
 
 def test_fake_llm_prints_its_base_url() -> None:
-    with standalone("tests.fakes.llm_server", "--api-key", "k", "--model", "m1") as (_proc, words):
+    with standalone("standins.llm_server", "--api-key", "k", "--model", "m1") as (_proc, words):
         assert words[:2] == ["fake-llm", "ready"], words
         base_url = words[2]
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")

@@ -35,7 +35,7 @@ from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.web.server import WebServer
-from tests.fakes.agora_emulator import (
+from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
     TEST_APP_ID,
     TEST_CUSTOMER_ID,
@@ -43,7 +43,7 @@ from tests.fakes.agora_emulator import (
     TEST_WEBHOOK_SECRET,
     AgoraEmulator,
 )
-from tests.fakes.discord_gateway import FakeDiscord
+from standins.discord_gateway import FakeDiscord
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool] | bool], *, within: float = 10.0) -> None:

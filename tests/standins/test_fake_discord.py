@@ -20,7 +20,7 @@ import pytest_asyncio
 from discord import app_commands
 from discord.ext import commands
 
-from tests.fakes.discord_gateway import (
+from standins.discord_gateway import (
     OPENAPI_FILE,
     SCHEMA_ALLOWANCES,
     FakeDiscord,
