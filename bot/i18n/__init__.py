@@ -25,7 +25,7 @@ from babel.messages.pofile import read_po
 
 CATALOGUE_DIR = Path(__file__).resolve().parent
 ENGLISH_TAG = "en"
-LANGUAGES = ("en", "es", "de")
+LANGUAGES = ("en", "es", "de", "pt")
 """Languages with a complete catalogue: Discord's locales map onto them (``language_of``), others get English."""
 
 Forms = tuple[str, ...]

@@ -123,7 +123,8 @@ async def test_the_synced_commands_carry_every_name_and_description_in_every_cat
     synced = {command["name"]: command for command in simcord_env.backend.commands[None].values()}
     assert set(synced) == {"call", "hangup", "chat", "memory", "remember", "forget", "settings"}
     call = synced["call"]
-    assert [call["name_localizations"][locale] for locale in (*SPANISH, "de")] == ["llamar", "llamar", "anrufen"]
+    localized_names = [call["name_localizations"][locale] for locale in (*SPANISH, "de", "pt-BR")]
+    assert localized_names == ["llamar", "llamar", "anrufen", "ligar"]
     assert (
         call["description_localizations"]["de"] == "Starte einen Sprachanruf mit dem Agenten, der sich an dich erinnert"
     )
@@ -131,7 +132,7 @@ async def test_the_synced_commands_carry_every_name_and_description_in_every_cat
     assert private["name_localizations"]["es-ES"] == "privado"
     assert "en-US" not in call["name_localizations"], "English is the commands' own text"
 
-    for locale in (*SPANISH, "de"):
+    for locale in (*SPANISH, "de", "pt-BR"):
         missing = [
             (field, default)
             for command in synced.values()
@@ -149,7 +150,7 @@ def test_every_command_text_is_in_the_english_catalogue_as_the_code_writes_it(si
     defaults = {default for command in synced for _, default, _ in localized(command, "de")}
     catalogued = {text for key, text in english.items() if key.startswith("command.")}
     assert defaults == catalogued
-    assert set(LANGUAGES) == {"en", "es", "de"}
+    assert set(LANGUAGES) == {"en", "es", "de", "pt"}
 
 
 async def test_direct_messages_follow_the_members_last_interaction(

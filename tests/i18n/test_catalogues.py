@@ -58,11 +58,11 @@ def test_a_placeholder_that_differs_is_reported(tmp_path: Path) -> None:
 
 
 def test_discord_locales_map_onto_the_catalogues() -> None:
-    assert [language_of(locale) for locale in ("es-ES", "es-419", "de", "en-US", "en-GB", "fr", "pt-BR", None)] == [
+    assert [language_of(locale) for locale in ("es-ES", "es-419", "de", "pt-BR", "en-US", "en-GB", "fr", None)] == [
         "es",
         "es",
         "de",
-        "en",
+        "pt",
         "en",
         "en",
         "en",
@@ -84,3 +84,9 @@ def test_dates_are_written_in_each_language_pattern() -> None:
     assert words_for("en-US").date(may_4) == "2026-05-04"
     assert words_for("es-419").date(may_4) == "4 may 2026"
     assert words_for("de").date(may_4) == "04.05.2026"
+    assert words_for("pt-BR").date(may_4) == "04/05/2026"
+
+
+def test_brazilian_portuguese_counts_zero_and_one_as_singular() -> None:
+    portuguese = words_for("pt-BR")
+    assert [portuguese.count("count.call", n) for n in (0, 1, 2)] == ["0 ligação", "1 ligação", "2 ligações"]
