@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-WORD = re.compile(r"\w+", re.UNICODE)
-"""Until the PostgreSQL facts count a fact's length with ``bot.store.terms.token_count`` as its lines do."""
 BM25_K1 = 1.2
 BM25_B = 0.75
 RERANK_DEPTH = 2
