@@ -3,6 +3,7 @@ needs. A catalogue that lacks a key fails here, and so does one whose placeholde
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,3 +91,15 @@ def test_dates_are_written_in_each_language_pattern() -> None:
 def test_brazilian_portuguese_counts_zero_and_one_as_singular() -> None:
     portuguese = words_for("pt-BR")
     assert [portuguese.count("count.call", n) for n in (0, 1, 2)] == ["0 ligação", "1 ligação", "2 ligações"]
+
+
+@pytest.mark.parametrize("tag", LANGUAGES)
+def test_command_names_and_descriptions_are_what_discord_accepts(tag: str) -> None:
+    """Discord refuses a whole sync for one bad localization: names lower case, letters, digits, - and _, at most
+    32 characters; descriptions 1 to 100 characters (so do the choices' names)."""
+    texts = catalogues()[tag].texts
+    names = {key: text for key, text in texts.items() if key.startswith("command.") and key.endswith(".name")}
+    described = {key: text for key, text in texts.items() if key.startswith(("command.", "choice."))}
+    described = {key: text for key, text in described.items() if key not in names}
+    assert [key for key, name in names.items() if not re.fullmatch(r"[-\w]{1,32}", name) or name != name.lower()] == []
+    assert [key for key, text in described.items() if not 1 <= len(text) <= 100] == []
