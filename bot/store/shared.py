@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from bot.store.columns import CALL_COLUMNS, CHAT_COLUMNS, FACT_COLUMNS, TURN_COLUMNS, check_call_fields, fact_record
 from bot.store.columns import turn_record as _turn
 from bot.store.models import CallRecord, ChatRecord, ConversationSummary, FactRecord, TurnRecord, UserRecord
+from bot.store.vectors import StoredVector, stored_vector
 
 OPEN_STATES = "('starting', 'active', 'ending')"
 """The states of a call that is not over, as SQL."""
@@ -315,7 +316,64 @@ class SharedFacts(SqlBase):
 
 
 class SharedJobs(SqlBase):
-    """The job queue's reads, the same query on both backends."""
+    """The job queue, webhook notices and meta where both backends ask the same: each one statement, atomic on
+    its own (a claim, and remembering a notice, are each backend's own)."""
+
+    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool:
+        added = await self._changed(
+            "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES ($1, $2, $3, $3, $4) "
+            "ON CONFLICT (kind, ref_id) DO NOTHING",
+            kind,
+            ref_id,
+            at,
+            not_before,
+        )
+        return added == 1
+
+    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
+        changed = await self._changed(
+            "UPDATE jobs SET not_before = $3, updated_at = $3 WHERE kind = $1 AND ref_id = $2 AND state = 'pending' "
+            "AND not_before > $3",
+            kind,
+            ref_id,
+            at,
+        )
+        return changed == 1
+
+    async def finish_job(self, job_id: int, at: float) -> None:
+        await self._changed("UPDATE jobs SET state = 'done', updated_at = $2 WHERE job_id = $1", job_id, at)
+
+    async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None:
+        if retry_at is None:
+            await self._changed(
+                "UPDATE jobs SET state = 'failed', last_error = $2, updated_at = $3 WHERE job_id = $1",
+                job_id,
+                error[:500],
+                at,
+            )
+        else:
+            await self._changed(
+                "UPDATE jobs SET state = 'pending', last_error = $2, not_before = $4, updated_at = $3 "
+                "WHERE job_id = $1",
+                job_id,
+                error[:500],
+                at,
+                retry_at,
+            )
+
+    async def notice_seen(self, notice_id: str) -> bool:
+        return await self._row("SELECT 1 FROM notices WHERE notice_id = $1", notice_id) is not None
+
+    async def get_meta(self, key: str) -> str | None:
+        value = await self._value("SELECT value FROM meta WHERE key = $1", key)
+        return None if value is None else str(value)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self._changed(
+            "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            key,
+            value,
+        )
 
     async def job_queue(self) -> tuple[int, float | None]:
         """Jobs waiting or running, and the creation time of the oldest of them (None when there are none)."""
@@ -338,3 +396,26 @@ class SharedGuildSettings(SqlBase):
             "AND retention_days > 0"
         )
         return [(r[0], r[1]) for r in rows]
+
+
+class SharedVectors(SqlBase):
+    """Dense retrieval's reads of a member's vectors, the same query on both backends."""
+
+    async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
+        rows = await self._rows(
+            "SELECT vector_id, turn_id, fact_id, vector FROM memory_vectors WHERE user_id = $1 AND model = $2 "
+            "AND vector_id > $3 ORDER BY vector_id",
+            user_id,
+            model,
+            after_id,
+        )
+        return [stored_vector(user_id, *row) for row in rows]
+
+    async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
+        row = await self._row(
+            "SELECT COUNT(*), COALESCE(SUM(vector_id), 0) FROM memory_vectors WHERE user_id = $1 AND model = $2",
+            user_id,
+            model,
+        )
+        assert row is not None  # an aggregate always yields a row
+        return int(row[0]), int(row[1])

@@ -7,14 +7,13 @@ from collections.abc import Sequence
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.postgres.base import PostgresBase
+from bot.store.shared import SharedVectors
 from bot.store.vectors import (
     FACT_NAMES,
     TURN_NAMES,
     EmbedItem,
     ItemKind,
-    StoredVector,
     fact_record,
-    stored_vector,
     turn_record,
 )
 
@@ -49,7 +48,7 @@ _PUT = {
 or fact forgotten meanwhile joins nothing and gets no vector."""
 
 
-class PostgresVectors(PostgresBase):
+class PostgresVectors(PostgresBase, SharedVectors):
     """Implements `bot.store.vectors.VectorStore`: dense retrieval's embeddings of lines and facts."""
 
     async def unembedded(self, user_id: int, model: str, limit: int) -> list[EmbedItem]:
@@ -67,24 +66,6 @@ class PostgresVectors(PostgresBase):
                     status = await db.execute(_PUT[kind], user_id, ids, model, blobs)
                     stored += int(status.rsplit(" ", 1)[-1])
         return stored
-
-    async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
-        rows = await self._all(
-            "SELECT vector_id, turn_id, fact_id, vector FROM memory_vectors WHERE user_id = $1 AND model = $2 "
-            "AND vector_id > $3 ORDER BY vector_id",
-            user_id,
-            model,
-            after_id,
-        )
-        return [stored_vector(user_id, *row) for row in rows]
-
-    async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
-        rows = await self._all(
-            "SELECT COUNT(*), COALESCE(SUM(vector_id), 0) FROM memory_vectors WHERE user_id = $1 AND model = $2",
-            user_id,
-            model,
-        )
-        return int(rows[0][0]), int(rows[0][1])
 
     async def count_vectors(self, user_id: int | None = None) -> int:
         rows = await self._all("SELECT COUNT(*) FROM memory_vectors WHERE $1::BIGINT IS NULL OR user_id = $1", user_id)

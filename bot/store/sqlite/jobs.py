@@ -14,22 +14,6 @@ class SqliteJobs(SqliteBase, SharedJobs):
     """Implements `bot.store.repository.JobStore`: the durable post-call queue, webhook notice de-duplication
     and small key/value state."""
 
-    async def enqueue_job(self, kind: str, ref_id: str, at: float, *, not_before: float = 0.0) -> bool:
-        added = await self._write(
-            "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (kind, ref_id) DO NOTHING",
-            (kind, ref_id, at, at, not_before),
-        )
-        return added == 1
-
-    async def expedite_job(self, kind: str, ref_id: str, at: float) -> bool:
-        changed = await self._write(
-            "UPDATE jobs SET not_before = ?, updated_at = ? WHERE kind = ? AND ref_id = ? AND state = 'pending' "
-            "AND not_before > ?",
-            (at, at, kind, ref_id, at),
-        )
-        return changed == 1
-
     async def claim_job(self, at: float, lease_seconds: float) -> Job | None:
         """Take the oldest due job; a 'running' job whose lease ran out (its worker died) is due again."""
         async with self._tx() as db:
@@ -48,27 +32,7 @@ class SqliteJobs(SqliteBase, SharedJobs):
             )
             return Job(job_id=row["job_id"], kind=row["kind"], ref_id=row["ref_id"], attempts=row["attempts"] + 1)
 
-    async def finish_job(self, job_id: int, at: float) -> None:
-        await self._write("UPDATE jobs SET state = 'done', updated_at = ? WHERE job_id = ?", (at, job_id))
-
-    async def fail_job(self, job_id: int, at: float, error: str, *, retry_at: float | None) -> None:
-        async with self._tx() as db:
-            if retry_at is None:
-                await db.execute(
-                    "UPDATE jobs SET state = 'failed', last_error = ?, updated_at = ? WHERE job_id = ?",
-                    (error[:500], at, job_id),
-                )
-            else:
-                await db.execute(
-                    "UPDATE jobs SET state = 'pending', last_error = ?, not_before = ?, updated_at = ? "
-                    "WHERE job_id = ?",
-                    (error[:500], retry_at, at, job_id),
-                )
-
     # ---- notices and meta ------------------------------------------------------------------------------
-
-    async def notice_seen(self, notice_id: str) -> bool:
-        return await self._one("SELECT 1 FROM notices WHERE notice_id = ?", (notice_id,)) is not None
 
     async def remember_notice(self, notice_id: str, at: float) -> bool:
         async with self._tx() as db:
@@ -78,13 +42,3 @@ class SqliteJobs(SqliteBase, SharedJobs):
             )
             await db.execute("DELETE FROM notices WHERE received_at < ?", (at - NOTICE_KEEP_SECONDS,))
             return cur.rowcount == 1
-
-    async def get_meta(self, key: str) -> str | None:
-        value = await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
-        return None if value is None else str(value)
-
-    async def set_meta(self, key: str, value: str) -> None:
-        await self._write(
-            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )

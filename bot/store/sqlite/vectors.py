@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import FactRecord, TurnRecord
+from bot.store.shared import SharedVectors
 from bot.store.sqlite.base import SqliteBase
-from bot.store.vectors import EmbedItem, ItemKind, StoredVector, fact_record, stored_vector, turn_record
+from bot.store.vectors import EmbedItem, ItemKind, fact_record, turn_record
 
 _UNEMBEDDED = """
     SELECT kind, item_id, text FROM (
@@ -42,7 +43,7 @@ def _put_vectors(conn: sqlite3.Connection, user_id: int, model: str, vectors: li
     return stored
 
 
-class SqliteVectors(SqliteBase):
+class SqliteVectors(SqliteBase, SharedVectors):
     """Implements `bot.store.vectors.VectorStore`: dense retrieval's embeddings of lines and facts."""
 
     async def unembedded(self, user_id: int, model: str, limit: int) -> list[EmbedItem]:
@@ -53,21 +54,6 @@ class SqliteVectors(SqliteBase):
         """One transaction in one trip to the database thread (a statement per vector there): a trip per statement
         cost more CPU than embedding the line."""
         return await self._one_trip(_put_vectors, user_id, model, list(vectors))
-
-    async def member_vectors(self, user_id: int, model: str, *, after_id: int = 0) -> list[StoredVector]:
-        rows = await self._all(
-            "SELECT vector_id, turn_id, fact_id, vector FROM memory_vectors WHERE user_id = ? AND model = ? "
-            "AND vector_id > ? ORDER BY vector_id",
-            (user_id, model, after_id),
-        )
-        return [stored_vector(user_id, *row) for row in rows]
-
-    async def vectors_stamp(self, user_id: int, model: str) -> tuple[int, int]:
-        rows = await self._all(
-            "SELECT COUNT(*), COALESCE(SUM(vector_id), 0) FROM memory_vectors WHERE user_id = ? AND model = ?",
-            (user_id, model),
-        )
-        return int(rows[0][0]), int(rows[0][1])
 
     async def count_vectors(self, user_id: int | None = None) -> int:
         rows = await self._all("SELECT COUNT(*) FROM memory_vectors WHERE ?1 IS NULL OR user_id = ?1", (user_id,))
