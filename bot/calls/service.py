@@ -84,78 +84,78 @@ class CallService:
         key = settings.web.link_signing_key
         links = LinkTokens(key.get_secret_value() if key else None)
         self.inbox = WebhookInbox.beside(settings.memory.database_path, master_key=settings.memory.master_key_bytes())
-        self.leases = Leases(
+        self._leases = Leases(
             store,
             owner=owner or uuid.uuid4().hex[:12],
             checkpoint_seconds=settings.agora.checkpoint_seconds,
             clock=clock,
         )
-        self.members = MembersWaiting()
-        self.agents = AgentControl(store, agora, settings.agora, clock=clock, timings=timings)
-        self.pages = PageSessions(
+        self._members = MembersWaiting()
+        self._agents = AgentControl(store, agora, settings.agora, clock=clock, timings=timings)
+        self._pages = PageSessions(
             store, links, settings.agora, clock=clock, close_grace_seconds=settings.calls.page_close_grace_seconds
         )
-        self.ending = Ending(
+        self._ending = Ending(
             store,
             memory,
             agora,
-            agents=self.agents,
-            leases=self.leases,
-            members=self.members,
+            agents=self._agents,
+            leases=self._leases,
+            members=self._members,
             counters=counters,
             clock=clock,
             max_history=settings.agora.max_history,
             history_webhook=settings.agora.webhook_secret is not None,
             webhook_grace_seconds=timings.webhook_grace_seconds,
-            released=[self.pages.forget],
+            released=[self._pages.forget],
         )
-        self.checkpoints = Checkpoints(
+        self._checkpoints = Checkpoints(
             store,
             memory,
             agora,
-            agents=self.agents,
-            ending=self.ending,
-            leases=self.leases,
-            members=self.members,
+            agents=self._agents,
+            ending=self._ending,
+            leases=self._leases,
+            members=self._members,
             clock=clock,
             interval_seconds=settings.agora.checkpoint_seconds,
             max_history=settings.agora.max_history,
             yield_max_seconds=timings.checkpoint_yield_max_seconds,
             run_loops=run_checkpoints,
         )
-        self.starter = CallStarter(
+        self._starter = CallStarter(
             store,
             memory,
             agora,
             settings,
-            agents=self.agents,
-            checkpoints=self.checkpoints,
-            leases=self.leases,
+            agents=self._agents,
+            checkpoints=self._checkpoints,
+            leases=self._leases,
             links=links,
-            members=self.members,
+            members=self._members,
             counters=counters,
             clock=clock,
         )
-        self.webhooks = Webhooks(
+        self._webhooks = Webhooks(
             store,
             memory,
             agora,
             inbox=self.inbox,
-            agents=self.agents,
-            ending=self.ending,
+            agents=self._agents,
+            ending=self._ending,
             secret=settings.agora.webhook_secret,
             max_history=settings.agora.max_history,
             clock=clock,
         )
-        self.takeover = Takeover(
+        self._takeover = Takeover(
             store,
             agora,
-            agents=self.agents,
-            checkpoints=self.checkpoints,
-            ending=self.ending,
-            leases=self.leases,
-            starter=self.starter,
-            drain_inbox=self.webhooks.drain_inbox,
+            agents=self._agents,
+            checkpoints=self._checkpoints,
+            ending=self._ending,
+            leases=self._leases,
+            starter=self._starter,
+            drain_inbox=self._webhooks.drain_inbox,
             sweep_seconds=settings.agora.checkpoint_seconds / 2,
         )
         self._closing = False
@@ -166,93 +166,93 @@ class CallService:
 
     @property
     def owner(self) -> str:
-        return self.leases.owner
+        return self._leases.owner
 
     @property
     def lease_seconds(self) -> float:
-        return self.leases.seconds
+        return self._leases.seconds
 
     # ---- starting and policy ---------------------------------------------------------------------------
 
     async def start(
         self, *, user_id: int, guild_id: int | None, private: bool = False, locale: str | None = None
     ) -> StartedCall:
-        return await self.starter.start(user_id=user_id, guild_id=guild_id, private=private, locale=locale)
+        return await self._starter.start(user_id=user_id, guild_id=guild_id, private=private, locale=locale)
 
     async def remember_card(self, call_id: str, token: str, message_id: int) -> None:
-        await self.starter.remember_card(call_id, token, message_id)
+        await self._starter.remember_card(call_id, token, message_id)
 
     async def usage_today(self, guild_id: int) -> GuildUsage:
-        return await self.starter.usage_today(guild_id)
+        return await self._starter.usage_today(guild_id)
 
     async def call_for_llm_key(self, key: str) -> CallMemoryState | None:
-        return await self.starter.call_for_llm_key(key)
+        return await self._starter.call_for_llm_key(key)
 
     # ---- running and ending ----------------------------------------------------------------------------
 
     async def checkpoint(self, call_id: str, *, give_way: bool = True) -> bool:
-        return await self.checkpoints.checkpoint(call_id, give_way=give_way)
+        return await self._checkpoints.checkpoint(call_id, give_way=give_way)
 
     def add_listener(self, listener: CallListener) -> None:
-        self.ending.add_listener(listener)
+        self._ending.add_listener(listener)
 
     async def hang_up(self, user_id: int, *, reason: EndReason = "hangup") -> CallEnded:
-        return await self.ending.hang_up(user_id, reason=reason)
+        return await self._ending.hang_up(user_id, reason=reason)
 
     async def finalize(self, call_id: str, reason: EndReason, *, unwatched: bool = False) -> CallEnded | None:
-        return await self.ending.finalize(call_id, reason, unwatched=unwatched)
+        return await self._ending.finalize(call_id, reason, unwatched=unwatched)
 
     async def ended_call(self, call_id: str) -> CallEnded | None:
-        return await self.ending.ended_call(call_id)
+        return await self._ending.ended_call(call_id)
 
     async def save_unsaved(self) -> int:
-        return await self.ending.save_unsaved()
+        return await self._ending.save_unsaved()
 
     async def agents_still_running(self) -> int:
-        return await self.agents.still_running()
+        return await self._agents.still_running()
 
     async def renew_agent_token(self, call_id: str) -> bool:
-        return await self.agents.renew_token(call_id)
+        return await self._agents.renew_token(call_id)
 
     # ---- webhooks --------------------------------------------------------------------------------------
 
     async def receive_webhook(self, raw_body: bytes, headers: Mapping[str, str]) -> bool:
-        return await self.webhooks.receive(raw_body, headers)
+        return await self._webhooks.receive(raw_body, headers)
 
     async def drain_inbox(self) -> int:
-        return await self.webhooks.drain_inbox()
+        return await self._webhooks.drain_inbox()
 
     # ---- the call page ---------------------------------------------------------------------------------
 
     def page_closed(self, call_id: str, page_id: str | None = None) -> None:
-        self.pages.closed(call_id, page_id, lambda closed: self.ending.finalize(closed, "page_closed"))
+        self._pages.closed(call_id, page_id, lambda closed: self._ending.finalize(closed, "page_closed"))
 
     def page_opened(self, call_id: str) -> str:
-        return self.pages.opened(call_id)
+        return self._pages.opened(call_id)
 
     async def wait_pages_closed(self) -> None:
-        await self.pages.wait_closed()
+        await self._pages.wait_closed()
 
     async def call_for_link(self, link_token: str, *, browser: str | None = None) -> CallRecord | None:
-        return await self.pages.call_for_link(link_token, browser=browser)
+        return await self._pages.call_for_link(link_token, browser=browser)
 
     async def call_of_link(self, link_token: str) -> CallRecord | None:
-        return await self.pages.call_of(link_token)
+        return await self._pages.call_of(link_token)
 
     def link_expired(self, call: CallRecord) -> bool:
-        return self.pages.link_expired(call)
+        return self._pages.link_expired(call)
 
     def elapsed_seconds(self, call: CallRecord) -> float:
-        return self.pages.elapsed_seconds(call)
+        return self._pages.elapsed_seconds(call)
 
     def browser_allowed(self, call: CallRecord, browser: str | None) -> bool:
-        return self.pages.browser_allowed(call, browser)
+        return self._pages.browser_allowed(call, browser)
 
     async def bind_browser(self, call: CallRecord, browser: str) -> bool:
-        return await self.pages.bind_browser(call, browser)
+        return await self._pages.bind_browser(call, browser)
 
     def user_token(self, call: CallRecord) -> str:
-        return self.pages.user_token(call)
+        return self._pages.user_token(call)
 
     @staticmethod
     def link_expiry(call: CallRecord) -> datetime:
@@ -261,17 +261,17 @@ class CallService:
     # ---- restart and shutdown --------------------------------------------------------------------------
 
     async def reconcile(self) -> dict[str, int]:
-        return await self.takeover.reconcile()
+        return await self._takeover.reconcile()
 
     async def run_takeover(self, stop: asyncio.Event) -> None:
-        await self.takeover.run(stop)
+        await self._takeover.run(stop)
 
     async def shutdown(self, grace_seconds: float | None = None) -> None:
         """Hand active calls off: save their history once more and stop watching them. The agents keep
         running, so members keep talking through a restart; the next process reconciles them."""
         self._closing = True
-        self.takeover.close()
-        self.members.close()
-        await asyncio.gather(self.checkpoints.close(), self.pages.close(), self.agents.close())
-        await self.checkpoints.save_all(self.shutdown_grace_seconds if grace_seconds is None else grace_seconds)
-        await self.leases.release_all()  # another process takes them over at once
+        self._takeover.close()
+        self._members.close()
+        await asyncio.gather(self._checkpoints.close(), self._pages.close(), self._agents.close())
+        await self._checkpoints.save_all(self.shutdown_grace_seconds if grace_seconds is None else grace_seconds)
+        await self._leases.release_all()  # another process takes them over at once
