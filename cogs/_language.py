@@ -24,7 +24,10 @@ def chosen(value: str) -> str | None:
 
 def label(code: str, words: Words) -> str:
     """How a language is named to a member: its own name, then its name in the member's language (Babel's), as in
-    "Español (Spanish)", "Español (Spanisch)", or "Español" alone to a Spanish speaker."""
-    language = LANGUAGES[code]
+    "Español (Spanish)", "Español (Spanisch)", or "Español" alone to a Spanish speaker. A code the table no longer
+    has (stored by another version of the bot) is shown as it is."""
+    language = LANGUAGES.get(code)
+    if language is None:
+        return code
     theirs = words.locale.languages.get(code, language.name)
     return language.native if theirs.casefold() == language.native.casefold() else f"{language.native} ({theirs})"
