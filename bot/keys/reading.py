@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.records import TURN, _Row, _with
 from bot.keys.sealed import unseal
+from bot.keys.terms import hashed_query
 from bot.store.columns import turn_record
 from bot.store.models import FactRecord, RecentLines, TurnRecord
-from bot.store.terms import query_stems
 
 if TYPE_CHECKING:
     from bot.keys.store import KeyStore
@@ -100,10 +100,7 @@ class OpenedReads:
         """``query``'s terms as the member's keyed hashes, which is what the backend's index holds; None when
         the member has no key or the query no term."""
         cipher = await self._reader(user_id)
-        terms = query_stems(query)
-        if cipher is None or not terms:
-            return None
-        return " ".join(cipher.term_hash(term) for term in terms)
+        return None if cipher is None else hashed_query(cipher, query)
 
     async def _reader(self, user_id: int) -> MemberCipher | None:
         return await self.keys.cipher(user_id, create=False)

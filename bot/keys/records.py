@@ -9,6 +9,7 @@ from typing import Any, NoReturn, Protocol, Self, TypeVar
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.sealed import seal, unseal
+from bot.keys.terms import hashed_language_terms
 from bot.store.models import FactRecord, TurnRecord, TurnsWrite
 from bot.store.specifics import specifics as count_specifics
 
@@ -95,13 +96,19 @@ def _sealed_write(cipher: MemberCipher, write: TurnsWrite) -> TurnsWrite:
     return TurnsWrite(
         [
             dataclasses.replace(
-                t, content=seal(cipher, TURN, t.content, indexed=True), specifics=count_specifics(t.content)
+                t,
+                content=seal(cipher, TURN, t.content, indexed=True),
+                specifics=count_specifics(t.content),
+                language_terms=hashed_language_terms(cipher, t.content, t.language),
             )
             for t in write.inserts
         ],
         [
             dataclasses.replace(
-                u, content=seal(cipher, TURN, u.content, indexed=True), specifics=count_specifics(u.content)
+                u,
+                content=seal(cipher, TURN, u.content, indexed=True),
+                specifics=count_specifics(u.content),
+                language_terms=hashed_language_terms(cipher, u.content, u.language),
             )
             for u in write.updates
         ],

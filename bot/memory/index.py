@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 from bot.store.columns import FACT_NAMES, TURN_NAMES, fact_record, turn_record
 from bot.store.models import CallRecord, ConversationSummary, FactRecord, TurnRecord
 from bot.store.ranking import rank_arrays
-from bot.store.terms import line_terms, query_stems
+from bot.store.terms import ENGLISH, language_stems, language_terms, line_terms, query_words
 
 INDEXED_MEMBERS = 128
 """Members whose index is held at once, least recently used dropped first: enough for every call a process runs
@@ -133,17 +133,28 @@ class Rows(Sequence[_Record], Generic[_Record]):
 
 
 class _Postings:
-    """Row numbers by term, and each row's length in terms, as arrays for ``rank_arrays``."""
+    """Row numbers by term, and each row's length in terms, as arrays for ``rank_arrays``; rows said in another
+    language also by their terms in it (``bot.store.terms.language_terms``), as the backends index them."""
 
     def __init__(self) -> None:
         self.rows: dict[str, NDArray[np.int32]] = {}
+        self.language_rows: dict[str, NDArray[np.int32]] = {}
+        self.languages: tuple[str, ...] = ()
+        """The languages of the rows that have language terms: a query word is looked up by its stems in them."""
         self.lengths: NDArray[np.float64] = np.zeros(0)
 
     @classmethod
-    async def of(cls, texts: Sequence[str], each: Callable[[int], object] | None = None) -> _Postings:
+    async def of(
+        cls,
+        texts: Sequence[str],
+        each: Callable[[int], object] | None = None,
+        languages: Sequence[str] | None = None,
+    ) -> _Postings:
         """Built in slices of ``LOAD_SLICE`` texts, letting the event loop serve other calls between them;
-        ``each(row)`` runs for every row too (in the same slices)."""
+        ``each(row)`` runs for every row too (in the same slices). ``languages``: each text's (English if None)."""
         rows: dict[str, list[int]] = {}
+        language_rows: dict[str, list[int]] = {}
+        held: set[str] = set()
         lengths: list[int] = []
         for row, text in enumerate(texts):
             if row and not row % LOAD_SLICE:
@@ -152,16 +163,33 @@ class _Postings:
             lengths.append(length)
             for term in terms:
                 rows.setdefault(term, []).append(row)
+            language = ENGLISH if languages is None else languages[row]
+            native = None if language == ENGLISH else language_terms(text, language)
+            if native is not None:
+                held.add(language)
+                for term in native.split():
+                    language_rows.setdefault(term, []).append(row)
             if each is not None:
                 each(row)
         postings = cls()
         postings.rows = {term: np.array(found, dtype=np.int32) for term, found in rows.items()}
+        postings.language_rows = {term: np.array(found, dtype=np.int32) for term, found in language_rows.items()}
+        postings.languages = tuple(sorted(held))
         postings.lengths = np.array(lengths, dtype=np.float64)
         return postings
 
-    def rank(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
-        """(row number, BM25 score) of the best ``limit`` rows holding any of ``terms``, best first."""
-        return rank_arrays([self.rows[t] for t in terms if t in self.rows], self.lengths, limit)
+    def rank(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """(row number, BM25 score) of the best ``limit`` rows holding any word of ``query`` (by its English term,
+        or by its stem in a language of the rows), best first."""
+        found: list[NDArray[np.int32]] = []
+        for word, term in query_words(query):
+            english = self.rows.get(term)
+            native = [self.language_rows[s] for s in language_stems(word, self.languages) if s in self.language_rows]
+            if native:
+                found.append(np.unique(np.concatenate([*native, *([english] if english is not None else [])])))
+            elif english is not None:
+                found.append(english)
+        return rank_arrays(found, self.lengths, limit)
 
 
 def _position(conversation: str | None, seq: int) -> str:
@@ -237,7 +265,9 @@ class MemberIndex:
                 fact = facts[row]
                 rendered_facts.put(fact.fact_id, renderer.fact(fact.text, fact.confirmed_at))
 
-        index._line_postings = await _Postings.of([turn.content for turn in lines], render_line)
+        index._line_postings = await _Postings.of(
+            [turn.content for turn in lines], render_line, [turn.language for turn in lines]
+        )
         index._fact_postings = await _Postings.of([fact.text for fact in facts], render_fact)
         return index
 
@@ -250,11 +280,11 @@ class MemberIndex:
     def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
         """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
         ranking's seam (a ranked list of candidates)."""
-        ranked = self._line_postings.rank(query_stems(query), limit)
+        ranked = self._line_postings.rank(query, limit)
         return [(self._line(row), score) for row, score in ranked]
 
     def rank_facts(self, query: str, limit: int) -> list[tuple[FactRecord, float]]:
-        ranked = self._fact_postings.rank(query_stems(query), limit)
+        ranked = self._fact_postings.rank(query, limit)
         facts = self.facts
         return [(facts[row], score) for row, score in ranked]
 

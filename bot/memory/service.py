@@ -129,6 +129,8 @@ class _Snapshot:
     at: float
     heard: frozenset[int] = frozenset()
     """Positions in `window` of replies the member cut short (their text is what was spoken)."""
+    language: str = "en"
+    """The call's language, which its lines keep (``CallRecord.language``)."""
 
     @property
     def tail(self) -> int:
@@ -152,7 +154,7 @@ class _Snapshot:
                 [_utterance(t) for t in stored], self.window, captured=self.capture, final=self.final, heard=self.heard
             )
             if appended is not None:
-                return _appended_write(stored, appended, self.at, anchored)
+                return _appended_write(stored, appended, self.at, anchored, self.language)
         if not whole:
             return None
         result = merge_snapshot(
@@ -178,6 +180,7 @@ class _Snapshot:
                     turn.partial,
                     turn.captured,
                     interrupted=turn.interrupted,
+                    language=self.language,
                 )
                 inserts.append(new)
                 continue
@@ -199,6 +202,7 @@ class _Snapshot:
                         turn.partial,
                         turn.captured,
                         interrupted=turn.interrupted,
+                        language=self.language,
                     )
                 )
         if inserts or updates or result.anchored != anchored:
@@ -212,7 +216,7 @@ class _Snapshot:
 
 
 def _appended_write(
-    tail: list[TurnRecord], appended: Append, at: float, anchored: bool
+    tail: list[TurnRecord], appended: Append, at: float, anchored: bool, language: str
 ) -> tuple[TurnsWrite | None, MergeResult]:
     """The write of a window that continues the stored tail (`try_append`): its new lines, and the last stored
     line when the window grew it."""
@@ -221,10 +225,29 @@ def _appended_write(
     if appended.replaced_last is not None:
         r = appended.replaced_last
         updates.append(
-            TurnUpdate(last.turn_id, last.seq, r.content, r.segment, r.partial, r.captured, interrupted=r.interrupted)
+            TurnUpdate(
+                last.turn_id,
+                last.seq,
+                r.content,
+                r.segment,
+                r.partial,
+                r.captured,
+                interrupted=r.interrupted,
+                language=language,
+            )
         )
     inserts = [
-        NewTurn(u.role, u.content, at, last.seq + 1 + i, u.segment, u.partial, u.captured, interrupted=u.interrupted)
+        NewTurn(
+            u.role,
+            u.content,
+            at,
+            last.seq + 1 + i,
+            u.segment,
+            u.partial,
+            u.captured,
+            interrupted=u.interrupted,
+            language=language,
+        )
         for i, u in enumerate(appended.new)
     ]
     grown = appended.replaced_last is not None and appended.replaced_last.content != last.content
@@ -284,6 +307,7 @@ class MemoryService:
             capture=FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000)),
             final=final,
             at=at,
+            language=call.language,
         )
         lock = self._call_locks.setdefault(call.call_id, asyncio.Lock())
         async with lock:
@@ -367,6 +391,7 @@ class MemoryService:
             final=False,
             at=at,
             heard=frozenset(i - dropped for i in heard if i >= dropped),
+            language=call.language,
         )
         written = await self.store.write_live_turn(
             call.call_id,

@@ -14,12 +14,17 @@ CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
 TURN_COLUMNS = (
     "turn_id, user_id, call_id, chat_id, seq, role, content, spoken_at, source, segment, partial, captured, specifics, "
-    "interrupted"
+    "interrupted, language"
 )
 FACT_COLUMNS = (
     "fact_id, user_id, text, source_call_id, source_chat_id, created_at, updated_at, confirmed_at, mentions, "
     "superseded_by, invalidated_at, told"
 )
+RESEALED_TERMS = ", language_terms = NULL"
+"""What resealing a line also sets: its language terms (plain stems) go with its plain text; its sealed text holds
+its keyed English term hashes only (the hashes of its language terms are written by the encrypting layer for new
+lines alone)."""
+
 TURN_NAMES = tuple(name.strip() for name in TURN_COLUMNS.split(","))
 FACT_NAMES = tuple(name.strip() for name in FACT_COLUMNS.split(","))
 assert tuple(f.name for f in fields(TurnRecord)) == TURN_NAMES

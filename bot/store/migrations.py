@@ -471,6 +471,36 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE calls ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
         """,
     ),
+    (
+        17,
+        "lines keep their language: found by their words stemmed in it as well as in English",
+        """
+        -- A line's language is its call's (a code of bot.calls.language.LANGUAGES; 'en' for every line from
+        -- before, and for chats). language_terms: its words stemmed in that language (bot.store.terms), NULL for
+        -- English, a language Snowball does not stem, or a sealed text (its keyed hashes hold them). The word index
+        -- finds a line by them besides its English terms, through turns_language_fts, scoped to the member like
+        -- turns_fts. Whatever writes a line's text writes its language terms with it (a scrub sets them NULL).
+        ALTER TABLE turns ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
+        ALTER TABLE turns ADD COLUMN language_terms TEXT;
+        CREATE VIRTUAL TABLE turns_language_fts USING fts5 (
+            language_terms, owner_key, content='turns', content_rowid='turn_id'
+        );
+        CREATE TRIGGER turns_language_fts_insert AFTER INSERT ON turns WHEN new.language_terms IS NOT NULL BEGIN
+            INSERT INTO turns_language_fts (rowid, language_terms, owner_key)
+            VALUES (new.turn_id, new.language_terms, new.owner_key);
+        END;
+        CREATE TRIGGER turns_language_fts_delete AFTER DELETE ON turns WHEN old.language_terms IS NOT NULL BEGIN
+            INSERT INTO turns_language_fts (turns_language_fts, rowid, language_terms, owner_key)
+            VALUES ('delete', old.turn_id, old.language_terms, old.owner_key);
+        END;
+        CREATE TRIGGER turns_language_fts_update AFTER UPDATE OF language_terms ON turns BEGIN
+            INSERT INTO turns_language_fts (turns_language_fts, rowid, language_terms, owner_key)
+            SELECT 'delete', old.turn_id, old.language_terms, old.owner_key WHERE old.language_terms IS NOT NULL;
+            INSERT INTO turns_language_fts (rowid, language_terms, owner_key)
+            SELECT new.turn_id, new.language_terms, new.owner_key WHERE new.language_terms IS NOT NULL;
+        END;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

@@ -173,6 +173,8 @@ class TurnRecord:
     """``bot.store.specifics`` of the plain text, stored with the line; None for a line not yet counted."""
     interrupted: bool = False
     """A reply the member spoke over: ``content`` is what they heard of it (Agora's ``metadata.interrupted``)."""
+    language: str = "en"
+    """The language it was said in: its call's (``CallRecord.language``); English for a chat's."""
 
 
 _TURN_FIELDS = [name for name in TurnRecord.__dataclass_fields__]
@@ -280,6 +282,9 @@ class NewTurn:
     specifics: int | None = None
     """Of the plain text, when the writer counted it (``bot.store.specifics.stored_specifics``)."""
     interrupted: bool = False
+    language: str = "en"
+    language_terms: str | None = None
+    """Given by the encrypting layer (their keyed hashes, ``bot.store.terms.stored_language_terms``)."""
 
 
 @dataclass(frozen=True)
@@ -292,6 +297,8 @@ class TurnUpdate:
     captured: int
     specifics: int | None = None
     interrupted: bool = False
+    language: str = "en"
+    language_terms: str | None = None
 
 
 @dataclass(frozen=True)

@@ -404,6 +404,20 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE calls ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
         """,
     ),
+    (
+        17,
+        "lines keep their language: found by their words stemmed in it as well as in English",
+        """
+        -- As SQLite's migration 17: a line's language and its words stemmed in it (language_terms, NULL for
+        -- English, a language Snowball does not stem, or a sealed text). They are searched through an expression
+        -- index over the lines that have them, holding the owner's key like turns.search.
+        ALTER TABLE turns ADD COLUMN language TEXT NOT NULL DEFAULT 'en';
+        ALTER TABLE turns ADD COLUMN language_terms TEXT;
+        CREATE INDEX turns_language_search ON turns USING GIN (
+            (to_tsvector('simple', language_terms) || to_tsvector('simple', 'u' || user_id::text))
+        ) WHERE language_terms IS NOT NULL;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
+from bot.store.columns import RESEALED_TERMS
+
 PLAIN_SEARCH_CONFIG = "memory"
 HASHED_SEARCH_CONFIG = "simple"
 
@@ -37,7 +39,8 @@ async def reseal_texts(pool: asyncpg.Pool, reseal: Callable[[int, str, str], Awa
                     new = await reseal(int(row["user_id"]), name, str(row[column]))
                     if new is not None:
                         updates.append((new, row[key]))
-                await db.executemany(f"UPDATE {table} SET {column} = $1 WHERE {key} = $2", updates)
+                terms = RESEALED_TERMS if table == "turns" else ""
+                await db.executemany(f"UPDATE {table} SET {column} = $1{terms} WHERE {key} = $2", updates)
                 if updates:
                     changed_tables.append((table, len(updates)))
         rewritten = [table for table, _ in changed_tables]

@@ -42,10 +42,15 @@ def specifics(text: str) -> int:
     return numbers + names + dates + decisions
 
 
+def sealed(content: str) -> bool:
+    """Whether ``content`` was sealed by member encryption (``bot.keys.sealed``)."""
+    return _SEALED.match(content) is not None
+
+
 def stored_specifics(given: int | None, content: str) -> int | None:
     """What a backend stores for a line written with ``content``: ``given`` when the writer computed it (the
     encrypting layer does, from the plain text), else the count of ``content`` unless it is sealed (then None:
     it is computed from the plain text when read, and filled in by the encrypting layer's ``open``)."""
     if given is not None:
         return given
-    return None if _SEALED.match(content) else specifics(content)
+    return None if sealed(content) else specifics(content)

@@ -9,7 +9,9 @@ call (``bot.memory.index``) and the memory block's builder (``bot.memory.context
 - ``index_terms`` / ``line_terms``: a document's terms (every token, or the distinct ones and the count);
 - ``query_words`` / ``search_words`` / ``query_stems``: the searchable words of a query with their terms, the
   words alone (the backends stem them), the terms alone (the encrypted and in-memory indexes);
-- ``content_query``: a message's content words (stop words dropped), the query the memory block ranks with.
+- ``content_query``: a message's content words (stop words dropped), the query the memory block ranks with;
+- ``language_terms`` / ``language_stems``: a line's terms in the language it was said in, and a query word's in
+  each language memory may hold (below).
 
 The words and terms mirror SQLite FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer: words are runs of
 letters and digits (underscore separates, as in unicode61), lower-cased, diacritics removed (canonical
@@ -18,19 +20,45 @@ decomposition, no compatibility folding), then words of 3 to 64 characters stemm
 "-ble", "-logi" -> "-log"), so a few words stem differently ("possibly": "possibli" here, "possibl" there; 21 of
 the 13,531 texts of the memory-eval benchmark have such a word); the encrypted index and its queries use this one
 function, so their matching is consistent.
+
+Lines in other languages. Every line is indexed with those English terms; a line said in another language that
+Snowball stems (``STEMMERS``) is also found by its words stemmed in that language (``language_terms``: "trabajaba"
+and "trabajo" are both "trabaj" in Spanish, "Katzen" and "Katze" both "katz" in German, which Porter leaves
+apart). A query word is looked up by its English term and by its stem in each such language (``language_stems``,
+distinct stems only): in every language Snowball stems on the backends, which do not know which languages a
+member's lines are in, and in the languages its lines are in for a member's in-memory index. The word matches a
+line once whichever of its stems the line holds. Languages Snowball does not stem (Chinese, Japanese, Korean,
+Thai, Vietnamese) have no language terms: the semantic index finds their lines.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 import snowballstemmer
 
 from bot.store.memo import memo
+from bot.store.specifics import sealed
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _STEMMER = snowballstemmer.stemmer("porter")
+ENGLISH = "en"
+STEMMERS = {
+    "es": "spanish",
+    "de": "german",
+    "fr": "french",
+    "pt": "portuguese",
+    "it": "italian",
+    "nl": "dutch",
+    "ru": "russian",
+    "tr": "turkish",
+    "id": "indonesian",
+    "hi": "hindi",
+}
+"""Snowball's stemmer for each language of ``bot.calls.language.LANGUAGES`` it has one for, English aside."""
+_LANGUAGE_STEMMERS = {code: snowballstemmer.stemmer(name) for code, name in STEMMERS.items()}
 
 PORTER_MIN = 3
 PORTER_MAX = 64
@@ -111,6 +139,55 @@ def search_words(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
 def query_stems(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
     """The terms of ``query_words``."""
     return [term for _, term in query_words(text, max_terms)]
+
+
+@memo(maxsize=65536)
+def language_stem(word: str, language: str) -> str:
+    """The term of one word (as ``words`` gives it) in ``language``, a key of ``STEMMERS``."""
+    if not PORTER_MIN <= len(word) <= PORTER_MAX or word.isdigit():
+        return word
+    return str(_LANGUAGE_STEMMERS[language].stemWord(word))
+
+
+def language_terms(text: str, language: str) -> str | None:
+    """The distinct terms of ``text`` stemmed in ``language`` (space separated), what the word index finds a line
+    said in that language by besides its English terms; None for English or a language Snowball does not stem."""
+    if language not in _LANGUAGE_STEMMERS:
+        return None
+    return " ".join(dict.fromkeys(language_stem(word, language) for word in words(text))) or None
+
+
+def stored_language_terms(given: str | None, content: str, language: str) -> str | None:
+    """What a backend stores as a line's language terms: ``given`` when the writer computed them (the encrypting
+    layer gives their keyed hashes, ``bot.keys.terms.hashed_language_terms``), else ``language_terms`` of its text,
+    unless it is sealed (then None)."""
+    if given is not None:
+        return given
+    return None if sealed(content) else language_terms(content, language)
+
+
+def language_stems(word: str, languages: Iterable[str] = STEMMERS) -> tuple[str, ...]:
+    """The distinct stems of a query word (as ``words`` gives it) in ``languages`` (those Snowball stems)."""
+    return tuple(dict.fromkeys(language_stem(word, language) for language in languages if language in STEMMERS))
+
+
+ALTERNATIVE = "|"
+"""Separates a hashed query word's English term hash from its stems' hashes in other languages
+(``bot.keys.terms.hashed_query``)."""
+
+
+def query_lookups(query: str, *, hashed: bool = False) -> list[tuple[str, tuple[str, ...]]]:
+    """What a backend looks each query word up by: the word (which the backend stems in English) and its stems in
+    other languages (``language_stems``). A ``hashed`` query (member encryption) is already the keyed hashes of
+    the words' English terms, each followed by its stems' hashes (``ALTERNATIVE``-separated)."""
+    if not hashed:
+        return [(word, language_stems(word)) for word in search_words(query)]
+    found = []
+    for group in query.split()[:MAX_QUERY_TERMS]:
+        english, *stems = group.split(ALTERNATIVE)
+        if english.isalnum() and all(stem.isalnum() for stem in stems):
+            found.append((english, tuple(stems)))
+    return found
 
 
 def content_query(message: str) -> str:

@@ -33,6 +33,7 @@ PINNED = {
         14: "cf8bdfd15951b12b74787069be5cc1ec28e0e674b92456881626f98652241d73",
         15: "8736aa64b28dccb387a2d0a43cd110ec2d8822850295424836d096b4b8bf2b9b",
         16: "fea69e6dcaa6a55749d6bae58284ee3aeff91af4ff3b352cc51fe02bdf83f5f3",
+        17: "7f470a541270b8b39ffeff597a56d2f7f18f0ffaf9c56141a726169ddfc1c495",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
@@ -51,6 +52,7 @@ PINNED = {
         14: "e6eae4e069cbd3fd78056f8acd2a1e0ff43c61b6858bae031369bcbd8ca94796",
         15: "8736aa64b28dccb387a2d0a43cd110ec2d8822850295424836d096b4b8bf2b9b",
         16: "fea69e6dcaa6a55749d6bae58284ee3aeff91af4ff3b352cc51fe02bdf83f5f3",
+        17: "2bd424f4d6eb66daf0902594b070e767076c278bb01a85475a58ea2bacbd1c1c",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

@@ -45,22 +45,22 @@ from bot.store.shared import (
     user_record,
 )
 from bot.store.specifics import stored_specifics
-from bot.store.terms import token_count
+from bot.store.terms import stored_language_terms, token_count
 
 _GUILD_NAMES = sorted(_GUILD_SETTING_NAMES)
 _CALL_START_MEMORY = (
     f"(SELECT {_TURN_COLUMNS}, NULL::double precision, NULL::double precision, true FROM turns WHERE user_id = $1 "
     "AND content <> '' ORDER BY spoken_at DESC, seq DESC, turn_id DESC LIMIT $2) UNION ALL "
     "(SELECT fact_id, user_id, source_call_id, source_chat_id, mentions, NULL, text, confirmed_at, NULL, NULL, NULL, "
-    "NULL, NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
+    "NULL, NULL, NULL, NULL, created_at, updated_at, false FROM facts WHERE user_id = $1 AND superseded_by IS NULL "
     "AND invalidated_at IS NULL ORDER BY confirmed_at DESC, mentions DESC, fact_id DESC LIMIT $3) "
-    "ORDER BY 17 DESC, 8 DESC, 5 DESC, 1 DESC"
+    "ORDER BY 18 DESC, 8 DESC, 5 DESC, 1 DESC"
 )
 """A call start's reads in one statement (`call_start_memory`): the latest lines (``TURN_COLUMNS``), then the
 current facts in the same columns by type (id, member, source call and chat, mentions as ``seq``, text as
 ``content``, confirmed as ``spoken_at``; created and updated after them), the last column telling which. The outer
 order is each part's own (newest first; facts by ``list_facts``'s order)."""
-_FACT_AT = (0, 1, 6, 2, 3, 14, 15, 7, 4, 8, 8)
+_FACT_AT = (0, 1, 6, 2, 3, 15, 16, 7, 4, 8, 8)
 """Where each of ``FactRecord``'s fields is in a fact's row of `_CALL_START_MEMORY` (superseded and invalidated
 are those of a current fact: NULL)."""
 _START_CHECK = (
@@ -101,22 +101,24 @@ bumped AS (
 ),
 updated AS (
     UPDATE turns t SET seq = u.seq, content = u.content, segment = u.segment, partial = u.partial,
-        captured = u.captured, specifics = u.specifics, interrupted = u.interrupted
+        captured = u.captured, specifics = u.specifics, interrupted = u.interrupted, language = u.language,
+        language_terms = u.language_terms
     FROM unnest($7::bigint[], $8::integer[], $9::text[], $10::integer[], $11::boolean[], $12::bigint[],
-                $20::integer[], $23::boolean[])
-        AS u (turn_id, seq, content, segment, partial, captured, specifics, interrupted)
+                $20::integer[], $23::boolean[], $25::text[], $26::text[])
+        AS u (turn_id, seq, content, segment, partial, captured, specifics, interrupted, language, language_terms)
     WHERE t.turn_id = u.turn_id AND t.call_id = $1 AND (SELECT ok FROM allowed)
         AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
     RETURNING t.turn_id
 ),
 inserted AS (
     INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, source,
-                       specifics, interrupted)
+                       specifics, interrupted, language, language_terms)
     SELECT $2, $1, i.seq, i.segment, i.partial, i.captured, i.role, i.content, i.spoken_at, 'voice', i.specifics,
-        i.interrupted
+        i.interrupted, i.language, i.language_terms
     FROM unnest($13::integer[], $14::integer[], $15::boolean[], $16::bigint[], $17::text[], $18::text[],
-                $19::double precision[], $21::integer[], $24::boolean[])
-        AS i (seq, segment, partial, captured, role, content, spoken_at, specifics, interrupted)
+                $19::double precision[], $21::integer[], $24::boolean[], $27::text[], $28::text[])
+        AS i (seq, segment, partial, captured, role, content, spoken_at, specifics, interrupted, language,
+              language_terms)
     WHERE (SELECT ok FROM allowed) AND ($6::integer IS NULL OR EXISTS (SELECT 1 FROM bumped))
     RETURNING turn_id
 ),
@@ -175,6 +177,10 @@ def _apply_params(
         live_key,
         [u.interrupted for u in updates],
         [t.interrupted for t in inserts],
+        [u.language for u in updates],
+        [stored_language_terms(u.language_terms, u.content, u.language) for u in updates],
+        [t.language for t in inserts],
+        [stored_language_terms(t.language_terms, t.content, t.language) for t in inserts],
     ]
 
 
@@ -398,7 +404,7 @@ class PostgresConversations(PostgresFullText, SharedConversations):
             excluded = [
                 int(r[0]) for r in await self._all("SELECT turn_id FROM turns WHERE call_id = $1", exclude_call_id)
             ]
-        first = await self._first_stage("turns", "turn_id", user_id, query, limit, excluded)
+        first = await self._first_stage("turns", "turn_id", user_id, query, limit, excluded, language_terms=True)
         if not first:
             return []
         rows = await self._all(f"SELECT {_TURN_COLUMNS} FROM turns WHERE turn_id = ANY($1::bigint[])", list(first))

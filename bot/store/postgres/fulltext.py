@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from bot.store.pg_sealed import HASHED_SEARCH_CONFIG, PLAIN_SEARCH_CONFIG, reseal_texts
 from bot.store.postgres.base import PostgresBase
 from bot.store.ranking import first_stage
-from bot.store.terms import search_words
+from bot.store.terms import query_lookups
 
 
 class PostgresFullText(PostgresBase):
@@ -24,22 +24,41 @@ class PostgresFullText(PostgresBase):
         return await reseal_texts(self.pool, reseal)
 
     async def _first_stage(
-        self, table: str, key: str, user_id: int, query: str, limit: int, excluded: Sequence[int]
+        self,
+        table: str,
+        key: str,
+        user_id: int,
+        query: str,
+        limit: int,
+        excluded: Sequence[int],
+        *,
+        language_terms: bool = False,
     ) -> dict[int, float]:
-        """One round trip: the member's row count and, per query term, the member's rows holding it."""
-        terms = search_words(query)
+        """One round trip: the member's row count and, per query term, the member's rows holding it; with
+        ``language_terms`` (rows that have them, migration 17) also those holding one of its stems in another
+        language (``bot.store.terms``)."""
+        hashed = self._search_config == HASHED_SEARCH_CONFIG
+        terms = query_lookups(query, hashed=hashed)
         if not terms:
             return {}
         current = " AND t.superseded_by IS NULL AND t.invalidated_at IS NULL" if table == "facts" else ""
+        owner = "to_tsquery('simple', $3)"
+        match = f"t.search @@ ({owner} && phraseto_tsquery($4::regconfig, q.term))"
+        if language_terms:
+            match += (
+                " OR (t.language_terms IS NOT NULL AND (to_tsvector('simple', t.language_terms) "
+                f"|| to_tsvector('simple', 'u' || t.user_id::text)) @@ ({owner} && to_tsquery('simple', q.stems)))"
+            )
         rows = await self._all(
             f"SELECT 0 AS i, NULL::bigint[] AS ids, (SELECT COUNT(*) FROM {table} WHERE user_id = $1) AS n "
-            f"UNION ALL SELECT q.i, array_agg(t.{key}), 0 FROM unnest($2::text[]) WITH ORDINALITY AS q(term, i) "
-            f"JOIN {table} t ON t.search @@ (to_tsquery('simple', $3) && phraseto_tsquery($4::regconfig, q.term))"
-            f"{current} GROUP BY q.i",
+            f"UNION ALL SELECT q.i, array_agg(t.{key}), 0 "
+            "FROM unnest($2::text[], $5::text[]) WITH ORDINALITY AS q(term, stems, i) "
+            f"JOIN {table} t ON ({match}){current} GROUP BY q.i",
             user_id,
-            terms,
+            [term for term, _ in terms],
             f"u{int(user_id)}",
             self._search_config,
+            [" | ".join(stems) or None for _, stems in terms],
         )
         total = next(int(r["n"]) for r in rows if r["i"] == 0)
         postings = [list(r["ids"]) for r in rows if r["i"] != 0 and r["ids"]]

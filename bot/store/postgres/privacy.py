@@ -51,7 +51,8 @@ class PostgresPrivacy(PostgresBase):
             # holds it, and the merges of that call's next windows must find it there, not store it again.
             ids = list(turn_ids)
             await db.execute(
-                "UPDATE turns SET content = '', specifics = 0 WHERE turn_id = ANY($1::bigint[]) AND user_id = $2 "
+                "UPDATE turns SET content = '', specifics = 0, language_terms = NULL "
+                "WHERE turn_id = ANY($1::bigint[]) AND user_id = $2 "
                 "AND call_id IN (SELECT call_id FROM calls WHERE state IN ('starting', 'active', 'ending'))",
                 ids,
                 user_id,

@@ -189,6 +189,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
             records=f"SELECT {columns}, d.sz FROM turns t JOIN turns_fts_docsize d ON d.id = t.turn_id "
             "WHERE t.turn_id IN (SELECT value FROM json_each(?))",
             excluded=None if exclude_call_id is None else ("turns WHERE call_id = ?", exclude_call_id),
+            language_table="turns_language_fts",
         )
         return [(_turn(row), score) for row, score in ranked]
 

@@ -9,7 +9,7 @@ import aiosqlite
 
 from bot.store.ranking import first_stage, rerank
 from bot.store.sqlite.base import SqliteBase
-from bot.store.terms import search_words
+from bot.store.terms import query_lookups
 
 
 def _varint(blob: bytes) -> int:
@@ -27,9 +27,12 @@ def _varint(blob: bytes) -> int:
 class SqliteFullText(SqliteBase):
     """BM25 ranking over one member's rows of an FTS5 table, shared by turns and facts."""
 
+    _hashed_terms = False
+
     def search_hashed_terms(self) -> None:
-        """Queries carry keyed hashes of stemmed terms (member encryption): nothing changes, since FTS5's tokenizer
-        treats the stored hashes and the queried ones alike, so they still match."""
+        """Queries carry keyed hashes of stemmed terms (member encryption, ``bot.store.terms.query_lookups``):
+        FTS5's tokenizer treats the stored hashes and the queried ones alike, so they still match."""
+        self._hashed_terms = True
 
     async def _bm25(
         self,
@@ -41,6 +44,7 @@ class SqliteFullText(SqliteBase):
         *,
         records: str,
         excluded: tuple[str, Any] | None = None,
+        language_table: str | None = None,
     ) -> list[tuple[aiosqlite.Row, float]]:
         """Okapi BM25 of ``query`` over one member's rows of an FTS5 table, best ``limit`` first, in two round
         trips to SQLite.
@@ -52,14 +56,24 @@ class SqliteFullText(SqliteBase):
         WHERE ...", parameter) names rowids to leave out. Term frequency is taken as 1 (lines are short). Rows
         are first ordered by the sum of their terms' IDF; the best ``RERANK_DEPTH * limit`` are then read with
         ``records`` (a SELECT over json_each(?) of rowids whose last column is the FTS docsize record), scored
-        with the length normalisation, and the best ``limit`` returned with their score."""
-        terms = search_words(query)
+        with the length normalisation, and the best ``limit`` returned with their score.
+
+        With ``language_table`` (the FTS5 table of the rows' language terms, ``bot.store.terms``) a term's rows
+        are also those holding one of its stems in another language."""
+        terms = query_lookups(query, hashed=self._hashed_terms)
         if not terms:
             return []
         owner = f"owner_key:u{int(user_id)}"
         selects = [f"SELECT -1, COUNT(*) FROM {table} WHERE {table} MATCH ?"]
-        selects += [f"SELECT {i}, group_concat(rowid) FROM {table} WHERE {table} MATCH ?" for i in range(len(terms))]
-        params: list[Any] = [owner, *(f'{owner} AND {column}:"{term}"' for term in terms)]
+        params: list[Any] = [owner]
+        for i, (term, stems) in enumerate(terms):
+            holding = f"SELECT rowid FROM {table} WHERE {table} MATCH ?"
+            params.append(f'{owner} AND {column}:"{term}"')
+            if language_table is not None and stems:
+                holding += f" UNION SELECT rowid FROM {language_table} WHERE {language_table} MATCH ?"
+                either = " OR ".join(f'"{stem}"' for stem in stems)
+                params.append(f"{owner} AND language_terms:({either})")
+            selects.append(f"SELECT {i}, group_concat(rowid) FROM ({holding})")
         if excluded is not None:
             selects.append(f"SELECT -2, group_concat(rowid) FROM {excluded[0]}")
             params.append(excluded[1])

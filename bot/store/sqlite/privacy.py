@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import aiosqlite
 
 from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
+from bot.store.columns import RESEALED_TERMS
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.export import build_export
 from bot.store.models import (
@@ -60,8 +61,8 @@ class SqlitePrivacy(SqliteBase):
             # holds it, and the merges of that call's next windows must find it there, not store it again.
             ids = [(turn_id, user_id) for turn_id in turn_ids]
             await db.executemany(
-                "UPDATE turns SET content = '', specifics = 0 WHERE turn_id = ? AND user_id = ? AND call_id IN "
-                "(SELECT call_id FROM calls WHERE state IN ('starting', 'active', 'ending'))",
+                "UPDATE turns SET content = '', specifics = 0, language_terms = NULL WHERE turn_id = ? AND user_id = ? "
+                "AND call_id IN (SELECT call_id FROM calls WHERE state IN ('starting', 'active', 'ending'))",
                 ids,
             )
             await db.executemany("DELETE FROM memory_vectors WHERE turn_id = ? AND user_id = ?", ids)
@@ -129,6 +130,7 @@ class SqlitePrivacy(SqliteBase):
             for statement in (
                 "INSERT INTO turns_fts (turns_fts) VALUES ('optimize')",
                 "INSERT INTO facts_fts (facts_fts) VALUES ('optimize')",
+                "INSERT INTO turns_language_fts (turns_language_fts) VALUES ('optimize')",
             ):
                 async with self.db.execute(statement):
                     pass
@@ -164,7 +166,7 @@ class SqlitePrivacy(SqliteBase):
         """Rewrites every member text (turns, facts, call and chat summaries) through ``reseal(user_id, column,
         value)``, in one transaction; None leaves a value as it is. Returns how many values changed. This is how
         an existing database is encrypted in place (``bot.keys.encrypted``); the full-text triggers reindex
-        each changed row."""
+        each changed row. A resealed line's language terms go (``RESEALED_TERMS``)."""
         sources = (
             ("turns", "turn_id", "content", "turns.content"),
             ("facts", "fact_id", "text", "facts.text"),
@@ -182,7 +184,8 @@ class SqlitePrivacy(SqliteBase):
                     new = await reseal(int(row[1]), name, str(row[2]))
                     if new is not None:
                         updates.append((new, row[0]))
-                await db.executemany(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", updates)
+                terms = RESEALED_TERMS if table == "turns" else ""
+                await db.executemany(f"UPDATE {table} SET {column} = ?{terms} WHERE {key} = ?", updates)
                 changed += len(updates)
         return changed
 

@@ -33,6 +33,7 @@ from bot.store.models import (
 )
 from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
+from bot.store.terms import stored_language_terms
 
 T = TypeVar("T")
 
@@ -152,7 +153,7 @@ def _write_call_turns(
     if updates:
         conn.executemany(
             "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ?, specifics = ?, "
-            "interrupted = ? WHERE turn_id = ? AND call_id = ?",
+            "interrupted = ?, language = ?, language_terms = ? WHERE turn_id = ? AND call_id = ?",
             [
                 (
                     u.seq,
@@ -162,6 +163,8 @@ def _write_call_turns(
                     u.captured,
                     stored_specifics(u.specifics, u.content),
                     int(u.interrupted),
+                    u.language,
+                    stored_language_terms(u.language_terms, u.content, u.language),
                     u.turn_id,
                     call_id,
                 )
@@ -171,7 +174,8 @@ def _write_call_turns(
     if inserts:
         conn.executemany(
             "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
-            "source, specifics, interrupted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice', ?, ?)",
+            "source, specifics, interrupted, language, language_terms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice', ?, ?, ?, ?)",
             [
                 (
                     user_id,
@@ -185,6 +189,8 @@ def _write_call_turns(
                     t.spoken_at,
                     stored_specifics(t.specifics, t.content),
                     int(t.interrupted),
+                    t.language,
+                    stored_language_terms(t.language_terms, t.content, t.language),
                 )
                 for t in inserts
             ],
