@@ -219,7 +219,7 @@ class Chat(commands.Cog):
                 return
             private = standing
         first, more = interaction_openers(interaction, ephemeral=not public, into_original=True)
-        deltas = chat.reply(interaction.user.id, interaction.guild_id, message, private=private or public)
+        deltas = chat.reply(interaction.user.id, interaction.guild_id, message, private=private, public=public)
         await show_stream(deltas, first, more, words)
         if public:
             await interaction.followup.send(words("chat.public_not_remembered"), ephemeral=True)

@@ -98,16 +98,18 @@ class ChatService:
         return self.llm is not None
 
     def reply(
-        self, user_id: int, guild_id: int | None, message: str, *, private: bool = False
+        self, user_id: int, guild_id: int | None, message: str, *, private: bool = False, public: bool = False
     ) -> AsyncGenerator[str, None]:
-        """Stream the answer to one message as text deltas.
+        """Stream the answer to one message as text deltas. ``private``: the member asked for no memory this
+        once. ``public``: the answer is posted where others read it, so it never reads or writes memory, whatever
+        the member chose (nothing private can surface in a channel).
 
         Raises ChatDisabled at once (not on first iteration) when no LLM is configured. The assistant's answer
         is stored only once it is complete; if the stream fails or the consumer stops early, the member's
         message stays stored and no partial answer is."""
         if self.llm is None:
             raise ChatDisabled("text chat needs an LLM: set LLM_BASE_URL")
-        return self._reply(self.llm, user_id, guild_id, message, private)
+        return self._reply(self.llm, user_id, guild_id, message, private or public)
 
     async def _reply(
         self, llm: LLMClient, user_id: int, guild_id: int | None, message: str, private: bool

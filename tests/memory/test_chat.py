@@ -165,6 +165,20 @@ async def test_private_chat_stores_and_injects_nothing(store, memory, chat, fake
     assert await store.count_turns(USER) == 2
 
 
+async def test_a_public_answer_stores_and_injects_nothing_even_for_a_member_remembered(
+    store, memory, chat, fake_llm
+) -> None:
+    fake_llm.queue_reply("Noted.")
+    await say(chat, "I like jazz.")
+    fake_llm.queue_reply("Hello, channel.")
+    await say(chat, "My secret is 4242.", public=True)
+    assert fake_llm.last_request["messages"] == [
+        {"role": "system", "content": PERSONA},
+        {"role": "user", "content": "My secret is 4242."},
+    ]
+    assert await store.count_turns(USER) == 2
+
+
 async def test_session_ends_after_the_idle_gap_and_is_queued(store, chat, fake_llm, clock) -> None:
     fake_llm.set_responder(lambda body: "ok")
     await say(chat, "first")
