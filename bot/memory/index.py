@@ -16,16 +16,10 @@ the index loads makes the next build load again. Forgetting also drops the membe
 The index holds plaintext only in this process's memory (decrypted by the encrypting store, if any); it is never
 written anywhere. At most ``INDEXED_MEMBERS`` members are held, least recently used dropped first.
 
-Little for the garbage collector to traverse: a full collection visits every reference held by every container
-the collector tracks, and a hundred members' indexes held as records (one object per line) made it take 250-500 ms,
-a pause every stream on the event loop waits out. So the index holds each line as a tuple of its columns inside
-one tuple (tuples of numbers and strings, and tuples of those, stop being tracked once the collector has seen
-them), and its facts likewise (``Rows``: a ``TurnRecord`` or ``FactRecord`` is made only of what a build reads);
-its lookups in dictionaries of strings and numbers only (never tracked); and what builds derive from it once
-(``derive``) must be numbers and rows too: with the facts and the call-start lines held as records, a full
-collection over a hundred members' indexes still took about 80 ms, and takes about 3 ms without them. Each line's
-rendering and token count (``Renderer``) is worked out once, when the index is read, instead of on every
-utterance.
+Each line's rendering and token count (``Renderer``) is worked out once, when the index is read, instead of on
+every utterance. The index holds its lines and facts as records, made once when it is read (it held them as rows
+of column values, each record made again whenever a build read it, so that the garbage collector would not walk
+them: that saved no CPU per voice turn, measured with ``bench/live_recall.py``).
 """
 
 from __future__ import annotations
@@ -34,14 +28,12 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from bot.store.columns import FACT_NAMES, TURN_NAMES, fact_record, turn_record
 from bot.store.models import CallRecord, ConversationSummary, FactRecord, TurnRecord
 from bot.store.ranking import rank_arrays
 from bot.store.terms import ENGLISH, language_stems, language_terms, line_terms, query_words
@@ -56,9 +48,6 @@ SUMMARIES = 3
 LOAD_SLICE = 48
 """Lines tokenized and rendered between two yields to the event loop while an index is read (about a
 millisecond)."""
-_row_of = attrgetter(*TURN_NAMES)
-_fact_row_of = attrgetter(*FACT_NAMES)
-_Record = TypeVar("_Record", TurnRecord, FactRecord)
 
 
 class IndexStore(Protocol):
@@ -89,47 +78,6 @@ class Renderer(NamedTuple):
     """(role, content) -> rendered line"""
     fact: Callable[[str, float], tuple[str, int]]
     """(text, confirmed_at) -> rendered fact"""
-
-
-class Rows(Sequence[_Record], Generic[_Record]):
-    """Records held as rows of their column values (see the module's note on the garbage collector), each record
-    made when it is read: a sequence of ``TurnRecord`` (``lines``) or of ``FactRecord`` (``facts``)."""
-
-    __slots__ = ("_make", "_rows")
-    _rows: tuple[tuple[Any, ...], ...]
-    _make: Callable[[tuple[Any, ...]], _Record]
-
-    def __init__(self, rows: tuple[tuple[Any, ...], ...], make: Callable[[tuple[Any, ...]], _Record]) -> None:
-        self._rows = rows
-        self._make = make
-
-    @classmethod
-    def lines(cls, rows: tuple[tuple[Any, ...], ...]) -> Rows[TurnRecord]:
-        return Rows(rows, turn_record)
-
-    @classmethod
-    def facts(cls, rows: tuple[tuple[Any, ...], ...]) -> Rows[FactRecord]:
-        return Rows(rows, fact_record)
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    @overload
-    def __getitem__(self, at: int) -> _Record: ...
-
-    @overload
-    def __getitem__(self, at: slice) -> Rows[_Record]: ...
-
-    def __getitem__(self, at: int | slice) -> _Record | Rows[_Record]:
-        if isinstance(at, slice):
-            return Rows(self._rows[at], self._make)
-        return self._make(self._rows[at])
-
-    def __iter__(self) -> Iterator[_Record]:
-        return map(self._make, self._rows)
-
-    def __reversed__(self) -> Iterator[_Record]:
-        return map(self._make, reversed(self._rows))
 
 
 class _Postings:
@@ -192,28 +140,20 @@ class _Postings:
         return rank_arrays(found, self.lengths, limit)
 
 
-def _position(conversation: str | None, seq: int) -> str:
-    """A line's place in its conversation as one string (a dictionary keyed by tuples is tracked)."""
-    return f"{conversation}\x00{seq}"
-
-
 class Rendered:
-    """Rendered texts and their token counts by id, in two dictionaries of plain values (never tracked by the
-    garbage collector, unlike one of (text, count) tuples)."""
+    """Rendered texts and their token counts by id."""
 
     def __init__(self) -> None:
-        self._texts: dict[int, str] = {}
-        self._tokens: dict[int, int] = {}
+        self._rendered: dict[int, tuple[str, int]] = {}
 
     def put(self, key: int, rendered: tuple[str, int]) -> None:
-        self._texts[key], self._tokens[key] = rendered
+        self._rendered[key] = rendered
 
     def get(self, key: int) -> tuple[str, int] | None:
-        text = self._texts.get(key)
-        return None if text is None else (text, self._tokens[key])
+        return self._rendered.get(key)
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return len(self._rendered)
 
 
 class MemberIndex:
@@ -229,14 +169,13 @@ class MemberIndex:
         summaries: list[ConversationSummary],
     ):
         self.stamp = stamp
-        self._rows: tuple[tuple[Any, ...], ...] = tuple(_row_of(t) for t in lines)
-        """Each line's ``TURN_NAMES`` values: see the module's note on the garbage collector."""
-        self.facts: Rows[FactRecord] = Rows.facts(tuple(_fact_row_of(f) for f in facts))
+        self._lines = lines
+        self.facts = facts
         """Current facts, newest confirmed first (as ``list_facts`` lists them)."""
         self.summaries = summaries
         self._line_postings = _Postings()
         self._fact_postings = _Postings()
-        self._by_position = {_position(t.call_id or t.chat_id, t.seq): row for row, t in enumerate(lines)}
+        self._by_position = {(t.call_id or t.chat_id, t.seq): row for row, t in enumerate(lines)}
         self._by_id = {t.turn_id: row for row, t in enumerate(lines)}
         self.rendered_lines = Rendered()
         self.rendered_facts = Rendered()
@@ -272,10 +211,10 @@ class MemberIndex:
         return index
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._lines)
 
     def _line(self, row: int) -> TurnRecord:
-        return turn_record(self._rows[row])
+        return self._lines[row]
 
     def rank_turns(self, query: str, limit: int) -> list[tuple[TurnRecord, float]]:
         """The lines matching any word of ``query`` (stemmed), best BM25 first, with the score: the lexical
@@ -289,7 +228,7 @@ class MemberIndex:
         return [(facts[row], score) for row, score in ranked]
 
     def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]:
-        found = (self._by_position.get(_position(*position)) for position in positions)
+        found = (self._by_position.get(position) for position in positions)
         return [self._line(row) for row in found if row is not None]
 
     def turns_by_id(self, turn_ids: Sequence[int]) -> list[TurnRecord]:
@@ -297,12 +236,12 @@ class MemberIndex:
         found = (self._by_id.get(turn_id) for turn_id in turn_ids)
         return [self._line(row) for row in found if row is not None]
 
-    def recent(self, limit: int) -> Rows[TurnRecord]:
+    def recent(self, limit: int) -> list[TurnRecord]:
         """The latest ``limit`` lines, oldest first."""
-        return Rows.lines(self._rows[-limit:] if limit else ())
+        return self._lines[-limit:] if limit else []
 
     def derive(self, name: str, compute: Callable[[MemberIndex], object]) -> object:
-        """``compute(self)``, once: numbers, strings, rows and tuples of those only (see the module's note)."""
+        """``compute(self)``, once."""
         if name not in self.derived:
             self.derived[name] = compute(self)
         return self.derived[name]

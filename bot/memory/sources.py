@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import NamedTuple, Protocol, cast
 
-from bot.memory.index import SUMMARIES, IndexStore, MemberIndex, Rendered, Rows
+from bot.memory.index import SUMMARIES, IndexStore, MemberIndex, Rendered
 from bot.memory.priors import QueryBase, RankedLines, informative_order, line_priors, opening_of
 from bot.memory.recall import neighbour_positions, neighbours
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
@@ -213,7 +213,7 @@ class IndexedMemory:
         return self.index.summaries
 
 
-IndexedLines = tuple[Rows[TurnRecord], dict[int, float], tuple[int, ...], QueryBase]
+IndexedLines = tuple[list[TurnRecord], dict[int, float], tuple[int, ...], QueryBase]
 
 
 def indexed_lines(index: MemberIndex) -> IndexedLines:
@@ -223,8 +223,7 @@ def indexed_lines(index: MemberIndex) -> IndexedLines:
 
     def compute(index: MemberIndex) -> IndexedLines:
         lines = index.recent(CALL_START_LINES)
-        records = list(lines)
-        priors = line_priors(records)
-        return lines, priors, informative_order(records, priors), QueryBase.of(records, priors)
+        priors = line_priors(lines)
+        return lines, priors, informative_order(lines, priors), QueryBase.of(lines, priors)
 
     return cast(IndexedLines, index.derive("lines", compute))

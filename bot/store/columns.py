@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any, TypeVar
+from itertools import islice
+from typing import Any
 
 from bot.store.models import CallMemoryState, CallRecord, ChatRecord, FactRecord, GuildSettings, TurnRecord
-
-R = TypeVar("R")
 
 CALL_COLUMNS = [f.name for f in fields(CallRecord)]
 CHAT_COLUMNS = [f.name for f in fields(ChatRecord)]
@@ -31,29 +30,25 @@ assert tuple(f.name for f in fields(TurnRecord)) == TURN_NAMES
 assert tuple(f.name for f in fields(FactRecord)) == FACT_NAMES
 
 
-def _filled(cls: type[R], names: tuple[str, ...], row: Iterable[Any]) -> R:
-    """A ``cls`` record of ``row``'s values for ``names``, made without the frozen dataclass's ``__init__`` (one
-    ``object.__setattr__`` per field, several times slower): a call start converts a few hundred rows."""
-    record: R = object.__new__(cls)
-    record.__dict__.update(zip(names, row, strict=False))
-    return record
+_PARTIAL, _INTERRUPTED = TURN_NAMES.index("partial"), TURN_NAMES.index("interrupted")
+_TOLD = FACT_NAMES.index("told")
 
 
 def turn_record(row: Iterable[Any]) -> TurnRecord:
     """The record of a row whose first columns are ``TURN_COLUMNS`` (either backend's row type)."""
-    record = _filled(TurnRecord, TURN_NAMES, row)
-    record.__dict__["partial"] = bool(record.partial)
-    record.__dict__["interrupted"] = bool(record.interrupted)
-    return record
+    values = list(islice(row, len(TURN_NAMES)))
+    values[_PARTIAL] = bool(values[_PARTIAL])
+    values[_INTERRUPTED] = bool(values[_INTERRUPTED])
+    return TurnRecord(*values)
 
 
 def fact_record(row: Iterable[Any]) -> FactRecord:
     """The record of a row whose first columns are ``FACT_COLUMNS`` (a row without ``told``, a call start's, is of a
     fact learned from conversation)."""
-    record = _filled(FactRecord, FACT_NAMES, row)
-    if "told" in record.__dict__:
-        record.__dict__["told"] = bool(record.told)
-    return record
+    values = list(islice(row, len(FACT_NAMES)))
+    if len(values) > _TOLD:
+        values[_TOLD] = bool(values[_TOLD])
+    return FactRecord(*values)
 
 
 GUILD_SETTING_NAMES = {f.name for f in fields(GuildSettings)} - {"guild_id"}

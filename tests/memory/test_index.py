@@ -6,8 +6,6 @@ would: its writes, forgets and pauses must show in the very next build."""
 
 from __future__ import annotations
 
-import gc
-import types
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -18,7 +16,7 @@ from bot.store.models import CallRecord, ChatRecord, Conversation
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
-from standins.factories import make_call, seed_fact, seed_facts
+from standins.factories import make_call, seed_fact
 from standins.harness import eventually
 
 DAY = 86400.0
@@ -196,50 +194,6 @@ async def test_the_lines_and_facts_an_index_renders_once_are_those_the_block_ren
         assert index.rendered_lines.get(turn.turn_id) == _turn_line(turn.role, turn.content)
     for fact in index.facts:
         assert index.rendered_facts.get(fact.fact_id) == _fact_line(fact.text, fact.confirmed_at)
-
-
-_SHARED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
-"""Classes, modules and functions: held by the program, not by one member's index."""
-
-
-def _tracked_objects_held(root: object) -> int:
-    """How many objects the garbage collector tracks among those reachable from ``root`` (classes, modules and
-    functions aside): what each full collection walks for it (an untracked object's references are never
-    walked)."""
-    seen = {id(root)}
-    stack = [root]
-    while stack:
-        for referent in gc.get_referents(stack.pop()):
-            if gc.is_tracked(referent) and not isinstance(referent, _SHARED) and id(referent) not in seen:
-                seen.add(id(referent))
-                stack.append(referent)
-    return len(seen)
-
-
-async def test_a_held_index_leaves_the_garbage_collector_nothing_that_grows_with_the_member(
-    store: Store, memory: MemoryService
-) -> None:
-    """A full collection walks every reference of every tracked object: a hundred members' indexes held as
-    records made each one take some 80 ms, a pause every voice turn waited out. Once a collection has seen them,
-    an index's lines, facts and what builds derive from them (call start and per utterance) are untracked."""
-
-    async def held_after_builds(lines: int, facts: int) -> int:
-        talk = [("user" if n % 2 else "assistant", f"Line {n}: my locker code is {1000 + n}.") for n in range(lines)]
-        current, ask, _ = await in_a_call(store, memory, talk)
-        await seed_facts(store, USER, [f"Fact number {n} about Oslo" for n in range(facts)], T0 + 2 * DAY)
-        await memory.build_context(USER, exclude_call_id=current.call_id)
-        await memory.build_context(USER, **ask)
-        index = await memory.context.indexes.get(USER, current.call_id)
-        assert len(index) > lines and len(index.facts) >= facts
-        gc.collect()
-        gc.collect()
-        held = _tracked_objects_held(index)
-        await store.transition_call(current.call_id, ["active"], "ended", ended_at=T0 + 3 * DAY)
-        return held
-
-    small = await held_after_builds(lines=10, facts=3)
-    large = await held_after_builds(lines=400, facts=120)
-    assert large == small <= 20, (small, large)
 
 
 async def test_reading_ahead_at_a_call_start_also_derives_what_every_build_needs(
