@@ -9,7 +9,8 @@ headers arrive: once deltas have been handed to the caller, a failure is raised 
 ``open_stream`` (the voice agent's relay, ``bot.memory.live``) goes through aiohttp instead of httpx: it runs on
 every voice turn and reads every chunk of the reply, and aiohttp's C HTTP parser and plain stream reader cost a
 fraction of httpx's per-chunk layers (httpcore, anyio, h11) on the bot's event loop. Its connections are kept alive
-and reused like httpx's; errors are the same ``LLMError`` s.
+and reused like httpx's; errors are the same ``LLMError`` s. Both are made by ``bot.llm.connection``, as the
+embeddings client's are.
 
 The API key goes only into the Authorization header. It is never logged, is absent from ``repr``, and is
 masked out of any server text quoted in an error message (some servers echo the key they rejected).
@@ -27,9 +28,8 @@ from typing import Any, Self
 
 import aiohttp
 import httpx
-from aiohttp.helpers import get_env_proxy_for_url
-from yarl import URL
 
+from bot.llm.connection import LLMConnection
 from bot.llm.errors import (
     API_KEY_SETTING,
     BASE_URL_SETTING,
@@ -92,24 +92,19 @@ class LLMClient:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"{BASE_URL_SETTING} must start with http:// or https://, got {base_url!r}")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
-        self._base_url = base_url.rstrip("/")
+        self._connection = LLMConnection(
+            base_url=base_url, api_key=api_key, timeout=timeout, user_agent=USER_AGENT, transport=transport
+        )
+        self._base_url = self._connection.base_url
         self._model = model
-        self._api_key = api_key or None
         self._timeout = timeout
         self._max_retries = max_retries
         self._backoff_base = backoff_base
         self._sleep = sleep
         self._response_format_supported = True
-        headers = {"User-Agent": USER_AGENT}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        self._headers = headers
-        self._http = httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport)
-        self._streams: aiohttp.ClientSession | None = None
+        self._http = self._connection.http
 
     @property
     def base_url(self) -> str:
@@ -134,10 +129,7 @@ class LLMClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
-        if self._streams is not None:
-            await self._streams.close()
-            self._streams = None
+        await self._connection.aclose()
 
     async def complete(
         self,
@@ -233,7 +225,7 @@ class LLMClient:
         payload = {**request, "model": self._model}
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         url = self._base_url + CHAT_PATH
-        session = self._stream_session()
+        session = self._connection.streams()
         attempt = 0
         while True:
             attempt += 1
@@ -265,21 +257,6 @@ class LLMClient:
                 delay = self._backoff(attempt, _retry_after(answer))
                 self._log_retry(f" answered {answer.status_code}", delay, attempt, max_retries)
             await self._sleep(delay)
-
-    def _stream_session(self) -> aiohttp.ClientSession:
-        """Made on first use, inside the running event loop (aiohttp's requirement); idle connections are kept
-        for reuse, so a voice turn rarely waits for a TCP handshake.
-
-        The environment's proxy for the LLM's URL (``HTTPS_PROXY``/``HTTP_PROXY``, ``NO_PROXY``), which the httpx
-        path honours too, is read here, once. aiohttp's ``trust_env`` would read it, and ``~/.netrc``, again
-        for every request, each in a worker thread: two thread hops before each voice turn's request is sent."""
-        if self._streams is None or self._streams.closed:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=self._timeout)
-            proxy, proxy_auth = _env_proxy(self._base_url)
-            self._streams = aiohttp.ClientSession(
-                headers=self._headers, timeout=timeout, proxy=proxy, proxy_auth=proxy_auth
-            )
-        return self._streams
 
     async def models(self) -> list[str]:
         """The model ids the server lists at GET ``{base_url}/models``."""
@@ -443,15 +420,7 @@ class LLMClient:
         return content or "", choice.get("finish_reason") is not None
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
-
-
-def _env_proxy(base_url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
-    """The proxy the environment sets for ``base_url`` (and its credentials), or none (unset, or NO_PROXY)."""
-    try:
-        return get_env_proxy_for_url(URL(base_url))
-    except LookupError:
-        return None, None
+        return self._connection.redact(text)
 
 
 def _retryable(status: int) -> bool:

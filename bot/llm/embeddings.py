@@ -17,7 +17,8 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from bot.llm.errors import BASE_URL_SETTING, LLMBadResponse, LLMError, LLMUnavailable
+from bot.llm.connection import LLMConnection
+from bot.llm.errors import LLMBadResponse, LLMError, LLMUnavailable
 
 EMBEDDINGS_PATH = "/embeddings"
 EMBEDDING_MODEL_SETTING = "llm.embedding_model (LLM_EMBEDDING_MODEL)"
@@ -39,18 +40,15 @@ class EmbeddingClient:
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"{BASE_URL_SETTING} must start with http:// or https://, got {base_url!r}")
         if not model:
             raise ValueError(f"{EMBEDDING_MODEL_SETTING} must name a model")
-        self._url = base_url.rstrip("/") + EMBEDDINGS_PATH
+        self._connection = LLMConnection(
+            base_url=base_url, api_key=api_key, timeout=timeout, user_agent=USER_AGENT, transport=transport
+        )
+        self._url = self._connection.base_url + EMBEDDINGS_PATH
         self._model = model
-        self._api_key = api_key or None
         self._timeout = timeout
-        headers = {"User-Agent": USER_AGENT}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        self._http = httpx.AsyncClient(timeout=timeout, headers=headers, transport=transport)
+        self._http = self._connection.http
 
     @property
     def model(self) -> str:
@@ -68,7 +66,7 @@ class EmbeddingClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._connection.aclose()
 
     async def embed(self, texts: Sequence[str], *, wait_seconds: float | None = None) -> Matrix:
         """One request for all ``texts``: a (len(texts), dimensions) float32 matrix, rows in input order."""
@@ -82,9 +80,7 @@ class EmbeddingClient:
                 f"embeddings at {self._url} did not answer within {wait:g} s: {type(exc).__name__}"
             ) from exc
         if response.status_code != 200:
-            detail = response.text[:MAX_DETAIL_CHARS]
-            if self._api_key:
-                detail = detail.replace(self._api_key, "***")
+            detail = self._connection.redact(response.text[:MAX_DETAIL_CHARS])
             error = LLMUnavailable if response.status_code == 429 or response.status_code >= 500 else LLMError
             raise error(
                 f"embeddings at {self._url} answered {response.status_code} for model {self._model!r} "

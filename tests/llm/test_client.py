@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from bot.llm import LLMBadResponse, LLMClient, LLMError, LLMUnavailable
-from bot.llm import client as llm_client
+from bot.llm import connection as llm_connection
 from standins.llm_server import FakeLLM, running_fake_llm
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello?"}]
@@ -389,7 +389,7 @@ async def test_open_stream_relays_the_raw_stream_and_reuses_its_connection(
     async with LLMClient(base_url=fake_llm.base_url, model="fake-model", api_key=SECRET, sleep=sleep) as client:
         content_type, raw = await _relayed(client, body)
         await _relayed(client, body)
-        session = client._stream_session()
+        session = client._connection.streams()
         assert session.connector is not None and len(session.connector._conns) == 1, "one connection, reused"
     assert content_type.startswith("text/event-stream")
     assert raw.endswith(b"data: [DONE]\n\n") and b'"content":"first"' in raw.replace(b" ", b"")
@@ -467,13 +467,13 @@ async def test_open_stream_goes_through_the_environments_proxy_read_once_per_cli
     """An operator's HTTP(S)_PROXY applies to the voice relay's requests as to every other request of the client,
     and NO_PROXY exempts a host; the environment is read once per client, not before every voice turn."""
     lookups: list[str] = []
-    real_lookup = llm_client.get_env_proxy_for_url
+    real_lookup = llm_connection.get_env_proxy_for_url
 
     def counted(url: Any) -> Any:
         lookups.append(str(url))
         return real_lookup(url)
 
-    monkeypatch.setattr(llm_client, "get_env_proxy_for_url", counted)
+    monkeypatch.setattr(llm_connection, "get_env_proxy_for_url", counted)
     body = {"messages": MESSAGES, "stream": True}
     async with forward_proxy() as targets:
         async with LLMClient(base_url="http://llm.example.invalid/v1", model="m", sleep=sleep) as client:
