@@ -13,8 +13,6 @@ the GIL (both run on uvloop too, so that they take as little as they can of the 
 the agent's client is aiohttp's, which takes a third of the CPU httpx's did for the same turns: with httpx the agent
 was the busiest of the three processes, and its own delays made up most of the direct path's p99).
 Every proxied turn stores the user line, builds that utterance's memory and stores the reply, as in a real call.
-The bot's start-up ends by freezing what it holds out of later garbage collections
-(``bot.loop.freeze_startup_objects``); so does this process's, before the members' calls start.
 
 For 1, 20 and 100 concurrent streams (each stream a different member's call in conversation: a turn through the
 proxy, the same body straight to the upstream, a short pause, again; the upstream takes ``--stream-seconds`` to
@@ -413,7 +411,6 @@ async def run(args: argparse.Namespace) -> int:
             live_recall=live,
         )
         await web.start()
-        event_loop.freeze_startup_objects()  # as the bot's start-up ends (Services.start_background)
         members: list[tuple[int, str, str, str]] = []
         from standins.factories import make_call
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from bot import loop as event_loop
 from bot.agora import ConvoAIClient
 from bot.calls.page import CallPageAdapter
 from bot.calls.service import CallService
@@ -115,7 +114,6 @@ class Services:
         if self.postcall is not None:
             self._workers.append(asyncio.create_task(self.postcall.run(self._stop), name="post-call"))
         self._workers.append(asyncio.create_task(self._sweeps(), name="sweeps"))
-        event_loop.freeze_startup_objects()
 
     async def _sweeps(self) -> None:
         last_retention = 0.0

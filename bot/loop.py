@@ -8,7 +8,6 @@ supports (not Windows); there the bot runs on asyncio's loop, with the same beha
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -27,17 +26,3 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 def loop_name() -> str:
     """Which event loop runs the calling coroutine ("uvloop" or "asyncio"), for `check` and /healthz."""
     return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
-
-
-def freeze_startup_objects() -> None:
-    """Leave what the process holds once started (modules, classes, functions, clients, the tokenizer) out of
-    every later garbage collection: collect once, then ``gc.freeze()``.
-
-    A full collection visits every reference of every object the collector tracks; in the running bot about
-    half of those belong to what was loaded at start and lives as long as the process, so each full collection
-    (every voice turn on the event loop waits it out) took some 25-50 ms more than the objects made since need.
-    Frozen objects are still freed when nothing refers to them any more; only a reference cycle among them
-    would never be collected, and what is alive when the bot has just started lives until it stops. Called
-    once, when start-up is done (``Services.start_background``)."""
-    gc.collect()
-    gc.freeze()

@@ -7,6 +7,7 @@ line that repeats one already in (near-duplicate content words) is left out.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -18,7 +19,6 @@ from bot.memory.dates import resolved
 from bot.memory.defuse import defuse
 from bot.memory.index import Rendered
 from bot.memory.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_uncached
-from bot.store.memo import memo
 from bot.store.models import ConversationSummary, FactRecord, TurnRecord
 from bot.store.terms import STOP_WORDS, words
 
@@ -64,7 +64,7 @@ def _date_at(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
-@memo(maxsize=4096)
+@functools.lru_cache(maxsize=4096)
 def _midnight_date(days: int) -> str:
     return _date_at(days * _SECONDS_PER_DAY)
 
@@ -124,8 +124,7 @@ class BudgetedBlock:
         self._misfits = 0
 
     def snapshot(self) -> tuple[Any, ...]:
-        """What the block holds, for ``restore``: flat tuples of plain values, one per line, which the garbage
-        collector stops tracking (see ``bot.memory.index``)."""
+        """What the block holds, for ``restore``: flat tuples of plain values, one per line."""
         lines = tuple(
             (len(key), *key, *(None,) * (3 - len(key)), group.header, *order, line)
             for key, group in self.groups.items()
@@ -268,9 +267,8 @@ def _fewest_tokens(content: str) -> int:
     return 1 + len(quoted(content).split())
 
 
-quoted = memo(maxsize=1 << 16)(_quote)
-"""Quoted texts by text: the rendered lines and facts are made of them (see ``bot.store.memo`` for why a text is
-kept rather than the (line, count) pair)."""
+quoted = functools.lru_cache(maxsize=1 << 16)(_quote)
+"""Quoted texts by text: the rendered lines and facts are made of them."""
 
 
 def _fact_line(text: str, confirmed_at: float) -> tuple[str, int]:
@@ -283,10 +281,9 @@ def _turn_line(role: str, content: str) -> tuple[str, int]:
     return render_turn_line(role, content, quoted, count_tokens)
 
 
-@memo(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 16)
 def content_words(text: str) -> str:
-    """The distinct content words of ``text``, sorted, in one string (kept by ``_signature``'s cache: a string,
-    which the garbage collector does not track, unlike a set)."""
+    """The distinct content words of ``text``, sorted, in one string (what ``_signature`` splits)."""
     return " ".join(sorted(frozenset(words(text)) - STOP_WORDS))
 
 

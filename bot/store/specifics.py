@@ -8,9 +8,8 @@ reveals no text (a number from 0 to 10: how many numbers, names, dates and decis
 
 from __future__ import annotations
 
+import functools
 import re
-
-from bot.store.memo import memo
 
 SPECIFICS_PAGE = 5000
 """Lines read at a time when older lines get their specifics counted (``count_specifics``)."""
@@ -30,7 +29,7 @@ _SEALED = re.compile("[0-9a-f ]*\u27d0")
 """The start of a value sealed by member encryption (``bot.keys.sealed``), as migration 9 recognises it."""
 
 
-@memo(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 16)
 def specifics(text: str) -> int:
     """Numbers and identifiers, names, dates, decisions and preferences in ``text``: counted, each kind capped,
     so one long line does not win on length alone."""

@@ -33,13 +33,13 @@ Thai, Vietnamese) have no language terms: the semantic index finds their lines.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
 
 import snowballstemmer
 
-from bot.store.memo import memo
 from bot.store.specifics import sealed
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -86,7 +86,7 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower() if text.isascii() else _fold(text))
 
 
-@memo(maxsize=65536)
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The term of one word (as ``words`` gives it)."""
     if not PORTER_MIN <= len(word) <= PORTER_MAX:
@@ -141,7 +141,7 @@ def query_stems(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
     return [term for _, term in query_words(text, max_terms)]
 
 
-@memo(maxsize=65536)
+@functools.lru_cache(maxsize=65536)
 def language_stem(word: str, language: str) -> str:
     """The term of one word (as ``words`` gives it) in ``language``, a key of ``STEMMERS``."""
     if not PORTER_MIN <= len(word) <= PORTER_MAX or word.isdigit():
