@@ -96,10 +96,10 @@ class _Postings:
         cls,
         texts: Sequence[str],
         each: Callable[[int], object] | None = None,
-        languages: Sequence[str] | None = None,
+        languages: Sequence[Sequence[str]] | None = None,
     ) -> _Postings:
         """Built in slices of ``LOAD_SLICE`` texts, letting the event loop serve other calls between them;
-        ``each(row)`` runs for every row too (in the same slices). ``languages``: each text's (English if None)."""
+        ``each(row)`` runs for every row too (in the same slices). ``languages``: each text's besides English."""
         rows: dict[str, list[int]] = {}
         language_rows: dict[str, list[int]] = {}
         held: set[str] = set()
@@ -111,12 +111,12 @@ class _Postings:
             lengths.append(length)
             for term in terms:
                 rows.setdefault(term, []).append(row)
-            language = ENGLISH if languages is None else languages[row]
-            native = None if language == ENGLISH else language_terms(text, language)
-            if native is not None:
-                held.add(language)
-                for term in native.split():
-                    language_rows.setdefault(term, []).append(row)
+            for language in () if languages is None else languages[row]:
+                native = None if language == ENGLISH else language_terms(text, language)
+                if native is not None:
+                    held.add(language)
+                    for term in native.split():
+                        language_rows.setdefault(term, []).append(row)
             if each is not None:
                 each(row)
         postings = cls()
@@ -205,9 +205,10 @@ class MemberIndex:
                 rendered_facts.put(fact.fact_id, renderer.fact(fact.text, fact.confirmed_at))
 
         index._line_postings = await _Postings.of(
-            [turn.content for turn in lines], render_line, [turn.language for turn in lines]
+            [turn.content for turn in lines], render_line, [(turn.language,) for turn in lines]
         )
-        index._fact_postings = await _Postings.of([fact.text for fact in facts], render_fact)
+        spoken = index._line_postings.languages  # facts carry no language: they are in those of the lines
+        index._fact_postings = await _Postings.of([fact.text for fact in facts], render_fact, [spoken] * len(facts))
         return index
 
     def __len__(self) -> int:

@@ -13,7 +13,7 @@ from bot.memory.importer import POST_CALL_JOB
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
-from standins.factories import make_call
+from standins.factories import make_call, seed_fact
 from standins.llm_server import FakeLLM
 
 SPANISH = [
@@ -116,3 +116,17 @@ async def test_facts_from_a_spanish_call_stay_spanish(
     system, user = (message["content"] for message in request["messages"])
     assert "never translate" in system
     assert "It was held in Spanish." in user
+
+
+async def test_the_member_s_index_finds_a_fact_in_the_language_of_their_lines(
+    store: Store, memory: MemoryService
+) -> None:
+    """Facts carry no language of their own: on the live path they are searched in the languages of the member's
+    lines too, so a Spanish fact is found by another form of its words."""
+    call_id = await _remember(store, memory, "es", SPANISH)
+    await seed_fact(store, 31, "La hermana del usuario trabaja en Oporto", 0.0, call_id=call_id)
+    await seed_fact(store, 31, "Al usuario le gusta el café", 0.0, call_id=call_id)
+    current = make_call(user_id=31, state="active", language="es")
+    await store.create_call(current)
+    index = await memory.context.indexes.get(31, current.call_id)
+    assert [f.text for f, _ in index.rank_facts("¿Dónde trabajaba?", 3)] == ["La hermana del usuario trabaja en Oporto"]
