@@ -61,7 +61,7 @@ def ended_text(ended: CallEnded, words: Words, facts_learned: int | None = None,
         return words("calls.ended.not_saved")
     if ended.private:
         return words("calls.ended.private")
-    parts = [words("calls.ended.kept", lines=words.count("count.line", ended.turns_stored))]
+    parts = [words.count("calls.ended.kept", ended.turns_stored)]
     if ended.lines_lost:
         parts.append(words("calls.ended.lost", things=words.count("count.thing", ended.lines_lost)))
     if not learning:

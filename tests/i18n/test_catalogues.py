@@ -75,6 +75,11 @@ def test_plural_forms_follow_the_catalogue_rule_and_missing_keys_fall_back_to_en
     spanish = words_for("es-ES")
     assert [spanish.count("count.call", n) for n in (0, 1, 2)] == ["0 llamadas", "1 llamada", "2 llamadas"]
     assert [words_for("en-US").count("count.line", n) for n in (1, 7)] == ["1 line", "7 lines"]
+    kept = [words_for(locale).count("calls.ended.kept", 1) for locale in ("en-US", "es-ES")]
+    assert kept == [
+        "**Call ended.** 1 line of the conversation was kept.",
+        "**Llamada terminada.** Se guardó 1 línea de la conversación.",
+    ]
     every = catalogues()
     thin = Words(replace(every["es"], texts={}), every[ENGLISH_TAG])
     assert thin("calls.already_ended") == "This call has already ended."
