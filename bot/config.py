@@ -143,7 +143,7 @@ class AgoraSettings(_Section):
     greeting: str = "Hi! Good to hear from you. What's on your mind?"
     sdk_url: str = AGORA_DEFAULT_SDK_URL
     emulator: bool = False
-    """The Agora API is the local emulator of ``python3 tasks.py demo`` (tests/fakes/agora_emulator.py): the call
+    """The Agora API is the local emulator of ``python3 tasks.py demo`` (standins/agora_emulator/): the call
     page offers a "type instead of speaking" box whose lines the emulator's agent hears as the member's speech.
     Refused unless ``api_base_url`` is on this machine (127.0.0.1, ::1 or localhost), so a bot talking to the real
     Agora never shows it."""
