@@ -26,9 +26,9 @@ from standins.discord_gateway import (
     FakeDiscord,
     OpenAPI,
     SchemaAllowance,
-    _collect_errors,
     openapi,
 )
+from standins.discord_gateway.schema_errors import collect_errors
 
 ALICE = 1_000_000_000_000_000_001
 BOB = 1_000_000_000_000_000_002
@@ -553,7 +553,7 @@ def test_union_errors_point_at_the_intended_branch(body: dict[str, Any], expecte
     assert matched is not None
     pointer = api.request_body_pointer(matched[0], "application/json")
     assert pointer is not None
-    shaped, _ = _collect_errors(api.validator(pointer).iter_errors(body))
+    shaped, _ = collect_errors(api.validator(pointer).iter_errors(body))
 
     def flatten(node: dict[str, Any], prefix: str = "") -> dict[str, str]:
         found = {prefix.rstrip("."): item["code"] for item in node.get("_errors", [])}
