@@ -60,8 +60,7 @@ class PageSettings:
     public_origin: str
     csp: str
     call_template: str
-    invalid_html: str
-    ended_html: str
+    notice_html: str
     preview_html: str
     status_poll_interval: float
     emulator_controls_url: str | None = None
@@ -84,28 +83,6 @@ PREVIEW_HTML = """<!doctype html>
 <meta property="og:description" content="{{page.preview}}">
 </head>
 <body><p>{{page.preview}}</p></body>
-</html>
-"""
-
-
-ELSEWHERE_HTML = """<!doctype html>
-<html lang="{{page.lang}}">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex, nofollow">
-<meta name="referrer" content="no-referrer">
-<title>{{page.elsewhere.title}}</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/static/call.css">
-</head>
-<body>
-<main class="card" aria-labelledby="title">
-  <h1 id="title">{{page.elsewhere.heading}}</h1>
-  <p>{{page.elsewhere.why}}</p>
-  <p>{{page.elsewhere.move_html}}</p>
-</main>
-</body>
 </html>
 """
 
@@ -164,8 +141,22 @@ def _html_page(request: web.Request, template: str, status: int = 200) -> web.Re
     return web.Response(status=status, text=body, content_type="text/html", charset="utf-8")
 
 
+def _notice(request: web.Request, kind: str, status: int) -> web.Response:
+    """One of the short pages instead of a call (``page.<kind>.*``: ``invalid`` link, call ``ended``, open
+    ``elsewhere``): a title, a heading and two lines, whose ``_html`` texts hold the catalogue's own markup."""
+    words = page_words(request)
+    values = {
+        "TITLE": html.escape(words.text(f"page.{kind}.title")),
+        "HEADING": html.escape(words.text(f"page.{kind}.heading")),
+        "FIRST": words.text(f"page.{kind}.first_html"),
+        "SECOND": words.text(f"page.{kind}.second_html"),
+    }
+    page = _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), request.app[SETTINGS_KEY].notice_html)
+    return web.Response(status=status, text=in_words(page, words), content_type="text/html", charset="utf-8")
+
+
 def _invalid_page(request: web.Request) -> web.Response:
-    return _html_page(request, request.app[SETTINGS_KEY].invalid_html, 404)
+    return _notice(request, "invalid", 404)
 
 
 def _json_for_script(data: object) -> str:
@@ -233,8 +224,7 @@ def load_page_settings(
         public_origin=public_origin,
         csp=build_csp(sdk_url, emulator_controls_url),
         call_template=(STATIC_DIR / "call.html").read_text(encoding="utf-8"),
-        invalid_html=(STATIC_DIR / "invalid.html").read_text(encoding="utf-8"),
-        ended_html=(STATIC_DIR / "ended.html").read_text(encoding="utf-8"),
+        notice_html=(STATIC_DIR / "notice.html").read_text(encoding="utf-8"),
         preview_html=PREVIEW_HTML,
         status_poll_interval=status_poll_interval,
         emulator_controls_url=emulator_controls_url,
@@ -252,11 +242,11 @@ async def call_page(request: web.Request) -> web.StreamResponse:
     try:
         session = await request.app[BACKEND_KEY].open_page(token, browser=browser_cookie(request))
     except OpenElsewhere:
-        return _html_page(request, ELSEWHERE_HTML, 409)
+        return _notice(request, "elsewhere", 409)
     if session is None or session.state not in PAGE_STATES:
         status = await request.app[BACKEND_KEY].status(token, browser=browser_cookie(request))
         if status is not None and status.state in ("ended", "failed"):
-            return _html_page(request, settings.ended_html, 410)
+            return _notice(request, "ended", 410)
         return _invalid_page(request)
     page = render_call_page(settings, session, page_words(request))
     response = web.Response(text=page, content_type="text/html", charset="utf-8")

@@ -14,7 +14,7 @@ Routes
 ``POST /agora/webhook``                     Agora NCS receiver (raw body + headers go to the backend)
 ``GET  /healthz``                           the health report as JSON, 503 when it raises; through a proxy only
                                             its status (``bot.web.operator``, which also serves ``/metrics``)
-``GET  /static/...``                        call.js, call.css, invalid.html, ended.html
+``GET  /static/...``                        call.js, call.css, notice.html (link invalid, call ended, open elsewhere)
 ``POST /llm/v1/chat/completions``           the voice agent's LLM with live recall (``bot.web.llm_route``)
 
 Link tokens are secrets (they are the only credential of a call page): they are validated before they reach

@@ -356,7 +356,7 @@ async def test_healthz_failure(client: TestClient, fake_backend: FakeCallPageBac
     [
         ("/static/call.js", "javascript"),
         ("/static/call.css", "text/css"),
-        ("/static/invalid.html", "text/html"),
+        ("/static/notice.html", "text/html"),
     ],
 )
 async def test_static_files(client: TestClient, path: str, content_type: str) -> None:
