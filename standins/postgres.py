@@ -7,6 +7,7 @@ saying why; no test is skipped for want of PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import pwd
@@ -14,9 +15,15 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+
+T = TypeVar("T")
 
 DEBIAN_BIN = Path("/usr/lib/postgresql")
 START_TIMEOUT_SECONDS = 60
@@ -50,6 +57,39 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class _AdminConnection:
+    """One connection to the cluster's ``postgres`` database, on an event loop of its own thread, so that sync code
+    and code inside a running loop (an async fixture asking for ``postgres_url``) can both use it. CREATE and DROP
+    DATABASE are then a round trip each instead of a psql process each (about 0.1 s less per test database)."""
+
+    def __init__(self, url: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="postgres-admin", daemon=True)
+        self._thread.start()
+        try:
+            self._connection: asyncpg.Connection = self._run(asyncpg.connect(url))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout=START_TIMEOUT_SECONDS)
+
+    def execute(self, sql: str) -> None:
+        self._run(self._connection.execute(sql))
+
+    def close(self) -> None:
+        try:
+            self._run(self._connection.close())
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=START_TIMEOUT_SECONDS)
+        self._loop.close()
+
+
 class PostgresCluster:
     """One server process for the whole session; each test gets its own database (`new_database`)."""
 
@@ -63,6 +103,7 @@ class PostgresCluster:
         self.user = "postgres"
         self._run_as: list[str] = []
         self._names = itertools.count(1)
+        self._admin: _AdminConnection | None = None
         if os.geteuid() == 0:
             try:
                 account = pwd.getpwnam("postgres")
@@ -113,6 +154,9 @@ class PostgresCluster:
             raise PostgresUnavailable(f"the PostgreSQL test server did not start:\n{started.stderr}\n{log}")
 
     def stop(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            admin.close()
         if (self.data / "postmaster.pid").exists():
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.root, ignore_errors=True)
@@ -130,26 +174,37 @@ class PostgresCluster:
             raise RuntimeError(f"psql failed: {result.stderr}")
         return result.stdout
 
-    def new_database(self) -> str:
-        """A fresh, empty database; returns its URL. The caller drops it (`drop_database`), or uses `database`."""
+    def _administer(self, sql: str) -> None:
+        if self._admin is None:
+            self._admin = _AdminConnection(self.url())
+        self._admin.execute(sql)
+
+    def new_database(self, template: str = "template0") -> str:
+        """A fresh database, a copy of ``template`` (by default empty); returns its URL. The caller drops it
+        (`drop_database`), or uses `database`. FILE_COPY copies the template's files (with fsync off, cheaper than
+        writing them through the WAL); nobody may be connected to the template meanwhile."""
         name = f"t{os.getpid()}_{next(self._names)}"
-        self.psql("postgres", f"CREATE DATABASE {name} TEMPLATE template0")
+        self._administer(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY")
         return self.url(name)
 
     def drop_database(self, url: str) -> None:
         """Drop a database made by `new_database`, closing whatever connections a test left open to it."""
-        name = url.split("@/", 1)[1].split("?", 1)[0]
-        self.psql("postgres", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self._administer(f"DROP DATABASE IF EXISTS {database_name(url)} WITH (FORCE)")
 
     @contextmanager
-    def database(self) -> Iterator[str]:
-        """A fresh, empty database for the block, dropped after it: a session of hundreds of tests leaves no
-        databases behind for the server's shutdown to remove."""
-        url = self.new_database()
+    def database(self, template: str = "template0") -> Iterator[str]:
+        """A fresh database for the block (`new_database`), dropped after it: a session of hundreds of tests leaves
+        no databases behind for the server's shutdown to remove."""
+        url = self.new_database(template)
         try:
             yield url
         finally:
             self.drop_database(url)
+
+
+def database_name(url: str) -> str:
+    """The database of a test cluster's URL (postgresql://user@/NAME?host=...)."""
+    return url.split("@/", 1)[1].split("?", 1)[0]
 
 
 def running_cluster() -> Iterator[PostgresCluster]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from standins.harness import CallWorld, call_world
 from standins.llm_server import FakeLLM, running_fake_llm
-from standins.postgres import PostgresCluster, running_cluster
+from standins.postgres import PostgresCluster, database_name, running_cluster
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
 
 
@@ -32,11 +34,29 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
 
 
 @pytest.fixture
-def new_postgres_database(postgres_cluster: PostgresCluster) -> Iterator[Callable[[], str]]:
-    """Makes fresh, empty databases on the session's cluster (returns each one's URL); all of them are dropped when
-    the test ends."""
+def new_postgres_database(postgres_cluster: PostgresCluster) -> Iterator[Callable[..., str]]:
+    """Makes fresh databases on the session's cluster, empty or copies of a ``template`` (returns each one's URL);
+    all of them are dropped when the test ends."""
     with ExitStack() as made:
-        yield lambda: made.enter_context(postgres_cluster.database())
+        yield lambda template="template0": made.enter_context(postgres_cluster.database(template))
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres_template(postgres_cluster: PostgresCluster) -> str:
+    """A database of the session's cluster that the bot's PostgreSQL migrations ran on once, nothing else: the
+    `store` fixture's databases are copies of it, as a bot finds its database at its next start, instead of
+    running every migration again for each test (most of a PostgreSQL test's setup). Migrating an empty database
+    is tested with `postgres_url` (tests/store/test_postgres.py, and every test that opens a call world on it)."""
+    url = postgres_cluster.new_database()
+
+    async def migrate() -> None:
+        store = PostgresStore(url, min_connections=1, max_connections=1)
+        await store.open()
+        await store.close()
+
+    with ThreadPoolExecutor(1) as thread:  # the fixture may be asked for inside a test's running event loop
+        thread.submit(asyncio.run, migrate()).result()
+    return database_name(url)
 
 
 @pytest.fixture
@@ -64,11 +84,13 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     """Every test that takes `store` runs against both backends, plain and behind the layer that encrypts every
     member text with the member's own key (bot.keys.encrypted), so none can differ silently. The keys are in a
     SQLite key store file on both (allowed with PostgreSQL too; PostgresKeyStore has its own tests in
-    tests/keys/test_postgres_shredding.py), which keeps the session's cluster to one database per test."""
+    tests/keys/test_postgres_shredding.py), which keeps the session's cluster to one database per test. That database
+    is a copy of one migrated once this session (`migrated_postgres_template`)."""
     backend: Store
     master = parse_master_key(generate_master_key_text())
     if request.param.startswith("postgresql"):
-        backend = PostgresStore(request.getfixturevalue("postgres_url"))
+        new_database = request.getfixturevalue("new_postgres_database")
+        backend = PostgresStore(new_database(request.getfixturevalue("migrated_postgres_template")))
     else:
         backend = SqliteStore(tmp_path / "memory.db")
     keys = SqliteKeyStore(tmp_path / "memory.keys.db", master)

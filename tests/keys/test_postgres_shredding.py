@@ -24,7 +24,7 @@ from bot.store.pg_migrations import PG_MIGRATIONS
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from standins.factories import make_call
-from standins.postgres import PostgresCluster
+from standins.postgres import PostgresCluster, database_name
 from tests.keys.test_shredding import GONE, KEPT, SECRETS, assert_readable_only_for_the_kept_member, plain_terms
 
 MARKER = "Marker-Kinkajou-4410 keeps bees"
@@ -62,11 +62,6 @@ async def stored_wrapped(url: str, user_id: int) -> bytes:
         await db.close()
     assert value is not None
     return bytes(value)
-
-
-def database_of(url: str) -> str:
-    """The database name of a test cluster's URL (postgresql://user@/NAME?host=...)."""
-    return url.split("@/", 1)[1].split("?", 1)[0]
 
 
 def new_master() -> bytes:
@@ -114,7 +109,7 @@ async def test_a_wrong_or_missing_master_key_opens_no_postgresql_key_store_and_w
     await keys.open()
     await keys.cipher(1)
     await keys.close()
-    before = postgres_cluster.psql(database_of(url), "SELECT * FROM member_keys, key_store_meta")
+    before = postgres_cluster.psql(database_name(url), "SELECT * FROM member_keys, key_store_meta")
 
     with pytest.raises(KeyStoreLocked) as caught:
         if given == "wrong":
@@ -123,7 +118,7 @@ async def test_a_wrong_or_missing_master_key_opens_no_postgresql_key_store_and_w
             await check_unlockable_pg(url, None)
     message = str(caught.value)
     assert "MEMORY_MASTER_KEY" in message and "Nothing was changed" in message and "\n" not in message
-    assert postgres_cluster.psql(database_of(url), "SELECT * FROM member_keys, key_store_meta") == (before)
+    assert postgres_cluster.psql(database_name(url), "SELECT * FROM member_keys, key_store_meta") == (before)
 
 
 async def test_rotation_rewraps_every_postgresql_key_and_a_process_started_before_cannot_add_one(
@@ -221,7 +216,7 @@ async def test_a_copy_of_the_postgresql_data_directory_taken_before_a_forget_is_
                     for term in plain_terms(SECRETS[user_id]):
                         assert not holding(files, term.encode()), f"{where} files hold {term!r} in the clear"
 
-            database = database_of(memory_url)
+            database = database_name(memory_url)
             copied = EncryptedStore(PostgresStore(copy.url(database)), keys)  # with the live key store
             await copied.open()
             try:
@@ -254,7 +249,7 @@ def test_an_unencrypted_postgresql_database_is_encrypted_in_place_by_migrate(
         await store.close()
 
     asyncio.run(today())
-    database = database_of(memory_url)
+    database = database_name(memory_url)
     assert SECRETS[GONE][0] in postgres_cluster.psql(database, "SELECT content FROM turns")
     monkeypatch.chdir(tmp_path)
     for name in ("BOT_CONFIG", "MEMORY_NEW_MASTER_KEY", "LLM_BASE_URL"):
