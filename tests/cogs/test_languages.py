@@ -168,7 +168,7 @@ async def test_direct_messages_follow_the_members_last_interaction(
     )
     prompt = alice.user.dm_channel.last_message
     assert [button.label for row in prompt.components for button in row.children] == [
-        "Merk dir mich",
+        "An mich erinnern",
         "Ohne Gedächtnis",
     ]
     await bruno.user.send_dm("Hello")
