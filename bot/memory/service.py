@@ -376,8 +376,8 @@ class MemoryService:
         wins). `heard`: positions in `window` of replies the member interrupted, stored as what was spoken
         (Agora's `metadata.interrupted`). Returns False when the line was already stored under its key.
 
-        On the voice turn's path, so one store operation (`write_live_turn`: on SQLite one trip to the database
-        thread), which reads the call's tail and writes the line and its key in the same transaction."""
+        On the voice turn's path, so one store operation (`write_live_turn`), which reads the call's tail and
+        writes the line and its key in the same transaction."""
         at = time.time() if at is None else at
         window = storable(window)
         dropped = max(0, len(window) - max_history)

@@ -49,7 +49,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
 
     async def create_call(self, call: CallRecord) -> None:
         values = [_to_db(getattr(call, name)) for name in _CALL_COLUMNS]
-        await self._one_trip(trips.create_call, values, call.user_id)
+        await self._atomic(trips.create_call, values, call.user_id)
 
     async def calls_with_agent_to_stop(self) -> list[CallRecord]:
         rows = await self._all("SELECT * FROM calls WHERE agent_stop_pending = 1 ORDER BY started_at")
@@ -70,7 +70,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
     # ---- the call lifecycle's combined steps (`CallStepStore`) ----------------------------------------
 
     async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck:
-        guild, user, counts = await self._trip(trips.call_start_check, user_id, guild_id, since)
+        guild, user, counts = await self._alone(trips.call_start_check, user_id, guild_id, since)
         return CallStartCheck(
             guild=_guild(guild_id if guild_id is not None else 0, guild),
             user=None if user is None else user_record(user),
@@ -85,7 +85,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         _check_call_fields(fields_)
         assignments = ", ".join(["state = 'ending'", *(f"{k} = ?" for k in fields_)])
         placeholders = ", ".join("?" * len(from_states))
-        began = await self._trip(
+        began = await self._alone(
             trips.begin_call_ending,
             f"UPDATE calls SET {assignments} WHERE call_id = ? AND state IN ({placeholders}) RETURNING *",
             (*(_to_db(v) for v in fields_.values()), call_id, *from_states),
@@ -101,7 +101,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         post_call_job: str | None = None,
         not_before: float = 0.0,
     ) -> CallEnd:
-        won, turns = await self._one_trip(
+        won, turns = await self._atomic(
             trips.end_call, call_id, ended_at, agent_stop_pending, post_call_job, not_before
         )
         return CallEnd(won=won, turns=turns)
@@ -119,7 +119,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
     # ---- turns -----------------------------------------------------------------------------------------
 
     async def call_turns(self, call_id: str) -> list[TurnRecord]:
-        return await self._trip(trips.call_lines, call_id)
+        return await self._alone(trips.call_lines, call_id)
 
     async def apply_call_turns(
         self,
@@ -134,7 +134,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         expected_version: int | None = None,
         live_key: str | None = None,
     ) -> bool:
-        return await self._one_trip(
+        return await self._atomic(
             trips.apply_call_turns,
             call_id,
             user_id,
@@ -205,7 +205,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         return [_turn(r) for r in reversed(rows)]
 
     async def call_start_memory(self, user_id: int, *, facts: int, lines: int) -> tuple[list[FactRecord], RecentLines]:
-        fact_rows, line_rows = await self._trip(trips.call_start_memory, user_id, facts, lines)
+        fact_rows, line_rows = await self._alone(trips.call_start_memory, user_id, facts, lines)
         line_rows.reverse()
         return [fact_record(r) for r in fact_rows], RecentLines(line_rows, turn_record)
 
@@ -223,7 +223,7 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         return [_turn(r) for r in rows]
 
     async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
-        return await self._trip(trips.call_lines, call_id, limit)
+        return await self._alone(trips.call_lines, call_id, limit)
 
     async def call_memory_state(self, call_id: str) -> CallMemoryState | None:
         row = await self._read_one(sqlite_sql(CALL_MEMORY_STATE), (call_id,))
@@ -242,9 +242,9 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         checkpoint_at: float,
         generation: int,
     ) -> LiveWrite:
-        """In ONE trip to the database thread: a voice turn waits for this write before its reply is relayed, and
-        under many calls each trip also waits for the writes queued before it."""
-        return await self._one_trip(
+        """One transaction (``trips.write_live_turn``): a voice turn waits for this write before its reply is
+        relayed."""
+        return await self._atomic(
             trips.write_live_turn, call_id, user_id, turn_key, tail, plan, checkpoint_at, generation
         )
 

@@ -17,8 +17,8 @@ async def memory_write_allowed(
     convo: Conversation | None = None,
 ) -> bool:
     """The fence every write of a member's memory passes, inside the write's own transaction (see
-    `bot.store.sqlite.trips.memory_write_allowed`), checked in one trip to the database thread."""
-    return await trips.on_thread(db, trips.memory_write_allowed, user_id, generation, convo)
+    `bot.store.sqlite.trips.memory_write_allowed`), checked in one statement."""
+    return await trips.memory_write_allowed(db, user_id, generation, convo)
 
 
 async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:

@@ -1,31 +1,26 @@
-"""SQLite operations that run whole on aiosqlite's database thread: one trip per operation.
+"""SQLite operations of several statements (the call path's writes and reads), each statement one awaited trip to
+aiosqlite's database thread.
 
-Every ``await`` on an aiosqlite cursor is a trip to the database thread and back (a queue put, a thread switch,
-a wake-up of the event loop). An operation written as a sequence of awaited statements holds the store's lock
-for all of those trips, and under a burst of calls every other operation queues behind them. The functions here
-take the plain ``sqlite3.Connection`` and are handed to the thread in one piece by `SqliteBase._one_trip`
-(through aiosqlite's ``_execute``), so an operation costs one trip however many statements it runs.
-
-They run on the database thread: they must not touch the event loop, and they see the connection's row factory
-(``sqlite3.Row``).
+``SqliteBase._atomic`` runs one inside a transaction, ``SqliteBase._alone`` outside one; either holds the store's
+lock for the whole operation. They ran whole on the database thread, in one trip each, through aiosqlite's private
+``Connection._execute``: that saved about 5% of the CPU of a call start and of a proxied voice turn
+(``bench/calls.py``, ``bench/live_recall.py``), too little to be worth a private dependency.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 
 from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS, TURN_NAMES, turn_record
+from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
 from bot.store.models import (
     Conversation,
-    LivePlan,
-    LivePlanNeeds,
-    LiveWrite,
     NewTurn,
     TurnRecord,
     TurnsWrite,
@@ -35,43 +30,17 @@ from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
 from bot.store.terms import stored_language_terms
 
-T = TypeVar("T")
-
 _INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
 
 
-async def on_thread(db: aiosqlite.Connection, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``work(conn, *args, **kwargs)`` on the connection's database thread, in one trip (aiosqlite's own queue
-    to its thread, ``Connection._execute``, which every cursor method uses as well)."""
-    run: Callable[..., Awaitable[T]] = db._execute
-    return await run(work, db._conn, *args, **kwargs)
-
-
-def in_transaction(conn: sqlite3.Connection, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``work(conn, *args, **kwargs)`` inside BEGIN IMMEDIATE ... COMMIT, rolled back if it raises (or if the
-    COMMIT fails, e.g. on a full disk, so the connection is never left inside a transaction)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(conn, *args, **kwargs)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
-            conn.execute("ROLLBACK")
-        raise
-    return result
-
-
-def changes(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
+async def changes(db: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
     """Run one statement and return the rows it changed."""
-    cur = conn.execute(sql, params)
-    try:
-        return max(cur.rowcount, 0)
-    finally:
-        cur.close()
+    cur = await db.execute(sql, params)
+    return max(cur.rowcount, 0)
 
 
-def memory_write_allowed(
-    conn: sqlite3.Connection,
+async def memory_write_allowed(
+    db: aiosqlite.Connection,
     user_id: int,
     generation: int | None,
     convo: Conversation | None = None,
@@ -81,8 +50,7 @@ def memory_write_allowed(
     False when the member forgot something or paused memory since the writer read `generation` (from
     `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
     chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
-    generation check. One statement: each is a release and a re-take of the GIL on the database thread, which
-    under load waits for the event loop's thread."""
+    generation check. One statement."""
     conversation = "1"
     params: list[Any] = [user_id, user_id]
     if convo is not None:
@@ -91,8 +59,8 @@ def memory_write_allowed(
             f"EXISTS (SELECT 1 FROM {convo.table} WHERE {convo.column} = ? AND user_id = ? AND private = 0{purged})"
         )
         params += [convo.ref_id, user_id]
-    fenced, paused, present = _row(
-        conn,
+    fenced, paused, present = await _row(
+        db,
         "SELECT COALESCE((SELECT generation FROM memory_fences WHERE user_id = ?), 0), "
         f"EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0), {conversation}",
         params,
@@ -100,18 +68,18 @@ def memory_write_allowed(
     return (generation is None or int(fenced) == generation) and not paused and bool(present)
 
 
-def create_call(conn: sqlite3.Connection, values: Sequence[Any], user_id: int) -> None:
+async def create_call(db: aiosqlite.Connection, values: Sequence[Any], user_id: int) -> None:
     """Insert a call row; OpenCallExists when the member already has an open call (the partial unique index)."""
     try:
-        conn.execute(_INSERT_CALL, values).close()
+        await db.execute(_INSERT_CALL, values)
     except sqlite3.IntegrityError as exc:
         if "calls.user_id" in str(exc):
             raise OpenCallExists(user_id) from exc
         raise
 
 
-def apply_call_turns(
-    conn: sqlite3.Connection,
+async def apply_call_turns(
+    db: aiosqlite.Connection,
     call_id: str,
     user_id: int,
     inserts: Sequence[NewTurn],
@@ -123,15 +91,15 @@ def apply_call_turns(
     expected_version: int | None,
     live_key: str | None = None,
 ) -> bool:
-    """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside `in_transaction`."""
-    if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
+    """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside a transaction."""
+    if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
         return False
-    _write_call_turns(conn, call_id, user_id, inserts, updates, anchored, checkpoint_at, expected_version, live_key)
+    await _write_call_turns(db, call_id, user_id, inserts, updates, anchored, checkpoint_at, expected_version, live_key)
     return True
 
 
-def _write_call_turns(
-    conn: sqlite3.Connection,
+async def _write_call_turns(
+    db: aiosqlite.Connection,
     call_id: str,
     user_id: int,
     inserts: Sequence[NewTurn],
@@ -142,8 +110,8 @@ def _write_call_turns(
     live_key: str | None,
 ) -> None:
     """The writes of `apply_call_turns`, once its fence has let them through."""
-    bumped = changes(
-        conn,
+    bumped = await changes(
+        db,
         "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
         "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
         (int(anchored), checkpoint_at, call_id, expected_version, expected_version),
@@ -151,7 +119,7 @@ def _write_call_turns(
     if bumped != 1 and expected_version is not None:
         raise TurnsChanged(call_id)
     if updates:
-        conn.executemany(
+        await db.executemany(
             "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ?, specifics = ?, "
             "interrupted = ?, language = ?, language_terms = ? WHERE turn_id = ? AND call_id = ?",
             [
@@ -170,9 +138,9 @@ def _write_call_turns(
                 )
                 for u in updates
             ],
-        ).close()
+        )
     if inserts:
-        conn.executemany(
+        await db.executemany(
             "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
             "source, specifics, interrupted, language, language_terms) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice', ?, ?, ?, ?)",
@@ -194,9 +162,9 @@ def _write_call_turns(
                 )
                 for t in inserts
             ],
-        ).close()
+        )
     if live_key is not None:
-        conn.execute("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, live_key)).close()
+        await db.execute("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, live_key))
 
 
 _LIVE_CALL_STATE = (
@@ -223,7 +191,7 @@ _TURN_ID = TURN_NAMES.index("turn_id")
 _FRACTION_SCALE = float(2**52)
 
 
-def call_lines(conn: sqlite3.Connection, call_id: str, last: int | None = None) -> list[TurnRecord]:
+async def call_lines(db: aiosqlite.Connection, call_id: str, last: int | None = None) -> list[TurnRecord]:
     """The call's lines in order (only the ``last`` ones when given), read in ONE step of one statement.
 
     Every step of a statement (one per row fetched) releases the GIL and takes it back; on the database thread
@@ -232,8 +200,8 @@ def call_lines(conn: sqlite3.Connection, call_id: str, last: int | None = None) 
     The rows come back as one JSON array, ordered here by ``seq`` (SQLite does not promise an aggregate's
     order); a ``spoken_at`` outside ``_EXACT_RANGE`` costs one more read."""
     limit = -1 if last is None else last
-    (lines,) = _row(
-        conn,
+    (lines,) = await _row(
+        db,
         f"SELECT json_group_array({_TURN_AS_JSON}) FROM "
         "(SELECT * FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?)",
         (call_id, limit),
@@ -248,20 +216,19 @@ def call_lines(conn: sqlite3.Connection, call_id: str, last: int | None = None) 
         else:
             row[_SPOKEN_AT] = parts[0] + parts[1] / _FRACTION_SCALE
     if odd:
-        cur = conn.execute(
-            f"SELECT turn_id, spoken_at FROM turns WHERE call_id = ? AND NOT ({_EXACT_RANGE})", (call_id,)
-        )
-        try:
-            native = dict(cur.fetchall())
-        finally:
-            cur.close()
+        native = {
+            turn_id: spoken_at
+            for turn_id, spoken_at in await db.execute_fetchall(
+                f"SELECT turn_id, spoken_at FROM turns WHERE call_id = ? AND NOT ({_EXACT_RANGE})", (call_id,)
+            )
+        }
         for row in odd:
             row[_SPOKEN_AT] = native[row[_TURN_ID]]
     return [turn_record(row) for row in rows]
 
 
-def write_live_turn(
-    conn: sqlite3.Connection,
+async def write_live_turn(
+    db: aiosqlite.Connection,
     call_id: str,
     user_id: int,
     turn_key: str | None,
@@ -270,28 +237,28 @@ def write_live_turn(
     checkpoint_at: float,
     generation: int,
 ) -> LiveWrite:
-    """See `SqliteStore.write_live_turn`; run inside `in_transaction` (BEGIN IMMEDIATE: nothing else writes the
-    call between reading its lines and writing the new one)."""
-    if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
+    """See `SqliteStore.write_live_turn`; run inside a transaction (BEGIN IMMEDIATE: nothing else writes the call
+    between reading its lines and writing the new one)."""
+    if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
         return LiveWrite.REFUSED
-    anchoring, seen = _row(conn, _LIVE_CALL_STATE, (call_id, turn_key, call_id))
+    anchoring, seen = await _row(db, _LIVE_CALL_STATE, (call_id, turn_key, call_id))
     if seen:
         return LiveWrite.SEEN
     anchored = bool(anchoring)
-    lines = call_lines(conn, call_id, tail)
+    lines = await call_lines(db, call_id, tail)
     whole = len(lines) < tail
     write = plan(lines, whole, anchored)
     if write is LivePlanNeeds.WHOLE_CALL and not whole:
-        write = plan(call_lines(conn, call_id), True, anchored)
+        write = plan(await call_lines(db, call_id), True, anchored)
     if not isinstance(write, TurnsWrite):
         if write is LivePlanNeeds.WHOLE_CALL:
             raise AssertionError("a live plan asked for the whole call when it had it")
         if turn_key is not None:
-            changes(conn, "INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
+            await changes(db, "INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
         return LiveWrite.UNCHANGED
     # Fenced above, in this transaction, which nothing else writes the call in: no version to expect.
-    _write_call_turns(
-        conn, call_id, user_id, write.inserts, write.updates, write.anchored, checkpoint_at, None, turn_key
+    await _write_call_turns(
+        db, call_id, user_id, write.inserts, write.updates, write.anchored, checkpoint_at, None, turn_key
     )
     return LiveWrite.WRITTEN
 
@@ -299,22 +266,19 @@ def write_live_turn(
 _OPEN = "('starting', 'active', 'ending')"
 
 
-def _row(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Any:
-    cur = conn.execute(sql, params)
-    try:
-        return cur.fetchone()
-    finally:
-        cur.close()
+async def _row(db: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Any:
+    rows = list(await db.execute_fetchall(sql, params))
+    return rows[0] if rows else None
 
 
-def call_start_check(
-    conn: sqlite3.Connection, user_id: int, guild_id: int | None, since: float
+async def call_start_check(
+    db: aiosqlite.Connection, user_id: int, guild_id: int | None, since: float
 ) -> tuple[Any, Any, Any]:
     """The rows `SqliteConversations.call_start_check` maps: (guild settings or None, user or None, counts)."""
-    guild = None if guild_id is None else _row(conn, "SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
-    user = _row(conn, "SELECT * FROM users WHERE user_id = ?", (user_id,))
-    counts = _row(
-        conn,
+    guild = None if guild_id is None else await _row(db, "SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
+    user = await _row(db, "SELECT * FROM users WHERE user_id = ?", (user_id,))
+    counts = await _row(
+        db,
         f"SELECT (SELECT call_id FROM calls WHERE user_id = ? AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1), "
         "(SELECT COUNT(*) FROM calls WHERE user_id = ? AND guild_id IS ? AND started_at >= ? AND state != 'failed'), "
         f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN})",
@@ -323,28 +287,28 @@ def call_start_check(
     return guild, user, counts
 
 
-def begin_call_ending(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[Any, int] | None:
+async def begin_call_ending(db: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> tuple[Any, int] | None:
     """Run the conditional transition ``sql`` (an UPDATE ... RETURNING *), then read the member's memory
     generation; None when the transition did not apply."""
-    row = _row(conn, sql, params)
+    row = await _row(db, sql, params)
     if row is None:
         return None
-    fence = _row(conn, "SELECT generation FROM memory_fences WHERE user_id = ?", (row["user_id"],))
+    fence = await _row(db, "SELECT generation FROM memory_fences WHERE user_id = ?", (row["user_id"],))
     return row, int(fence[0]) if fence is not None else 0
 
 
-def end_call(
-    conn: sqlite3.Connection,
+async def end_call(
+    db: aiosqlite.Connection,
     call_id: str,
     ended_at: float,
     agent_stop_pending: bool,
     post_call_job: str | None,
     not_before: float,
 ) -> tuple[bool, int]:
-    """See `SqliteConversations.end_call`; run inside `in_transaction`."""
+    """See `SqliteConversations.end_call`; run inside a transaction (``SqliteBase._atomic``)."""
     won = (
-        changes(
-            conn,
+        await changes(
+            db,
             "UPDATE calls SET state = 'ended', ended_at = ?, agent_stop_pending = ? "
             "WHERE call_id = ? AND state = 'ending'",
             (ended_at, int(agent_stop_pending), call_id),
@@ -353,10 +317,10 @@ def end_call(
     )
     if not won:
         return False, 0
-    turns = int(_row(conn, "SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,))[0])
+    turns = int((await _row(db, "SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,)))[0])
     if post_call_job is not None and turns:
-        changes(
-            conn,
+        await changes(
+            db,
             "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (kind, ref_id) DO NOTHING",
             (post_call_job, call_id, ended_at, ended_at, not_before),
@@ -374,17 +338,12 @@ _LATEST_LINES = (
 )
 
 
-def call_start_memory(
-    conn: sqlite3.Connection, user_id: int, facts: int, lines: int
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The rows `SqliteConversations.call_start_memory` maps, as plain tuples (no ``sqlite3.Row`` per row): the
-    first ``facts`` current facts and the latest ``lines`` lines, newest first. Both are walks of an index in its
-    order (``facts_current``, ``turns_user``: migration 11)."""
-    cur = conn.cursor()
-    cur.row_factory = None
-    try:
-        fact_rows = cur.execute(_CURRENT_FACTS, (user_id, facts)).fetchall()
-        line_rows = cur.execute(_LATEST_LINES, (user_id, lines)).fetchall()
-    finally:
-        cur.close()
+async def call_start_memory(
+    db: aiosqlite.Connection, user_id: int, facts: int, lines: int
+) -> tuple[list[Any], list[Any]]:
+    """The rows `SqliteConversations.call_start_memory` maps: the first ``facts`` current facts and the latest
+    ``lines`` lines, newest first. Both are walks of an index in its order (``facts_current``, ``turns_user``:
+    migration 11)."""
+    fact_rows = list(await db.execute_fetchall(_CURRENT_FACTS, (user_id, facts)))
+    line_rows = list(await db.execute_fetchall(_LATEST_LINES, (user_id, lines)))
     return fact_rows, line_rows
