@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.__main__ import main
 from bot.store.sqlite import SqliteStore
 from standins.agora_emulator import TEST_APP_CERTIFICATE, TEST_APP_ID, TEST_CUSTOMER_ID, TEST_CUSTOMER_SECRET
 from standins.harness import free_port
@@ -30,9 +31,11 @@ COMMANDS = [
 ]
 
 
-def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
+OPERATOR_PREFIXES = ("MEMORY_", "DISCORD_", "AGORA_", "WEB_")
+
+
+def operator_settings(tmp_path: Path) -> dict[str, str]:
     return {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("MEMORY_", "DISCORD_", "AGORA_", "WEB_"))},
         "BOT_CONFIG": str(tmp_path / "none.toml"),
         "MEMORY_DATABASE_PATH": str(tmp_path / "bot.db"),
         "DISCORD_TOKEN": "a-token",
@@ -40,8 +43,41 @@ def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
         "AGORA_APP_CERTIFICATE": TEST_APP_CERTIFICATE,
         "AGORA_CUSTOMER_ID": TEST_CUSTOMER_ID,
         "AGORA_CUSTOMER_SECRET": TEST_CUSTOMER_SECRET,
+    }
+
+
+def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(OPERATOR_PREFIXES)},
+        **operator_settings(tmp_path),
         **extra,
     }
+
+
+def in_a_process(command: list[str], tmp_path: Path) -> tuple[int, str]:
+    """``python -m bot COMMAND`` as systemd or an operator starts it: the process's exit status and stderr."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", *command],
+        cwd=tmp_path,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return result.returncode, result.stderr
+
+
+def in_this_process(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    """The same command through `main` (what ``python -m bot`` exits with), without a process of its own."""
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith(OPERATOR_PREFIXES)]:
+        monkeypatch.delenv(name)
+    for name, value in operator_settings(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    status = main(command)
+    return status, capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
@@ -64,23 +100,25 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
 def test_every_command_explains_a_damaged_database_and_exits_2(
-    command: list[str], damaged: Path, tmp_path: Path
+    command: list[str],
+    damaged: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """`run` in a process of its own, as systemd starts it (its exit status is what RestartPreventExitStatus
+    reads); the other commands through `main`, which ``python -m bot`` exits with."""
     database = tmp_path / "bot.db"
     database.write_bytes(damaged.read_bytes())
     (tmp_path / "conversations.json").write_text("[]")
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", *command],
-        cwd=tmp_path,
-        env=environment(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
+    if command == ["run"]:
+        status, stderr = in_a_process(command, tmp_path)
+    else:
+        status, stderr = in_this_process(command, tmp_path, monkeypatch, capsys)
+    assert status == 2, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
     assert f"memory.database_path {database} is not a usable SQLite database" in lines[0]
     assert "restore" in lines[0] and "move the file away" in lines[0]
     assert database.read_bytes() == damaged.read_bytes(), "nothing was written to it"
@@ -108,28 +146,15 @@ def test_run_with_discord_unreachable_says_so_in_one_line(tmp_path: Path) -> Non
     assert "check this machine's internet connection and DNS" in last
 
 
-def test_copy_db_from_a_damaged_database_names_it_and_exits_2(damaged: Path, tmp_path: Path) -> None:
+def test_copy_db_from_a_damaged_database_names_it_and_exits_2(
+    damaged: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = tmp_path / "old.db"
     source.write_bytes(damaged.read_bytes())
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot",
-            "copy-db",
-            "--from",
-            f"sqlite:///{source}",
-            "--to",
-            f"sqlite:///{tmp_path}/new.db",
-        ],
-        cwd=tmp_path,
-        env=environment(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr
+    command = ["copy-db", "--from", f"sqlite:///{source}", "--to", f"sqlite:///{tmp_path}/new.db"]
+    status, stderr = in_this_process(command, tmp_path, monkeypatch, capsys)
+    assert status == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr
     assert lines[0].startswith("copy-db: a SQLite database given is not usable (")
     assert f"--from sqlite:///{source}" in lines[0] and "memory.database_path" not in lines[0]
