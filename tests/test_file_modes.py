@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bot.__main__ import main
 from bot.calls.inbox import WebhookInbox
 from bot.keys import generate_master_key_text
 from bot.store.sqlite import SqliteStore
@@ -34,32 +33,26 @@ def usual_umask() -> Iterator[None]:
         os.umask(old)
 
 
-def bot(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")},
-        "BOT_CONFIG": str(tmp_path / "none.toml"),
-        **env,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *args], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=60
-    )
-
-
-def test_the_operators_commands_create_owner_only_files(tmp_path: Path, usual_umask: None) -> None:
+def test_the_operators_commands_create_owner_only_files(
+    tmp_path: Path, usual_umask: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each command through `main` (what ``python -m bot`` exits with), in the operator's folder."""
     data = tmp_path / "var" / "memory"
-    env = {"MEMORY_DATABASE_PATH": str(data / "bot.db"), "MEMORY_MASTER_KEY": generate_master_key_text()}
-    migrated = bot(tmp_path, "migrate", **env)
-    assert migrated.returncode == 0, migrated.stderr
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("MEMORY_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("BOT_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("MEMORY_DATABASE_PATH", str(data / "bot.db"))
+    monkeypatch.setenv("MEMORY_MASTER_KEY", generate_master_key_text())
+    assert main(["migrate"]) == 0, capsys.readouterr().err
     assert mode(tmp_path / "var") == 0o700 and mode(data) == 0o700
     assert mode(data / "bot.db") == 0o600 and mode(data / "bot.keys.db") == 0o600
 
     (tmp_path / "backups").mkdir()  # the operator's own folder: left as they made it
-    backed_up = bot(tmp_path, "backup", "backups/bot-1.db", **env)
-    assert backed_up.returncode == 0, backed_up.stderr
+    assert main(["backup", "backups/bot-1.db"]) == 0, capsys.readouterr().err
     assert mode(tmp_path / "backups" / "bot-1.db") == 0o600
 
-    restored = bot(tmp_path, "restore", "backups/bot-1.db", **env)
-    assert restored.returncode == 0, restored.stderr
+    assert main(["restore", "backups/bot-1.db"]) == 0, capsys.readouterr().err
     kept = list(data.glob("bot.db.before-restore-*"))
     assert len(kept) == 1 and mode(kept[0]) == 0o600
     assert mode(data / "bot.db") == 0o600 and mode(data / "bot.db.lock") == 0o600
