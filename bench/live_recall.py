@@ -4,7 +4,7 @@ Fills a SQLite store with ``--members`` members, each with 5,000 turns and 500 f
 ``bench/memory_store.py``), gives each member an active call with a live-recall key, and serves the real route
 (``bot.web`` + ``bot.memory.live.LiveRecall`` + ``bot.llm.LLMClient``) in this process, the bot's. As in production,
 where the voice agent (Agora ConvoAI) and the upstream LLM are other machines, both run in processes of their own: the
-upstream is the fake LLM of the tests (``standins/llm_server.py``) streaming a fixed-size reply, and the agent is
+upstream is the fake LLM of the tests (``standins/llm_server/``) streaming a fixed-size reply, and the agent is
 an HTTP client sending each request the way ConvoAI sends it with ``llm.vendor: "custom"`` (spec §4.11: persona, the
 call-start memory message, the agent's last messages with their ``turn_id``, ``timestamp`` and ``metadata``, the new
 user line, and at the top ``turn_id``, ``timestamp``, ``interruptable`` and ``model``). So the bot's process does only
