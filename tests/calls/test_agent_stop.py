@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 import pytest
 
 from bot.calls.service import CallTimings
-from standins.harness import CallWorld, call_world, eventually
+from standins.harness import CallWorld, eventually
 from tests.calls.test_lifecycle import ALICE, start_call
 
-
-@pytest.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path, timings=CallTimings(leave_retry_first_seconds=0.01)) as w:
-        yield w
+pytestmark = pytest.mark.call_world(timings=CallTimings(leave_retry_first_seconds=0.01))
 
 
 async def health(world: CallWorld) -> dict:
