@@ -9,6 +9,9 @@ from bot.store.postgres.base import PostgresBase
 from bot.store.ranking import first_stage
 from bot.store.terms import query_lookups
 
+_IN_LANGUAGE = 1000
+"""Added to a query term's number for its rows found by its stems in other languages (merged with the rest)."""
+
 
 class PostgresFullText(PostgresBase):
     """The BM25 first stage shared by turns and facts (scored as on SQLite: bot.store.ranking)."""
@@ -43,23 +46,28 @@ class PostgresFullText(PostgresBase):
             return {}
         current = " AND t.superseded_by IS NULL AND t.invalidated_at IS NULL" if table == "facts" else ""
         owner = "to_tsquery('simple', $3)"
-        match = f"t.search @@ ({owner} && phraseto_tsquery($4::regconfig, q.term))"
-        if language_terms:
-            match += (
-                " OR (t.language_terms IS NOT NULL AND (to_tsvector('simple', t.language_terms) "
-                f"|| to_tsvector('simple', 'u' || t.user_id::text)) @@ ({owner} && to_tsquery('simple', q.stems)))"
-            )
-        rows = await self._all(
+        sql = (
             f"SELECT 0 AS i, NULL::bigint[] AS ids, (SELECT COUNT(*) FROM {table} WHERE user_id = $1) AS n "
-            f"UNION ALL SELECT q.i, array_agg(t.{key}), 0 "
-            "FROM unnest($2::text[], $5::text[]) WITH ORDINALITY AS q(term, stems, i) "
-            f"JOIN {table} t ON ({match}){current} GROUP BY q.i",
-            user_id,
-            [term for term, _ in terms],
-            f"u{int(user_id)}",
-            self._search_config,
-            [" | ".join(stems) or None for _, stems in terms],
+            f"UNION ALL SELECT q.i, array_agg(t.{key}), 0 FROM unnest($2::text[]) WITH ORDINALITY AS q(term, i) "
+            f"JOIN {table} t ON t.search @@ ({owner} && phraseto_tsquery($4::regconfig, q.term)){current} "
+            "GROUP BY q.i"
         )
+        params: list[object] = [user_id, [term for term, _ in terms], f"u{int(user_id)}", self._search_config]
+        either = [" | ".join(stems) for _, stems in terms]
+        if language_terms and any(either):
+            sql += (
+                f" UNION ALL SELECT q.i + {_IN_LANGUAGE}, array_agg(t.{key}), 0 "
+                f"FROM unnest($5::text[]) WITH ORDINALITY AS q(stems, i) JOIN {table} t "
+                "ON t.language_terms IS NOT NULL AND (to_tsvector('simple', t.language_terms) "
+                "|| to_tsvector('simple', 'u' || t.user_id::text)) "
+                f"@@ ({owner} && to_tsquery('simple', q.stems)) WHERE q.stems <> '' GROUP BY q.i"
+            )
+            params.append(either)
+        rows = await self._all(sql, *params)
         total = next(int(r["n"]) for r in rows if r["i"] == 0)
-        postings = [list(r["ids"]) for r in rows if r["i"] != 0 and r["ids"]]
-        return first_stage(total, postings, excluded, limit)
+        holding: dict[int, list[int]] = {}
+        for r in rows:
+            if r["i"] != 0 and r["ids"]:
+                term = r["i"] % _IN_LANGUAGE
+                holding[term] = list({*holding[term], *r["ids"]}) if term in holding else list(r["ids"])
+        return first_stage(total, list(holding.values()), excluded, limit)

@@ -24,6 +24,10 @@ def _varint(blob: bytes) -> int:
     return value
 
 
+_IN_LANGUAGE = 1000
+"""Added to a query term's number for its rows found by its stems in other languages (merged with the rest)."""
+
+
 class SqliteFullText(SqliteBase):
     """BM25 ranking over one member's rows of an FTS5 table, shared by turns and facts."""
 
@@ -67,19 +71,24 @@ class SqliteFullText(SqliteBase):
         selects = [f"SELECT -1, COUNT(*) FROM {table} WHERE {table} MATCH ?"]
         params: list[Any] = [owner]
         for i, (term, stems) in enumerate(terms):
-            holding = f"SELECT rowid FROM {table} WHERE {table} MATCH ?"
+            selects.append(f"SELECT {i}, group_concat(rowid) FROM {table} WHERE {table} MATCH ?")
             params.append(f'{owner} AND {column}:"{term}"')
             if language_table is not None and stems:
-                holding += f" UNION SELECT rowid FROM {language_table} WHERE {language_table} MATCH ?"
                 either = " OR ".join(f'"{stem}"' for stem in stems)
+                in_language = f"group_concat(rowid) FROM {language_table} WHERE {language_table} MATCH ?"
+                selects.append(f"SELECT {_IN_LANGUAGE + i}, {in_language}")
                 params.append(f"{owner} AND language_terms:({either})")
-            selects.append(f"SELECT {i}, group_concat(rowid) FROM ({holding})")
         if excluded is not None:
             selects.append(f"SELECT -2, group_concat(rowid) FROM {excluded[0]}")
             params.append(excluded[1])
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
-        postings = [list(map(int, r[1].split(","))) for r in rows if r[0] >= 0 and r[1]]
+        holding: dict[int, list[int]] = {}
+        for r in rows:
+            if r[0] >= 0 and r[1]:
+                ids, term = list(map(int, r[1].split(","))), r[0] % _IN_LANGUAGE
+                holding[term] = list({*holding[term], *ids}) if term in holding else ids
+        postings = list(holding.values())
         excluded_ids = [rowid for r in rows if r[0] == -2 and r[1] for rowid in map(int, r[1].split(","))]
         first = first_stage(total, postings, excluded_ids, limit)
         if not first:
