@@ -57,6 +57,8 @@ class PostgresBase(SqlBase):
     """The connection pool and what every aggregate builds on (implements `StoreLifecycle`): open, migrate
     (serialised across processes), transactions and one-trip reads and writes."""
 
+    greatest = "GREATEST"
+
     def __init__(self, url: str, *, min_connections: int = 2, max_connections: int = 10):
         self.url = url
         self._min = min_connections

@@ -360,40 +360,6 @@ class PostgresConversations(PostgresFullText, SharedConversations):
             await db.fetchrow(_APPLY_CALL_TURNS, *params)
         return LiveWrite.WRITTEN
 
-    async def append_chat_turn(
-        self,
-        chat_id: str,
-        user_id: int,
-        role: str,
-        content: str,
-        at: float,
-        *,
-        generation: int | None = None,
-        specifics: int | None = None,
-    ) -> int | None:
-        async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
-                return None
-            # Locking the chat row serialises appends to one chat, so two never take the same seq.
-            await db.execute("UPDATE chats SET last_message_at = $2 WHERE chat_id = $1", chat_id, at)
-            turn_id = await db.fetchval(
-                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source, specifics) "
-                "VALUES ($1, $2, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = $2), $3, $4, $5, "
-                "'text', $6) RETURNING turn_id",
-                user_id,
-                chat_id,
-                role,
-                content,
-                at,
-                stored_specifics(specifics, content),
-            )
-            return int(turn_id)
-
-    async def search_turns(
-        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
-    ) -> list[TurnRecord]:
-        return [turn for turn, _ in await self.rank_turns(user_id, query, limit, exclude_call_id=exclude_call_id)]
-
     async def rank_turns(
         self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
     ) -> list[tuple[TurnRecord, float]]:

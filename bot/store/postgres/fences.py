@@ -9,7 +9,7 @@ from typing import Any
 from bot.store.models import (
     Conversation,
 )
-from bot.store.postgres.base import _OPEN, Connection
+from bot.store.postgres.base import _OPEN, Connection, _count
 
 
 async def memory_write_allowed(
@@ -57,3 +57,22 @@ async def _stop_remembering(db: Connection, user_id: int) -> None:
     """Memory paused (or "without memory" chosen): a running call stops being recorded at once."""
     await _bump_generation(db, user_id)
     await db.execute(f"UPDATE calls SET private = TRUE WHERE user_id = $1 AND state IN {_OPEN}", user_id)
+
+
+class PostgresTx:
+    """``bot.store.shared.Tx`` over the connection inside one of PostgreSQL's transactions."""
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+
+    async def rows(self, sql: str, *params: Any) -> list[Any]:
+        return list(await self.db.fetch(sql, *params))
+
+    async def value(self, sql: str, *params: Any) -> Any:
+        return await self.db.fetchval(sql, *params)
+
+    async def changed(self, sql: str, *params: Any) -> int:
+        return _count(await self.db.execute(sql, *params))
+
+    async def write_allowed(self, user_id: int, generation: int | None, convo: Conversation | None) -> bool:
+        return await memory_write_allowed(self.db, user_id, generation, convo)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 
 from bot.store.pg_sealed import HASHED_SEARCH_CONFIG, PLAIN_SEARCH_CONFIG, reseal_texts
 from bot.store.postgres.base import PostgresBase
+from bot.store.postgres.fences import PostgresTx
 from bot.store.ranking import first_stage
+from bot.store.shared import Tx
 from bot.store.terms import query_lookups
 
 _IN_LANGUAGE = 1000
@@ -15,6 +18,11 @@ _IN_LANGUAGE = 1000
 
 class PostgresFullText(PostgresBase):
     """The BM25 first stage shared by turns and facts (scored as on SQLite: bot.store.ranking)."""
+
+    @asynccontextmanager
+    async def _shared_transaction(self) -> AsyncIterator[Tx]:
+        async with self._tx() as db:
+            yield PostgresTx(db)
 
     _search_config = PLAIN_SEARCH_CONFIG
 

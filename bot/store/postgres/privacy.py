@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
-from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
-from bot.store.export import build_export
 from bot.store.models import (
     Conversation,
     FactRecord,
@@ -17,6 +15,7 @@ from bot.store.models import (
 )
 from bot.store.postgres.base import Connection, PostgresBase, _count, _fact
 from bot.store.postgres.fences import _forgotten
+from bot.store.shared import SharedPrivacy, only_from
 
 _DELETE_FINISHED_CALLS = (
     "DELETE FROM calls WHERE user_id = $1 AND state IN ('ended', 'failed') AND NOT agent_stop_pending"
@@ -24,7 +23,7 @@ _DELETE_FINISHED_CALLS = (
 """See ``bot.store.sqlite.privacy``: an ended call whose agent is still to stop is marked, not deleted."""
 
 
-class PostgresPrivacy(PostgresBase):
+class PostgresPrivacy(PostgresBase, SharedPrivacy):
     """Implements `bot.store.repository.PrivacyStore`: forgetting, scrubbing residue, export and retention.
     Reads the member's record through `get_user`, which the composed `PostgresStore` provides."""
 
@@ -86,22 +85,6 @@ class PostgresPrivacy(PostgresBase):
             await _forgotten(db, user_id, time.time())
             return await _delete_conversation(db, Conversation("chat", chat_id))
 
-    async def forget_preview(self, convo: Conversation) -> ForgetResult:
-        column, ref = convo.column, convo.ref_id
-        row = await self._one(
-            f"SELECT (SELECT COUNT(*) FROM ({_only_from(column)}) AS only_here), "
-            f"(SELECT COUNT(*) FROM turns WHERE {column} = $1), "
-            f"(SELECT COUNT(*) FROM {convo.table} WHERE {column} = $1)",
-            ref,
-        )
-        facts, turns, found = (0, 0, 0) if row is None else (int(row[0]), int(row[1]), int(row[2]))
-        return ForgetResult(
-            turns=turns,
-            facts=facts,
-            calls=found if convo.kind == "call" else 0,
-            chats=found if convo.kind == "chat" else 0,
-        )
-
     async def forget_user(self, user_id: int) -> ForgetResult:
         async with self._tx() as db:
             turns = _count(await db.execute("DELETE FROM turns WHERE user_id = $1", user_id))
@@ -128,19 +111,6 @@ class PostgresPrivacy(PostgresBase):
             if pending is not None:
                 await db.execute("DELETE FROM pending_scrubs WHERE scrub_id <= $1", pending)
         return True
-
-    async def pending_scrub(self) -> bool:
-        return await self._one("SELECT 1 FROM pending_scrubs LIMIT 1") is not None
-
-    async def export_user(self, user_id: int) -> dict[str, Any]:
-        user = await self.get_user(user_id)
-        facts = await self._all(f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = $1 ORDER BY fact_id", user_id)
-        calls = await self._all("SELECT * FROM calls WHERE user_id = $1 ORDER BY started_at", user_id)
-        chats = await self._all("SELECT * FROM chats WHERE user_id = $1 ORDER BY started_at", user_id)
-        turns = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at, seq", user_id
-        )
-        return build_export(user_id, user, facts=facts, calls=calls, chats=chats, turns=turns)
 
     async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int:
         """Delete turns of finished conversations that started before `older_than` in one server (or DMs)."""
@@ -176,20 +146,10 @@ class PostgresPrivacy(PostgresBase):
 # ---- helpers ---------------------------------------------------------------------------------------------
 
 
-def _only_from(column: str) -> str:
-    """The ids of the facts that came only from the conversation ``column = $1``."""
-    return (
-        f"SELECT fact_id FROM fact_sources WHERE {column} = $1 "
-        f"EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != $1 "
-        f"UNION SELECT fact_id FROM facts WHERE source_{column} = $1 "
-        "AND fact_id NOT IN (SELECT fact_id FROM fact_sources)"
-    )
-
-
 async def _delete_conversation(db: Connection, convo: Conversation) -> ForgetResult:
     """Delete a call or chat, its turns and summary, and the facts that came only from it."""
     column, ref = convo.column, convo.ref_id
-    facts = _count(await db.execute(f"DELETE FROM facts WHERE fact_id IN ({_only_from(column)})", ref))
+    facts = _count(await db.execute(f"DELETE FROM facts WHERE fact_id IN ({only_from(column)})", ref))
     turns = _count(await db.execute(f"DELETE FROM turns WHERE {column} = $1", ref))
     removed = _count(await db.execute(f"DELETE FROM {convo.table} WHERE {column} = $1", ref))
     return ForgetResult(

@@ -34,10 +34,8 @@ from bot.store.shared import (
     summary_of,
     user_record,
 )
-from bot.store.specifics import stored_specifics
 from bot.store.sqlite import trips
 from bot.store.sqlite.base import _guild, _to_db, _turn
-from bot.store.sqlite.fences import memory_write_allowed
 from bot.store.sqlite.fulltext import SqliteFullText
 
 
@@ -146,33 +144,6 @@ class SqliteConversations(SqliteFullText, SharedConversations):
             expected_version=expected_version,
             live_key=live_key,
         )
-
-    async def append_chat_turn(
-        self,
-        chat_id: str,
-        user_id: int,
-        role: str,
-        content: str,
-        at: float,
-        *,
-        generation: int | None = None,
-        specifics: int | None = None,
-    ) -> int | None:
-        async with self._tx() as db:
-            if not await memory_write_allowed(db, user_id, generation, Conversation("chat", chat_id)):
-                return None
-            cur = await db.execute(
-                "INSERT INTO turns (user_id, chat_id, seq, role, content, spoken_at, source, specifics) "
-                "VALUES (?, ?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM turns WHERE chat_id = ?), ?, ?, ?, 'text', ?)",
-                (user_id, chat_id, chat_id, role, content, at, stored_specifics(specifics, content)),
-            )
-            await db.execute("UPDATE chats SET last_message_at = ? WHERE chat_id = ?", (at, chat_id))
-            return int(cur.lastrowid or 0)
-
-    async def search_turns(
-        self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
-    ) -> list[TurnRecord]:
-        return [turn for turn, _ in await self.rank_turns(user_id, query, limit, exclude_call_id=exclude_call_id)]
 
     async def rank_turns(
         self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None

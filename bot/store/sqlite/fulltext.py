@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiosqlite
 
 from bot.store.ranking import first_stage, rerank
+from bot.store.shared import Tx
 from bot.store.sqlite.base import SqliteBase
+from bot.store.sqlite.fences import SqliteTx
 from bot.store.terms import query_lookups
 
 
@@ -30,6 +34,11 @@ _IN_LANGUAGE = 1000
 
 class SqliteFullText(SqliteBase):
     """BM25 ranking over one member's rows of an FTS5 table, shared by turns and facts."""
+
+    @asynccontextmanager
+    async def _shared_transaction(self) -> AsyncIterator[Tx]:
+        async with self._tx() as db:
+            yield SqliteTx(db)
 
     _hashed_terms = False
 

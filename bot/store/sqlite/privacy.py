@@ -7,10 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
-from bot.store.columns import FACT_COLUMNS as _FACT_COLUMNS
 from bot.store.columns import RESEALED_TERMS
-from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
-from bot.store.export import build_export
 from bot.store.models import (
     CallRecord,
     ChatRecord,
@@ -19,6 +16,7 @@ from bot.store.models import (
     ForgetResult,
     UserRecord,
 )
+from bot.store.shared import SharedPrivacy, only_from, sqlite_sql
 from bot.store.sqlite.base import SqliteBase, _changes
 from bot.store.sqlite.fences import _forgotten
 
@@ -31,7 +29,7 @@ _DELETE_FINISHED_CALLS = (
 finds the agent to stop; it is marked forgotten like an open call and goes once the agent is stopped."""
 
 
-class SqlitePrivacy(SqliteBase):
+class SqlitePrivacy(SqliteBase, SharedPrivacy):
     """Implements `bot.store.repository.PrivacyStore`: forgetting, scrubbing residue, export, retention, and
     resealing every member text (used by `bot.keys.encrypted`). Reads the other aggregates' records through
     the methods below, which the composed `SqliteStore` provides."""
@@ -90,22 +88,6 @@ class SqlitePrivacy(SqliteBase):
             await _forgotten(db, user_id, self._now())
             return await _delete_conversation(db, Conversation("chat", chat_id))
 
-    async def forget_preview(self, convo: Conversation) -> ForgetResult:
-        column, ref = convo.column, convo.ref_id
-        row = await self._one(
-            f"SELECT (SELECT COUNT(*) FROM ({_only_from(column)})), "
-            f"(SELECT COUNT(*) FROM turns WHERE {column} = ?), "
-            f"(SELECT COUNT(*) FROM {convo.table} WHERE {column} = ?)",
-            (ref, ref, ref, ref, ref),
-        )
-        facts, turns, found = (0, 0, 0) if row is None else (int(row[0]), int(row[1]), int(row[2]))
-        return ForgetResult(
-            turns=turns,
-            facts=facts,
-            calls=found if convo.kind == "call" else 0,
-            chats=found if convo.kind == "chat" else 0,
-        )
-
     async def forget_user(self, user_id: int) -> ForgetResult:
         async with self._tx() as db:
             turns = await _changes(db, "DELETE FROM turns WHERE user_id = ?", (user_id,))
@@ -159,9 +141,6 @@ class SqlitePrivacy(SqliteBase):
         rows = list(await self.db.execute_fetchall(sql, tuple(params)))
         return rows[0][0] if rows else None
 
-    async def pending_scrub(self) -> bool:
-        return await self._one("SELECT 1 FROM pending_scrubs LIMIT 1") is not None
-
     async def reseal_texts(self, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
         """Rewrites every member text (turns, facts, call and chat summaries) through ``reseal(user_id, column,
         value)``, in one transaction; None leaves a value as it is. Returns how many values changed. This is how
@@ -188,16 +167,6 @@ class SqlitePrivacy(SqliteBase):
                 await db.executemany(f"UPDATE {table} SET {column} = ?{terms} WHERE {key} = ?", updates)
                 changed += len(updates)
         return changed
-
-    async def export_user(self, user_id: int) -> dict[str, Any]:
-        user = await self.get_user(user_id)
-        facts = await self._all(f"SELECT {_FACT_COLUMNS} FROM facts WHERE user_id = ? ORDER BY fact_id", (user_id,))
-        calls = await self._all("SELECT * FROM calls WHERE user_id = ? ORDER BY started_at", (user_id,))
-        chats = await self._all("SELECT * FROM chats WHERE user_id = ? ORDER BY started_at", (user_id,))
-        turns = await self._all(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? ORDER BY spoken_at, seq", (user_id,)
-        )
-        return build_export(user_id, user, facts=facts, calls=calls, chats=chats, turns=turns)
 
     async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int:
         """Delete turns of finished conversations that started before `older_than` in one server (or DMs)."""
@@ -227,20 +196,10 @@ class SqlitePrivacy(SqliteBase):
 # ---- helpers ---------------------------------------------------------------------------------------------
 
 
-def _only_from(column: str) -> str:
-    """The ids of the facts that came only from the conversation ``column = ?`` (three parameters, its id)."""
-    return (
-        f"SELECT fact_id FROM fact_sources WHERE {column} = ? "
-        f"EXCEPT SELECT fact_id FROM fact_sources WHERE {column} IS NULL OR {column} != ? "
-        f"UNION SELECT fact_id FROM facts WHERE source_{column} = ? "
-        "AND fact_id NOT IN (SELECT fact_id FROM fact_sources)"
-    )
-
-
 async def _delete_conversation(db: aiosqlite.Connection, convo: Conversation) -> ForgetResult:
     """Delete a call or chat, its turns and summary, and the facts that came only from it."""
     column, ref = convo.column, convo.ref_id
-    async with db.execute(_only_from(column), (ref, ref, ref)) as cur:
+    async with db.execute(sqlite_sql(only_from(column)), (ref,)) as cur:
         only_here = [r[0] for r in await cur.fetchall()]
     facts = 0
     for fact_id in set(only_here):
