@@ -20,8 +20,9 @@ from bot.keys.records import (
     _SealedTurn,
     _with,
 )
-from bot.keys.sealed import seal, unseal
+from bot.keys.sealed import seal
 from bot.store.columns import turn_record
+from bot.store.live_plan import LivePlan, LiveWrite, layered
 from bot.store.models import (
     CallEnd,
     CallMemoryState,
@@ -30,9 +31,6 @@ from bot.store.models import (
     CallState,
     ChatRecord,
     FactRecord,
-    LivePlan,
-    LivePlanNeeds,
-    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,
@@ -204,18 +202,12 @@ class EncryptedConversations(OpenedReads):
         """The plan sees the lines opened and its write is sealed, wherever the backend runs it (SQLite: on its
         database thread)."""
         cipher = await self._writer(user_id, generation)
-
-        def sealed_plan(stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
-            opened = [_with(t, "content", unseal(cipher, TURN, t.content)) for t in stored]
-            write = plan(opened, whole, anchored)
-            return _sealed_write(cipher, write) if isinstance(write, TurnsWrite) else write
-
         return await self.backend.write_live_turn(
             call_id,
             user_id,
             turn_key,
             tail=tail,
-            plan=sealed_plan,
+            plan=layered(plan, lambda turn: _opened(turn, cipher), lambda write: _sealed_write(cipher, write)),
             checkpoint_at=checkpoint_at,
             generation=generation,
         )

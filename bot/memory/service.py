@@ -15,15 +15,13 @@ from bot.memory.context import ContextBuilder, ContextStore
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
 from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
 from bot.memory.own_words import OwnWordsStore
+from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
 from bot.store.models import (
     CallRecord,
     Conversation,
     ConversationSummary,
     FactRecord,
     ForgetResult,
-    LivePlan,
-    LivePlanNeeds,
-    LiveWrite,
     NewTurn,
     Role,
     TurnRecord,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Literal
 
 CallState = Literal["starting", "active", "ending", "ended", "failed"]
@@ -308,29 +307,6 @@ class TurnsWrite:
     inserts: Sequence[NewTurn]
     updates: Sequence[TurnUpdate]
     anchored: bool
-
-
-class LivePlanNeeds(Enum):
-    WHOLE_CALL = "whole call"
-    """The tail was not enough to place the line: plan again with every line of the call."""
-
-
-LivePlan = Callable[[list[TurnRecord], bool, bool], TurnsWrite | LivePlanNeeds | None]
-"""``plan(stored, whole, anchored)``: what to write, given the end of the call's stored lines (oldest first;
-``whole`` when they are all of them) and whether its history is anchored; None when there is nothing to write.
-Pure and quick: SQLite runs it on its database thread, inside the write's transaction."""
-
-
-class LiveWrite(Enum):
-    """What became of one live line (``ConversationStore.write_live_turn``)."""
-
-    WRITTEN = "written"
-    UNCHANGED = "unchanged"
-    """Nothing new to write (a checkpoint had it already); its key is remembered."""
-    SEEN = "seen"
-    """Its key was stored before: a retried request."""
-    REFUSED = "refused"
-    """The memory fence refused it (forgotten or paused since, or the call is gone or private)."""
 
 
 @dataclass(frozen=True)

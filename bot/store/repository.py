@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bot.store.live_plan import LivePlan, LiveWrite
 from bot.store.models import (
     CallEnd,
     CallMemoryState,
@@ -21,8 +22,6 @@ from bot.store.models import (
     ForgetResult,
     GuildSettings,
     Job,
-    LivePlan,
-    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,

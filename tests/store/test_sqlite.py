@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from bot.memory.service import MemoryService
+from bot.store.live_plan import LivePlanNeeds, LiveWrite
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 from bot.store.models import (
     ChatRecord,
     Conversation,
     ForgetResult,
-    LivePlanNeeds,
-    LiveWrite,
     NewTurn,
     TurnRecord,
     TurnsWrite,

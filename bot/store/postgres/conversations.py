@@ -12,6 +12,7 @@ from bot.store.columns import GUILD_SETTING_NAMES as _GUILD_SETTING_NAMES
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import call_memory_state, fact_record, turn_record
 from bot.store.columns import check_call_fields as _check_call_fields
+from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
 from bot.store.models import (
     CallEnd,
     CallMemoryState,
@@ -22,9 +23,6 @@ from bot.store.models import (
     ConversationSummary,
     FactRecord,
     GuildSettings,
-    LivePlan,
-    LivePlanNeeds,
-    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,

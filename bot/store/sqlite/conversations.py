@@ -9,6 +9,7 @@ from bot.store.columns import CALL_COLUMNS as _CALL_COLUMNS
 from bot.store.columns import TURN_COLUMNS as _TURN_COLUMNS
 from bot.store.columns import call_memory_state, fact_record, turn_record
 from bot.store.columns import check_call_fields as _check_call_fields
+from bot.store.live_plan import LivePlan, LiveWrite
 from bot.store.models import (
     CallEnd,
     CallMemoryState,
@@ -18,8 +19,6 @@ from bot.store.models import (
     Conversation,
     ConversationSummary,
     FactRecord,
-    LivePlan,
-    LiveWrite,
     NewTurn,
     RecentLines,
     TurnRecord,

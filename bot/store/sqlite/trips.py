@@ -18,11 +18,9 @@ from typing import Any
 import aiosqlite
 
 from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS, TURN_NAMES, turn_record
+from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
 from bot.store.models import (
     Conversation,
-    LivePlan,
-    LivePlanNeeds,
-    LiveWrite,
     NewTurn,
     TurnRecord,
     TurnsWrite,
