@@ -35,8 +35,9 @@ from bot.store.repository import SchemaTooNew, StorageFull
 from bot.store.shared import SqlBase, sqlite_sql
 from bot.store.specifics import SPECIFICS_PAGE, stored_specifics
 from bot.store.sqlite import trips
+from bot.store.sqlite.one_trip import T, on_thread
+from bot.store.sqlite.trips import in_transaction
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 CHECKPOINT_SECONDS = 1.0
 """How often the WAL is copied into the database file (see ``WalCheckpoints``)."""
@@ -76,7 +77,7 @@ class WalCheckpoints(threading.Thread):
 
 class SqliteBase(SqlBase):
     """The connection and what every aggregate builds on (implements `StoreLifecycle`): open with the pragmas,
-    migrate, the lock that makes each operation run alone, transactions, reads and writes; and a
+    migrate, the lock that makes each operation run alone, transactions and one-trip reads and writes; and a
     read-only second connection for the few reads that must not queue behind writes (``_read_one``)."""
 
     def __init__(
@@ -234,17 +235,19 @@ class SqliteBase(SqlBase):
         async with self._lock, self._transaction() as db:
             yield db
 
-    async def _atomic(self, work: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """``work(db, *args, **kwargs)`` (see bot.store.sqlite.trips) in one transaction."""
-        async with self._tx() as db:
-            return await work(db, *args, **kwargs)
+    async def _atomic(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``work(conn, *args, **kwargs)`` (see bot.store.sqlite.trips) in one transaction, in ONE trip to the
+        database thread (``bot.store.sqlite.one_trip``), however many statements it runs."""
+        with self.write_health.write(), _storage_errors():
+            async with self._lock:
+                return await on_thread(self.db, in_transaction, work, *args, **kwargs)
 
-    async def _alone(self, work: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """``work(db, *args, **kwargs)`` with the connection to itself, outside any transaction: for reads, and
-        for single statements that are atomic on their own."""
+    async def _alone(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``work(conn, *args, **kwargs)`` in ONE trip to the database thread, outside any transaction: for
+        reads, and for single statements that are atomic on their own."""
         with _storage_errors():
             async with self._lock:
-                return await work(self.db, *args, **kwargs)
+                return await on_thread(self.db, work, *args, **kwargs)
 
     async def _all(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """One round trip to the database thread (execute, fetch and close together)."""
@@ -256,7 +259,7 @@ class SqliteBase(SqlBase):
         One trip to the database thread (execute and close together)."""
         with self.write_health.write(), _storage_errors():
             async with self._lock:
-                return await trips.changes(self.db, sql, tuple(params))
+                return await on_thread(self.db, trips.changes, sql, tuple(params))
 
     async def _read_one(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         """A one-statement read on the reader connection, for the reads a member waits on while writes queue on

@@ -1,21 +1,21 @@
-"""SQLite operations of several statements (the call path's writes and reads), each statement one awaited trip to
-aiosqlite's database thread.
+"""SQLite operations that run whole on aiosqlite's database thread: one trip per operation.
 
-``SqliteBase._atomic`` runs one inside a transaction, ``SqliteBase._alone`` outside one; either holds the store's
-lock for the whole operation. They ran whole on the database thread, in one trip each, through aiosqlite's private
-``Connection._execute``: that saved about 5% of the CPU of a call start and of a proxied voice turn
-(``bench/calls.py``, ``bench/live_recall.py``), too little to be worth a private dependency.
+Every ``await`` on an aiosqlite cursor is a trip to the database thread and back (a queue put, a thread switch,
+a wake-up of the event loop). The functions here take the plain ``sqlite3.Connection`` and are handed to the
+thread in one piece (``bot.store.sqlite.one_trip``, by ``SqliteBase._atomic`` inside a transaction and
+``SqliteBase._alone`` outside one), so an operation costs one trip however many statements it runs.
+
+They run on the database thread: they must not touch the event loop, and they see the connection's row factory
+(``sqlite3.Row``).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any
-
-import aiosqlite
+from typing import Any, TypeVar
 
 from bot.store.columns import CALL_COLUMNS, FACT_COLUMNS, TURN_COLUMNS, TURN_NAMES, turn_record
 from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
@@ -30,17 +30,36 @@ from bot.store.repository import OpenCallExists, TurnsChanged
 from bot.store.specifics import stored_specifics
 from bot.store.terms import stored_language_terms
 
+T = TypeVar("T")
+
 _INSERT_CALL = f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
 
 
-async def changes(db: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
+def in_transaction(conn: sqlite3.Connection, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``work(conn, *args, **kwargs)`` inside BEGIN IMMEDIATE ... COMMIT, rolled back if it raises (or if the
+    COMMIT fails, e.g. on a full disk, so the connection is never left inside a transaction)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn, *args, **kwargs)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def changes(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
     """Run one statement and return the rows it changed."""
-    cur = await db.execute(sql, params)
-    return max(cur.rowcount, 0)
+    cur = conn.execute(sql, params)
+    try:
+        return max(cur.rowcount, 0)
+    finally:
+        cur.close()
 
 
-async def memory_write_allowed(
-    db: aiosqlite.Connection,
+def memory_write_allowed(
+    conn: sqlite3.Connection,
     user_id: int,
     generation: int | None,
     convo: Conversation | None = None,
@@ -50,7 +69,8 @@ async def memory_write_allowed(
     False when the member forgot something or paused memory since the writer read `generation` (from
     `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
     chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
-    generation check. One statement."""
+    generation check. One statement: each is a release and a re-take of the GIL on the database thread, which
+    under load waits for the event loop's thread."""
     conversation = "1"
     params: list[Any] = [user_id, user_id]
     if convo is not None:
@@ -59,8 +79,8 @@ async def memory_write_allowed(
             f"EXISTS (SELECT 1 FROM {convo.table} WHERE {convo.column} = ? AND user_id = ? AND private = 0{purged})"
         )
         params += [convo.ref_id, user_id]
-    fenced, paused, present = await _row(
-        db,
+    fenced, paused, present = _row(
+        conn,
         "SELECT COALESCE((SELECT generation FROM memory_fences WHERE user_id = ?), 0), "
         f"EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0), {conversation}",
         params,
@@ -68,18 +88,18 @@ async def memory_write_allowed(
     return (generation is None or int(fenced) == generation) and not paused and bool(present)
 
 
-async def create_call(db: aiosqlite.Connection, values: Sequence[Any], user_id: int) -> None:
+def create_call(conn: sqlite3.Connection, values: Sequence[Any], user_id: int) -> None:
     """Insert a call row; OpenCallExists when the member already has an open call (the partial unique index)."""
     try:
-        await db.execute(_INSERT_CALL, values)
+        conn.execute(_INSERT_CALL, values).close()
     except sqlite3.IntegrityError as exc:
         if "calls.user_id" in str(exc):
             raise OpenCallExists(user_id) from exc
         raise
 
 
-async def apply_call_turns(
-    db: aiosqlite.Connection,
+def apply_call_turns(
+    conn: sqlite3.Connection,
     call_id: str,
     user_id: int,
     inserts: Sequence[NewTurn],
@@ -91,15 +111,15 @@ async def apply_call_turns(
     expected_version: int | None,
     live_key: str | None = None,
 ) -> bool:
-    """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside a transaction."""
-    if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
+    """One merge of a call's turns (see `SqliteStore.apply_call_turns`); run inside `in_transaction`."""
+    if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
         return False
-    await _write_call_turns(db, call_id, user_id, inserts, updates, anchored, checkpoint_at, expected_version, live_key)
+    _write_call_turns(conn, call_id, user_id, inserts, updates, anchored, checkpoint_at, expected_version, live_key)
     return True
 
 
-async def _write_call_turns(
-    db: aiosqlite.Connection,
+def _write_call_turns(
+    conn: sqlite3.Connection,
     call_id: str,
     user_id: int,
     inserts: Sequence[NewTurn],
@@ -110,8 +130,8 @@ async def _write_call_turns(
     live_key: str | None,
 ) -> None:
     """The writes of `apply_call_turns`, once its fence has let them through."""
-    bumped = await changes(
-        db,
+    bumped = changes(
+        conn,
         "UPDATE calls SET history_anchored = MAX(history_anchored, ?), last_checkpoint_at = ?, "
         "turns_version = turns_version + 1 WHERE call_id = ? AND (? IS NULL OR turns_version = ?)",
         (int(anchored), checkpoint_at, call_id, expected_version, expected_version),
@@ -119,7 +139,7 @@ async def _write_call_turns(
     if bumped != 1 and expected_version is not None:
         raise TurnsChanged(call_id)
     if updates:
-        await db.executemany(
+        conn.executemany(
             "UPDATE turns SET seq = ?, content = ?, segment = ?, partial = ?, captured = ?, specifics = ?, "
             "interrupted = ?, language = ?, language_terms = ? WHERE turn_id = ? AND call_id = ?",
             [
@@ -138,9 +158,9 @@ async def _write_call_turns(
                 )
                 for u in updates
             ],
-        )
+        ).close()
     if inserts:
-        await db.executemany(
+        conn.executemany(
             "INSERT INTO turns (user_id, call_id, seq, segment, partial, captured, role, content, spoken_at, "
             "source, specifics, interrupted, language, language_terms) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'voice', ?, ?, ?, ?)",
@@ -162,9 +182,9 @@ async def _write_call_turns(
                 )
                 for t in inserts
             ],
-        )
+        ).close()
     if live_key is not None:
-        await db.execute("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, live_key))
+        conn.execute("INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, live_key)).close()
 
 
 _LIVE_CALL_STATE = (
@@ -191,7 +211,7 @@ _TURN_ID = TURN_NAMES.index("turn_id")
 _FRACTION_SCALE = float(2**52)
 
 
-async def call_lines(db: aiosqlite.Connection, call_id: str, last: int | None = None) -> list[TurnRecord]:
+def call_lines(conn: sqlite3.Connection, call_id: str, last: int | None = None) -> list[TurnRecord]:
     """The call's lines in order (only the ``last`` ones when given), read in ONE step of one statement.
 
     Every step of a statement (one per row fetched) releases the GIL and takes it back; on the database thread
@@ -200,8 +220,8 @@ async def call_lines(db: aiosqlite.Connection, call_id: str, last: int | None = 
     The rows come back as one JSON array, ordered here by ``seq`` (SQLite does not promise an aggregate's
     order); a ``spoken_at`` outside ``_EXACT_RANGE`` costs one more read."""
     limit = -1 if last is None else last
-    (lines,) = await _row(
-        db,
+    (lines,) = _row(
+        conn,
         f"SELECT json_group_array({_TURN_AS_JSON}) FROM "
         "(SELECT * FROM turns WHERE call_id = ? ORDER BY seq DESC LIMIT ?)",
         (call_id, limit),
@@ -216,19 +236,20 @@ async def call_lines(db: aiosqlite.Connection, call_id: str, last: int | None = 
         else:
             row[_SPOKEN_AT] = parts[0] + parts[1] / _FRACTION_SCALE
     if odd:
-        native = {
-            turn_id: spoken_at
-            for turn_id, spoken_at in await db.execute_fetchall(
-                f"SELECT turn_id, spoken_at FROM turns WHERE call_id = ? AND NOT ({_EXACT_RANGE})", (call_id,)
-            )
-        }
+        cur = conn.execute(
+            f"SELECT turn_id, spoken_at FROM turns WHERE call_id = ? AND NOT ({_EXACT_RANGE})", (call_id,)
+        )
+        try:
+            native = dict(cur.fetchall())
+        finally:
+            cur.close()
         for row in odd:
             row[_SPOKEN_AT] = native[row[_TURN_ID]]
     return [turn_record(row) for row in rows]
 
 
-async def write_live_turn(
-    db: aiosqlite.Connection,
+def write_live_turn(
+    conn: sqlite3.Connection,
     call_id: str,
     user_id: int,
     turn_key: str | None,
@@ -237,28 +258,28 @@ async def write_live_turn(
     checkpoint_at: float,
     generation: int,
 ) -> LiveWrite:
-    """See `SqliteStore.write_live_turn`; run inside a transaction (BEGIN IMMEDIATE: nothing else writes the call
-    between reading its lines and writing the new one)."""
-    if not await memory_write_allowed(db, user_id, generation, Conversation("call", call_id)):
+    """See `SqliteStore.write_live_turn`; run inside `in_transaction` (BEGIN IMMEDIATE: nothing else writes the
+    call between reading its lines and writing the new one)."""
+    if not memory_write_allowed(conn, user_id, generation, Conversation("call", call_id)):
         return LiveWrite.REFUSED
-    anchoring, seen = await _row(db, _LIVE_CALL_STATE, (call_id, turn_key, call_id))
+    anchoring, seen = _row(conn, _LIVE_CALL_STATE, (call_id, turn_key, call_id))
     if seen:
         return LiveWrite.SEEN
     anchored = bool(anchoring)
-    lines = await call_lines(db, call_id, tail)
+    lines = call_lines(conn, call_id, tail)
     whole = len(lines) < tail
     write = plan(lines, whole, anchored)
     if write is LivePlanNeeds.WHOLE_CALL and not whole:
-        write = plan(await call_lines(db, call_id), True, anchored)
+        write = plan(call_lines(conn, call_id), True, anchored)
     if not isinstance(write, TurnsWrite):
         if write is LivePlanNeeds.WHOLE_CALL:
             raise AssertionError("a live plan asked for the whole call when it had it")
         if turn_key is not None:
-            await changes(db, "INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
+            changes(conn, "INSERT OR IGNORE INTO live_turns (call_id, turn_key) VALUES (?, ?)", (call_id, turn_key))
         return LiveWrite.UNCHANGED
     # Fenced above, in this transaction, which nothing else writes the call in: no version to expect.
-    await _write_call_turns(
-        db, call_id, user_id, write.inserts, write.updates, write.anchored, checkpoint_at, None, turn_key
+    _write_call_turns(
+        conn, call_id, user_id, write.inserts, write.updates, write.anchored, checkpoint_at, None, turn_key
     )
     return LiveWrite.WRITTEN
 
@@ -266,19 +287,22 @@ async def write_live_turn(
 _OPEN = "('starting', 'active', 'ending')"
 
 
-async def _row(db: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> Any:
-    rows = list(await db.execute_fetchall(sql, params))
-    return rows[0] if rows else None
+def _row(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Any:
+    cur = conn.execute(sql, params)
+    try:
+        return cur.fetchone()
+    finally:
+        cur.close()
 
 
-async def call_start_check(
-    db: aiosqlite.Connection, user_id: int, guild_id: int | None, since: float
+def call_start_check(
+    conn: sqlite3.Connection, user_id: int, guild_id: int | None, since: float
 ) -> tuple[Any, Any, Any]:
     """The rows `SqliteConversations.call_start_check` maps: (guild settings or None, user or None, counts)."""
-    guild = None if guild_id is None else await _row(db, "SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
-    user = await _row(db, "SELECT * FROM users WHERE user_id = ?", (user_id,))
-    counts = await _row(
-        db,
+    guild = None if guild_id is None else _row(conn, "SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
+    user = _row(conn, "SELECT * FROM users WHERE user_id = ?", (user_id,))
+    counts = _row(
+        conn,
         f"SELECT (SELECT call_id FROM calls WHERE user_id = ? AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1), "
         "(SELECT COUNT(*) FROM calls WHERE user_id = ? AND guild_id IS ? AND started_at >= ? AND state != 'failed'), "
         f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN})",
@@ -287,28 +311,28 @@ async def call_start_check(
     return guild, user, counts
 
 
-async def begin_call_ending(db: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> tuple[Any, int] | None:
+def begin_call_ending(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[Any, int] | None:
     """Run the conditional transition ``sql`` (an UPDATE ... RETURNING *), then read the member's memory
     generation; None when the transition did not apply."""
-    row = await _row(db, sql, params)
+    row = _row(conn, sql, params)
     if row is None:
         return None
-    fence = await _row(db, "SELECT generation FROM memory_fences WHERE user_id = ?", (row["user_id"],))
+    fence = _row(conn, "SELECT generation FROM memory_fences WHERE user_id = ?", (row["user_id"],))
     return row, int(fence[0]) if fence is not None else 0
 
 
-async def end_call(
-    db: aiosqlite.Connection,
+def end_call(
+    conn: sqlite3.Connection,
     call_id: str,
     ended_at: float,
     agent_stop_pending: bool,
     post_call_job: str | None,
     not_before: float,
 ) -> tuple[bool, int]:
-    """See `SqliteConversations.end_call`; run inside a transaction (``SqliteBase._atomic``)."""
+    """See `SqliteConversations.end_call`; run inside `in_transaction`."""
     won = (
-        await changes(
-            db,
+        changes(
+            conn,
             "UPDATE calls SET state = 'ended', ended_at = ?, agent_stop_pending = ? "
             "WHERE call_id = ? AND state = 'ending'",
             (ended_at, int(agent_stop_pending), call_id),
@@ -317,10 +341,10 @@ async def end_call(
     )
     if not won:
         return False, 0
-    turns = int((await _row(db, "SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,)))[0])
+    turns = int(_row(conn, "SELECT COUNT(*) FROM turns WHERE call_id = ?", (call_id,))[0])
     if post_call_job is not None and turns:
-        await changes(
-            db,
+        changes(
+            conn,
             "INSERT INTO jobs (kind, ref_id, created_at, updated_at, not_before) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (kind, ref_id) DO NOTHING",
             (post_call_job, call_id, ended_at, ended_at, not_before),
@@ -338,12 +362,17 @@ _LATEST_LINES = (
 )
 
 
-async def call_start_memory(
-    db: aiosqlite.Connection, user_id: int, facts: int, lines: int
-) -> tuple[list[Any], list[Any]]:
-    """The rows `SqliteConversations.call_start_memory` maps: the first ``facts`` current facts and the latest
-    ``lines`` lines, newest first. Both are walks of an index in its order (``facts_current``, ``turns_user``:
-    migration 11)."""
-    fact_rows = list(await db.execute_fetchall(_CURRENT_FACTS, (user_id, facts)))
-    line_rows = list(await db.execute_fetchall(_LATEST_LINES, (user_id, lines)))
+def call_start_memory(
+    conn: sqlite3.Connection, user_id: int, facts: int, lines: int
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows `SqliteConversations.call_start_memory` maps, as plain tuples (no ``sqlite3.Row`` per row): the
+    first ``facts`` current facts and the latest ``lines`` lines, newest first. Both are walks of an index in its
+    order (``facts_current``, ``turns_user``: migration 11)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    try:
+        fact_rows = cur.execute(_CURRENT_FACTS, (user_id, facts)).fetchall()
+        line_rows = cur.execute(_LATEST_LINES, (user_id, lines)).fetchall()
+    finally:
+        cur.close()
     return fact_rows, line_rows

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
-
-import aiosqlite
 
 from bot.store.columns import FACT_COLUMNS, TURN_COLUMNS
 from bot.store.models import FactRecord, TurnRecord
@@ -37,14 +36,12 @@ _PUT = {
 }
 
 
-async def _put_vectors(
-    db: aiosqlite.Connection, user_id: int, model: str, vectors: list[tuple[ItemKind, int, bytes]]
-) -> int:
+def _put_vectors(conn: sqlite3.Connection, user_id: int, model: str, vectors: list[tuple[ItemKind, int, bytes]]) -> int:
     stored = 0
     for kind, put in _PUT.items():
         rows = [(user_id, item_id, model, blob) for of, item_id, blob in vectors if of == kind]
         if rows:
-            stored += max((await db.executemany(put, rows)).rowcount, 0)
+            stored += max(conn.executemany(put, rows).rowcount, 0)
     return stored
 
 
@@ -56,7 +53,7 @@ class SqliteVectors(SqliteBase, SharedVectors):
         return [EmbedItem(row[0], int(row[1]), user_id, str(row[2])) for row in rows]
 
     async def put_vectors(self, user_id: int, model: str, vectors: Sequence[tuple[ItemKind, int, bytes]]) -> int:
-        """One transaction, a statement per kind of item (``executemany``)."""
+        """One transaction in one trip to the database thread, a statement per kind of item (``executemany``)."""
         return await self._atomic(_put_vectors, user_id, model, list(vectors))
 
     async def count_vectors(self, user_id: int | None = None) -> int:
