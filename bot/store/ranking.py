@@ -22,6 +22,21 @@ RERANK_DEPTH = 2
 Row = TypeVar("Row")
 
 
+IN_LANGUAGE = 1000
+"""Added to a query term's number for the rows a backend finds by the term's stems in other languages (a query has
+at most ``bot.store.terms.MAX_QUERY_TERMS`` terms)."""
+
+
+def term_postings(found: Iterable[tuple[int, Sequence[int]]]) -> list[Sequence[int]]:
+    """Each query term's rows from a backend's (term number, rows) answers, those found in another language
+    (numbered from ``IN_LANGUAGE``) merged into the term's: a row counts once per term."""
+    holding: dict[int, Sequence[int]] = {}
+    for number, rows in found:
+        term = number % IN_LANGUAGE
+        holding[term] = list({*holding[term], *rows}) if term in holding else rows
+    return list(holding.values())
+
+
 def idf(total: int, frequency: int) -> float:
     """BM25's inverse document frequency (the variant that stays positive)."""
     return math.log(1 + (total - frequency + 0.5) / (frequency + 0.5))

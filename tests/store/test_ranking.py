@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.store.ranking import first_stage, idf, rank_arrays, rerank
+from bot.store.ranking import IN_LANGUAGE, first_stage, idf, rank_arrays, rerank, term_postings
 
 
 @given(
@@ -60,3 +60,8 @@ def test_among_rows_that_tie_at_the_cut_the_earliest_are_kept() -> None:
     and the final order puts the later of equals first, as the backends' `rerank` does."""
     got = rank_arrays([np.arange(10, dtype=np.int32)], np.full(10, 3.0), 2)
     assert [row for row, _ in got] == [3, 2]
+
+
+def test_a_term_s_rows_found_in_another_language_count_once_with_its_own() -> None:
+    found = [(0, [1, 2]), (1, [3]), (IN_LANGUAGE, [2, 5]), (IN_LANGUAGE + 2, [7])]
+    assert sorted(sorted(rows) for rows in term_postings(found)) == [[1, 2, 5], [3], [7]]

@@ -8,12 +8,9 @@ from contextlib import asynccontextmanager
 from bot.store.pg_sealed import HASHED_SEARCH_CONFIG, PLAIN_SEARCH_CONFIG, reseal_texts
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.fences import PostgresTx
-from bot.store.ranking import first_stage
+from bot.store.ranking import IN_LANGUAGE, first_stage, term_postings
 from bot.store.shared import Tx
 from bot.store.terms import query_lookups
-
-_IN_LANGUAGE = 1000
-"""Added to a query term's number for its rows found by its stems in other languages (merged with the rest)."""
 
 
 class PostgresFullText(PostgresBase):
@@ -64,7 +61,7 @@ class PostgresFullText(PostgresBase):
         either = [" | ".join(stems) for _, stems in terms]
         if language_terms and any(either):
             sql += (
-                f" UNION ALL SELECT q.i + {_IN_LANGUAGE}, array_agg(t.{key}), 0 "
+                f" UNION ALL SELECT q.i + {IN_LANGUAGE}, array_agg(t.{key}), 0 "
                 f"FROM unnest($5::text[]) WITH ORDINALITY AS q(stems, i) JOIN {table} t "
                 "ON t.language_terms IS NOT NULL AND (to_tsvector('simple', t.language_terms) "
                 "|| to_tsvector('simple', 'u' || t.user_id::text)) "
@@ -73,9 +70,5 @@ class PostgresFullText(PostgresBase):
             params.append(either)
         rows = await self._all(sql, *params)
         total = next(int(r["n"]) for r in rows if r["i"] == 0)
-        holding: dict[int, list[int]] = {}
-        for r in rows:
-            if r["i"] != 0 and r["ids"]:
-                term = r["i"] % _IN_LANGUAGE
-                holding[term] = list({*holding[term], *r["ids"]}) if term in holding else list(r["ids"])
-        return first_stage(total, list(holding.values()), excluded, limit)
+        postings = term_postings((r["i"], r["ids"]) for r in rows if r["i"] != 0 and r["ids"])
+        return first_stage(total, postings, excluded, limit)

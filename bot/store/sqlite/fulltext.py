@@ -9,7 +9,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.store.ranking import first_stage, rerank
+from bot.store.ranking import IN_LANGUAGE, first_stage, rerank, term_postings
 from bot.store.shared import Tx
 from bot.store.sqlite.base import SqliteBase
 from bot.store.sqlite.fences import SqliteTx
@@ -26,10 +26,6 @@ def _varint(blob: bytes) -> int:
         if byte < 0x80:
             return value
     return value
-
-
-_IN_LANGUAGE = 1000
-"""Added to a query term's number for its rows found by its stems in other languages (merged with the rest)."""
 
 
 class SqliteFullText(SqliteBase):
@@ -85,19 +81,14 @@ class SqliteFullText(SqliteBase):
             if language_table is not None and stems:
                 either = " OR ".join(f'"{stem}"' for stem in stems)
                 in_language = f"group_concat(rowid) FROM {language_table} WHERE {language_table} MATCH ?"
-                selects.append(f"SELECT {_IN_LANGUAGE + i}, {in_language}")
+                selects.append(f"SELECT {IN_LANGUAGE + i}, {in_language}")
                 params.append(f"{owner} AND language_terms:({either})")
         if excluded is not None:
             selects.append(f"SELECT -2, group_concat(rowid) FROM {excluded[0]}")
             params.append(excluded[1])
         rows = await self._all(" UNION ALL ".join(selects), params)
         total = next(int(r[1]) for r in rows if r[0] == -1)
-        holding: dict[int, list[int]] = {}
-        for r in rows:
-            if r[0] >= 0 and r[1]:
-                ids, term = list(map(int, r[1].split(","))), r[0] % _IN_LANGUAGE
-                holding[term] = list({*holding[term], *ids}) if term in holding else ids
-        postings = list(holding.values())
+        postings = term_postings((r[0], list(map(int, r[1].split(",")))) for r in rows if r[0] >= 0 and r[1])
         excluded_ids = [rowid for r in rows if r[0] == -2 and r[1] for rowid in map(int, r[1].split(","))]
         first = first_stage(total, postings, excluded_ids, limit)
         if not first:
