@@ -1,5 +1,6 @@
-"""The call tests' world: the real services against the Agora emulator, web server and webhooks on. A module or
-test builds it otherwise with ``@pytest.mark.call_world(**options)`` (the options of `call_world`)."""
+"""The call tests' world: the real services against the Agora emulator, web server and webhooks on, on SQLite.
+A module or test builds it otherwise with ``@pytest.mark.call_world(**options)`` (the options of `call_world`),
+and runs on SQLite and on PostgreSQL with ``@pytest.mark.on_each_backend``."""
 
 from __future__ import annotations
 
@@ -10,13 +11,23 @@ import pytest
 
 from standins.harness import CallWorld, call_world
 
+BACKENDS = ["sqlite", "postgresql"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "call_world(**options): how the call tests' `world` is built")
+    config.addinivalue_line("markers", "on_each_backend: the test runs with its `world` on SQLite and on PostgreSQL")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "world" in metafunc.fixturenames and metafunc.definition.get_closest_marker("on_each_backend"):
+        metafunc.parametrize("world", BACKENDS, indirect=True)
 
 
 @pytest.fixture
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CallWorld]:
+    backend = getattr(request, "param", "sqlite")
+    url = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
     marker = request.node.get_closest_marker("call_world")
-    async with call_world(tmp_path, **(marker.kwargs if marker else {})) as w:
+    async with call_world(tmp_path, database_url=url, **(marker.kwargs if marker else {})) as w:
         yield w

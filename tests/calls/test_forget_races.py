@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
-from standins.harness import CallWorld, call_world
+from standins.harness import CallWorld
 from tests.calls.test_lifecycle import ALICE, conversation, start_call, stored
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def any_world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CallWorld]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    async with call_world(tmp_path, database_url=url) as w:
-        yield w
 
 
 def file_bytes(world: CallWorld) -> bytes:
@@ -86,10 +79,10 @@ async def test_resuming_memory_mid_call_does_not_bring_back_what_was_said_while_
     assert not [c for _, c in await stored(world, started.call_id) if "zqxpaused2" in c]
 
 
-async def test_forget_everything_mid_call_leaves_no_trace_of_the_call_once_it_ends(any_world: CallWorld) -> None:
+@pytest.mark.on_each_backend
+async def test_forget_everything_mid_call_leaves_no_trace_of_the_call_once_it_ends(world: CallWorld) -> None:
     """The member forgets everything while talking, goes on, then hangs up: the call ends for them as usual, and
     afterwards neither Export nor the database knows the call (its ids, times, end reason)."""
-    world = any_world
     started, agent = await start_call(world)
     world.emu.script(agent.agent_id, conversation(4, "before "))
     assert await world.calls.checkpoint(started.call_id)

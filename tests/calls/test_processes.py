@@ -24,11 +24,7 @@ from standins.harness import CallWorld, EndedLog, call_world, eventually
 ALICE = 1001
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CallWorld]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    async with call_world(tmp_path, database_url=url, agora={"checkpoint_seconds": 10}) as w:
-        yield w
+pytestmark = [pytest.mark.on_each_backend, pytest.mark.call_world(agora={"checkpoint_seconds": 10})]
 
 
 @dataclass
