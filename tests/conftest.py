@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -25,6 +26,16 @@ from standins.harness import CallWorld, call_world
 from standins.llm_server import FakeLLM, running_fake_llm
 from standins.postgres import PostgresCluster, database_name, running_cluster
 from tests.browser import browser, sdk_stub_url  # noqa: F401 - shared session fixtures
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "call_world(**options): how a test's `world` is built (call_world's options)")
+
+
+def call_world_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The options a module or test gave its `world` with ``@pytest.mark.call_world(...)``."""
+    marker = request.node.get_closest_marker("call_world")
+    return dict(marker.kwargs) if marker else {}
 
 
 @pytest.fixture(scope="session")

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from standins.harness import CallWorld, call_world
+from tests.conftest import call_world_options
 
 BACKENDS = ["sqlite", "postgresql"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "call_world(**options): how the call tests' `world` is built")
     config.addinivalue_line("markers", "on_each_backend: the test runs with its `world` on SQLite and on PostgreSQL")
 
 
@@ -28,6 +28,5 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CallWorld]:
     backend = getattr(request, "param", "sqlite")
     url = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
-    marker = request.node.get_closest_marker("call_world")
-    async with call_world(tmp_path, database_url=url, **(marker.kwargs if marker else {})) as w:
+    async with call_world(tmp_path, database_url=url, **call_world_options(request)) as w:
         yield w

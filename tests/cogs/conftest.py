@@ -18,6 +18,7 @@ from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
 from standins.harness import CallWorld, call_world
 from standins.llm_server import FakeLLM
+from tests.conftest import call_world_options
 
 
 class SimBot(MemoryBot):
@@ -33,8 +34,10 @@ class SimBot(MemoryBot):
 
 
 @pytest_asyncio.fixture
-async def world(tmp_path: Path):
-    async with call_world(tmp_path, start_web=False) as w:
+async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CallWorld]:
+    """The services the bot runs, its web server started by the bot (`SimBot.setup_hook`); built otherwise with
+    ``@pytest.mark.call_world(...)``."""
+    async with call_world(tmp_path, start_web=False, **call_world_options(request)) as w:
         yield w
 
 

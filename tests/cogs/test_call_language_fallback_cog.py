@@ -3,20 +3,14 @@ their own TTS vendor, which speaks English only)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
+import pytest
 
-import pytest_asyncio
-
-from standins.harness import CallWorld, call_world
+from standins.harness import CallWorld
 
 OWN_VOICE = {"tts_vendor": "microsoft", "tts_params": {"key": "k", "region": "eastus", "voice_name": "en-US-A"}}
 
 
-@pytest_asyncio.fixture
-async def world(tmp_path: Path) -> AsyncIterator[CallWorld]:
-    async with call_world(tmp_path, start_web=False, agora=OWN_VOICE) as w:
-        yield w
+pytestmark = pytest.mark.call_world(agora=OWN_VOICE)
 
 
 async def test_a_language_the_voice_cannot_speak_falls_back_to_english_with_a_note(
