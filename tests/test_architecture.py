@@ -154,6 +154,16 @@ def test_no_class_of_the_store_stack_dispatches_by_name(store: type) -> None:
         assert "__getattr__" not in vars(cls) and "__getattribute__" not in vars(cls), cls
 
 
+def test_nothing_in_the_store_stack_is_found_by_name_at_run_time() -> None:
+    """Not the stores alone: the records they hand out (the encrypting layer's texts opened on first read are
+    ``cached_property`` fields) and every other class in bot/store and bot/keys are read as the type checker sees."""
+    for package in ("store", "keys"):
+        for path in sorted((ROOT / "bot" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__getattribute__"):
+                    pytest.fail(f"{path.relative_to(ROOT)} defines {node.name}")
+
+
 def test_each_store_implements_every_method_of_the_protocols_itself(tmp_path: Path) -> None:
     """What mypy checks where the stores are built (``bot.app.build_store``), checked here on the objects too."""
     from bot.keys.crypto import generate_master_key_text, parse_master_key

@@ -5,7 +5,8 @@ writes sealed line by line. Split from ``bot.keys.encrypted``."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NoReturn, Protocol, Self, TypeVar
+from functools import cached_property
+from typing import NoReturn, Protocol, Self, TypeVar
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
 from bot.keys.sealed import seal, unseal
@@ -42,9 +43,9 @@ def _opened(turn: TurnRecord, cipher: MemberCipher) -> TurnRecord:
 
 class _OpenedOnRead:
     """A record whose one text field (``_text``, of ``_column``) is decrypted the first time it is read (then
-    kept): the field is left out of the instance until then, so attribute lookup falls through to
-    ``__getattr__``. A value that does not open raises ``DecryptionFailed`` at that read. Equal to the opened
-    record (the fields ``_record`` compares)."""
+    kept): the field is left out of the instance until then, so the subclass's ``cached_property`` of that name
+    opens it (``_open``) and stores it in the instance. A value that does not open raises ``DecryptionFailed`` at
+    that read. Equal to the opened record (the fields ``_record`` compares)."""
 
     _record: type
     _text: str
@@ -65,12 +66,9 @@ class _OpenedOnRead:
             return NotImplemented
         return all(getattr(self, name) == getattr(other, name) for name in self._compared)
 
-    def __getattr__(self, name: str) -> Any:
+    def _open(self) -> str:
         values = self.__dict__
-        if name != self._text or "_sealed" not in values:
-            raise AttributeError(name)
-        text = values[name] = unseal(values["_cipher"], self._column, values["_sealed"])
-        return text
+        return unseal(values["_cipher"], self._column, values["_sealed"])
 
 
 def _compared_fields(record: type) -> list[str]:
@@ -83,12 +81,20 @@ class _SealedTurn(_OpenedOnRead, TurnRecord):
     _record, _text, _column, _compared = TurnRecord, "content", TURN, _compared_fields(TurnRecord)
     __hash__ = TurnRecord.__hash__
 
+    @cached_property
+    def content(self) -> str:
+        return self._open()
+
 
 class _SealedFact(_OpenedOnRead, FactRecord):
     """A fact whose text is opened when first read."""
 
     _record, _text, _column, _compared = FactRecord, "text", FACT, _compared_fields(FactRecord)
     __hash__ = FactRecord.__hash__
+
+    @cached_property
+    def text(self) -> str:
+        return self._open()
 
 
 def _sealed_write(cipher: MemberCipher, write: TurnsWrite) -> TurnsWrite:
