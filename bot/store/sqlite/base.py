@@ -80,6 +80,8 @@ class SqliteBase(SqlBase):
     migrate, the lock that makes each operation run alone, transactions and one-trip reads and writes; and a
     read-only second connection for the few reads that must not queue behind writes (``_read_one``)."""
 
+    greatest = "MAX"
+
     def __init__(
         self, path: Path | str, *, busy_timeout_ms: int = 5000, checkpoint_seconds: float = CHECKPOINT_SECONDS
     ):
