@@ -32,6 +32,7 @@ from bot.memory.choices import MemberChoices
 from bot.memory.dense import EMBED_BATCH, DenseRetriever, Embedder, MemberEmbedder
 from bot.memory.forget_requests import ForgetRequests
 from bot.memory.live import LiveRecall
+from bot.memory.locales import MemberLocales
 from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
 from bot.memory.service import MemoryService
@@ -70,12 +71,14 @@ class Services:
     clock: Callable[[], float] = time.time
     """The wall clock the member-facing rules stamp their changes with (tests pin it)."""
     choices: MemberChoices = field(init=False)
+    locales: MemberLocales = field(init=False)
     forget_requests: ForgetRequests = field(init=False)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.choices = MemberChoices(self.store, clock=self.clock)
+        self.locales = MemberLocales(self.store)
+        self.choices = MemberChoices(self.store, clock=self.clock, locales=self.locales)
         self.forget_requests = ForgetRequests(self.store, self.memory)
 
     @property

@@ -23,12 +23,12 @@ from bot import __version__, messages
 from bot.app import Services, database_use, open_services
 from bot.config import Settings
 from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem
-from bot.i18n import Words, english
+from bot.i18n import Words, english, words_for
 from bot.invite import invite_url
 from bot.monitor import Gateway
 from bot.store.inuse import DatabaseInUse, DatabaseUse
 from bot.store.repository import SchemaTooNew
-from bot.translator import CatalogueTranslator, LastLocales, words_of
+from bot.translator import CatalogueTranslator, words_of
 from bot.web.server import PortInUse
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ async def report_message_error(client: discord.Client, message: discord.Message,
     """Errors of direct messages: answered in the same conversation, which only the member sees, in their last
     known language (a message carries no locale)."""
     user_id = message.author.id
-    words = client.last_locales.words_for(user_id) if isinstance(client, MemoryBot) else english()
+    words = await client.words_for_member(user_id) if isinstance(client, MemoryBot) else english()
     text = explain_error(client, error, words, source="direct message", user_id=user_id, guild_id=None)
     try:
         await message.channel.send(text)
@@ -146,7 +146,6 @@ class MemoryBot(commands.Bot):
             **options,
         )
         self.services = services
-        self.last_locales = LastLocales()
         self.settings: Settings = services.settings
         if services.monitor is not None:
             services.monitor.gateway = self.gateway_state
@@ -163,7 +162,12 @@ class MemoryBot(commands.Bot):
         await self.tree.set_translator(CatalogueTranslator())
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
-        self.last_locales.remember(interaction)
+        await self.services.locales.remember(interaction.user.id, interaction.locale.value)
+
+    async def words_for_member(self, user_id: int) -> Words:
+        """The words for a member outside an interaction: their last known Discord language
+        (``bot.memory.locales``), else English."""
+        return words_for(await self.services.locales.locale_of(user_id))
 
     async def setup_hook(self) -> None:
         if self.application_id is not None:

@@ -1,6 +1,6 @@
 """The Discord side of the bot's words (``bot.i18n``): the command tree's translator, so command names,
 descriptions and options show in each member's Discord language, and the words for an interaction (its locale,
-which Discord sends with every one) or for a direct message (the member's last known locale, else English).
+which Discord sends with every one); outside one, `bot.client.MemoryBot.words_for_member`.
 
 The translator finds each string's key from where it sits in the tree, so the cogs declare their commands once,
 in English: ``command.<command path>.name`` / ``.description``, ``command.<command path>.option.<option>.name`` /
@@ -8,7 +8,6 @@ in English: ``command.<command path>.name`` / ``.description``, ``command.<comma
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,10 +16,6 @@ from discord import app_commands
 from discord.app_commands import TranslationContextLocation as Where
 
 from bot.i18n import ENGLISH_TAG, Words, language_of, words_for
-
-LAST_LOCALES_KEPT = 50_000
-"""Members whose last locale a bot remembers for direct messages (a DM carries no locale); the oldest are dropped
-first, and after a restart a member's DMs are in English until their next interaction."""
 
 Decorated = TypeVar("Decorated")
 
@@ -71,23 +66,3 @@ class CatalogueTranslator(app_commands.Translator):
 def words_of(interaction: discord.Interaction) -> Words:
     """The words for whoever caused ``interaction``: their Discord language."""
     return words_for(interaction.locale.value)
-
-
-class LastLocales:
-    """Each member's Discord locale as of their last interaction with this bot, for what reaches them outside one
-    (a direct message, a call card edited after a restart of the interaction's process)."""
-
-    def __init__(self, kept: int = LAST_LOCALES_KEPT):
-        self.kept = kept
-        self._locales: OrderedDict[int, str] = OrderedDict()
-
-    def remember(self, interaction: discord.Interaction) -> None:
-        user_id = interaction.user.id
-        self._locales[user_id] = interaction.locale.value
-        self._locales.move_to_end(user_id)
-        while len(self._locales) > self.kept:
-            self._locales.popitem(last=False)
-
-    def words_for(self, user_id: int) -> Words:
-        """The member's last known language, else English."""
-        return words_for(self._locales.get(user_id))

@@ -236,7 +236,7 @@ class Calls(commands.Cog):
         ended = await self.calls.ended_call(ref_id)
         if ended is not None:  # shown by another process, or before a restart
             await self._edit_stored_card(
-                ended, ended_text(ended, self.bot.last_locales.words_for(ended.user_id), facts_learned)
+                ended, ended_text(ended, await self.bot.words_for_member(ended.user_id), facts_learned)
             )
 
     def _forget_expired_cards(self) -> None:
@@ -247,7 +247,7 @@ class Calls(commands.Cog):
 
     async def _edit_card_elsewhere(self, ended: CallEnded) -> None:
         """The call was shown by another bot process (or before a restart): edit its card through the token."""
-        words = self.bot.last_locales.words_for(ended.user_id)
+        words = await self.bot.words_for_member(ended.user_id)
         await self._edit_stored_card(ended, ended_text(ended, words, learning=self.learning))
 
     async def _edit_stored_card(self, ended: CallEnded, content: str) -> None:

@@ -274,7 +274,7 @@ class Chat(commands.Cog):
 
     async def answer_dm(self, message: discord.Message, text: str) -> None:
         """A direct message carries no locale: the member's last known one (from an interaction), else English."""
-        words = self.bot.last_locales.words_for(message.author.id)
+        words = await self.bot.words_for_member(message.author.id)
         limit = self.dm_limits.get_bucket(message)
         retry_after = limit.update_rate_limit() if limit is not None else None
         if limit is not None and retry_after:

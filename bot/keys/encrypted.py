@@ -257,6 +257,9 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
     async def set_user_language(self, user_id: int, language: str | None, at: float) -> UserRecord:
         return await self.backend.set_user_language(user_id, language, at)
 
+    async def set_user_locale(self, user_id: int, locale: str) -> None:
+        return await self.backend.set_user_locale(user_id, locale)
+
     async def get_guild_settings(self, guild_id: int) -> GuildSettings:
         return await self.backend.get_guild_settings(guild_id)
 

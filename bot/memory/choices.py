@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from bot.memory.locales import MemberLocales
 from bot.store.models import UserRecord, needs_consent
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,13 @@ def chat_privately(user: UserRecord | None) -> bool | None:
 
 
 class MemberChoices:
-    def __init__(self, store: ChoiceStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store: ChoiceStore, *, clock: Callable[[], float] = time.time, locales: MemberLocales | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.locales = locales
+        """Told when a member chooses to be remembered, so their Discord locale is kept from then on."""
 
     async def must_ask(self, user_id: int) -> bool:
         """A call that would remember the member waits for their choice while they have not made one."""
@@ -52,12 +57,16 @@ class MemberChoices:
     async def choose(self, user_id: int, remember: bool) -> None:
         """The member answered the memory choice: **Remember me** (``remember``) or without memory."""
         await self.store.set_consent(user_id, remember, self.clock())
+        if remember and self.locales is not None:
+            await self.locales.now_remembered(user_id)
         log.info("user %s chose %s", user_id, "to be remembered" if remember else "no memory")
 
     async def set_remembering(self, user_id: int, on: bool) -> None:
         """Pause (``on`` False) keeps the member's choice; resume is choosing **Remember me** again."""
         if on:
             await self.store.set_consent(user_id, True, self.clock())
+            if self.locales is not None:
+                await self.locales.now_remembered(user_id)
         else:
             await self.store.set_memory_enabled(user_id, False, self.clock())
         log.info("user %s %s their memory", user_id, "resumed" if on else "paused")

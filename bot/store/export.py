@@ -49,6 +49,7 @@ def build_export(
             "consent": user.consent,
             "consent_at": iso(user.consent_at),
             "language": user.language,
+            "discord_locale": user.locale,
         },
         "facts": [
             {

@@ -501,6 +501,16 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         END;
         """,
     ),
+    (
+        18,
+        "members' Discord language: what reaches them outside an interaction reads it after a restart",
+        """
+        -- The member's Discord locale as of their last interaction (e.g. 'es-ES'), for direct messages and call
+        -- cards edited outside one, by any bot process and after a restart. Written only for members who chose to
+        -- be remembered (bot.memory.locales); on their row, so /forget everything drops it. NULL: none known.
+        ALTER TABLE users ADD COLUMN locale TEXT;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

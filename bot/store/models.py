@@ -37,6 +37,8 @@ class UserRecord:
     created_at: float
     language: str | None = None
     """The language the member chose for their calls (`bot.calls.language`); None: their Discord language."""
+    locale: str | None = None
+    """Their Discord locale as of their last interaction (`bot.memory.locales`); None: none known."""
 
 
 def needs_consent(user: UserRecord | None) -> bool:

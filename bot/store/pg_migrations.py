@@ -418,6 +418,14 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         ) WHERE language_terms IS NOT NULL;
         """,
     ),
+    (
+        18,
+        "members' Discord language: what reaches them outside an interaction reads it after a restart",
+        """
+        -- As SQLite's migration 18: the member's Discord locale as of their last interaction, NULL if none known.
+        ALTER TABLE users ADD COLUMN locale TEXT;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

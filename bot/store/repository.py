@@ -77,6 +77,11 @@ class AccountStore(Protocol):
         """The language the member chose for their calls; None drops the choice."""
         ...
 
+    async def set_user_locale(self, user_id: int, locale: str) -> None:
+        """The member's Discord locale, kept only on the row of a member who chose to be remembered and has not
+        paused (`bot.memory.locales`); never creates a row."""
+        ...
+
 
 class GuildSettingsStore(Protocol):
     # per-server settings

@@ -7,10 +7,10 @@ from bot.store.models import (
 )
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.fences import _stop_remembering
-from bot.store.shared import user_record
+from bot.store.shared import SharedAccounts, user_record
 
 
-class PostgresAccounts(PostgresBase):
+class PostgresAccounts(PostgresBase, SharedAccounts):
     """Implements `bot.store.repository.AccountStore`."""
 
     async def get_user(self, user_id: int) -> UserRecord | None:

@@ -5,11 +5,13 @@ one difference between the two dialects in these queries: SQLite reads them as `
 The other is data too (``SqlBase.greatest``: SQLite's ``MAX`` of two values is PostgreSQL's ``GREATEST``). A backend's
 foundation (``bot.store.sqlite.base.SqliteBase``, ``bot.store.postgres.base.PostgresBase``) runs them through the
 primitives of ``SqlBase`` (``base``) and a transaction (``Tx``); each aggregate's mixin of a backend builds on the
-module here of the same aggregate (``conversations``, ``facts``, ``guild_settings``, ``jobs``, ``privacy``,
-``vectors``) and writes only what differs (a statement of its own dialect, or a round trip it saves there). Rows are
-read by column name, which both drivers' rows allow, and booleans as ``bool`` (SQLite stores 0 and 1).
+module here of the same aggregate (``accounts``, ``conversations``, ``facts``, ``guild_settings``, ``jobs``,
+``privacy``, ``vectors``) and writes only what differs (a statement of its own dialect, or a round trip it saves
+there). Rows are read by column name, which both drivers' rows allow, and booleans as ``bool`` (SQLite stores 0
+and 1).
 """
 
+from bot.store.shared.accounts import SharedAccounts
 from bot.store.shared.base import (
     OPEN_STATES,
     SqlBase,
@@ -36,6 +38,7 @@ __all__ = [
     "CALL_MEMORY_STATE",
     "LISTED_CONVERSATIONS",
     "OPEN_STATES",
+    "SharedAccounts",
     "SharedConversations",
     "SharedFacts",
     "SharedGuildSettings",

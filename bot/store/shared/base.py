@@ -38,6 +38,7 @@ def user_record(row: Any) -> UserRecord:
         consent_at=row["consent_at"],
         created_at=row["created_at"],
         language=row["language"],
+        locale=row["locale"],
     )
 
 

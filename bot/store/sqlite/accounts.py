@@ -5,12 +5,12 @@ from __future__ import annotations
 from bot.store.models import (
     UserRecord,
 )
-from bot.store.shared import user_record
+from bot.store.shared import SharedAccounts, user_record
 from bot.store.sqlite.base import SqliteBase
 from bot.store.sqlite.fences import _stop_remembering
 
 
-class SqliteAccounts(SqliteBase):
+class SqliteAccounts(SqliteBase, SharedAccounts):
     """Implements `bot.store.repository.AccountStore`."""
 
     async def get_user(self, user_id: int) -> UserRecord | None:
