@@ -15,6 +15,7 @@ from bot.memory.forgetting import FactTraces
 from bot.memory.service import MemoryPage
 from bot.memory.wording import for_member
 from bot.store.models import ConversationSummary, FactRecord, ForgetResult
+from cogs._language import label
 
 FACTS_PER_PAGE = 8
 CONVERSATIONS_PER_PAGE = 3
@@ -126,8 +127,14 @@ def status_text(page: MemoryPage, words: Words) -> str:
     return words("memory.paused" if page.chosen else "memory.not_chosen")
 
 
+def call_language_text(page: MemoryPage, words: Words) -> str:
+    """The member's call language setting: their choice, or **Automatic** (their Discord language)."""
+    chosen = words("choice.auto") if page.call_language is None else label(page.call_language, words)
+    return words("memory.call_language", language=chosen)
+
+
 def render_page(page: MemoryPage, index: int, pages: int, words: Words) -> discord.Embed:
-    status = status_text(page, words)
+    status = f"{status_text(page, words)}\n{call_language_text(page, words)}"
     colour = discord.Colour.green() if remembering(page) else discord.Colour.light_grey()
     embed = discord.Embed(title=words("memory.title"), colour=colour)
     footer = words("memory.footer")

@@ -107,6 +107,8 @@ class MemoryPage:
     chosen: bool = True
     """Whether the member has answered the memory choice (Remember me or without memory): not before their first
     call or chat, nor after /forget everything (their next call or chat asks again)."""
+    call_language: str | None = None
+    """The language the member chose for their calls (`bot.calls.language`); None: their Discord language."""
 
 
 def _utterance(t: TurnRecord) -> Utterance:
@@ -426,6 +428,7 @@ class MemoryService:
             conversation_count=await self.store.count_conversations(user_id),
             memory_enabled=user.memory_enabled if user else True,
             chosen=not needs_consent(user),
+            call_language=user.language if user else None,
         )
 
     async def build_context(

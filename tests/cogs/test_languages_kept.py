@@ -52,3 +52,18 @@ async def test_a_member_who_chose_no_memory_keeps_their_language_only_in_the_pro
     bot.services.chat = None
     await alice.user.send_dm("Hallo")
     assert alice.user.dm_channel.last_message.content == words_for("en-US")("errors.chat_disabled")
+
+
+async def test_the_memory_panel_shows_the_call_language_in_the_members_language(
+    simcord_env, world: CallWorld, member, discord_locales
+) -> None:
+    _, channel, alice = member
+    discord_locales[alice.id] = "es-ES"
+    panel = await alice.slash(channel, "memory")
+    assert "🗣️ **Idioma de las llamadas:** Automático (tu idioma de Discord)" in panel.response.embeds[0].description
+
+    await alice.slash(channel, "memory", language="de")
+    panel = await alice.slash(channel, "memory")
+    assert "🗣️ **Idioma de las llamadas:** Deutsch (alemán) · `/memoria idioma:`" in (
+        panel.response.embeds[0].description
+    )
