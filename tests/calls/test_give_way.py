@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from bot.calls.service import CallTimings
 from standins.agora_emulator import ResponseGate
 from standins.harness import CallWorld, call_world
