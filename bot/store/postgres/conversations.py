@@ -68,7 +68,8 @@ _START_CHECK = (
     "(SELECT COUNT(*) FROM calls WHERE user_id = $1 AND guild_id IS NOT DISTINCT FROM $2 AND started_at >= $3 "
     "AND state != 'failed') AS calls_today, "
     f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN}) AS open_calls, "
-    "u.user_id, u.memory_enabled, u.consent, u.consent_at, u.created_at, u.language, g.guild_id AS g_guild_id, "
+    "u.user_id, u.memory_enabled, u.consent, u.consent_at, u.created_at, u.language, u.locale, "
+    "g.guild_id AS g_guild_id, "
     + ", ".join(f"g.{name} AS g_{name}" for name in _GUILD_NAMES)
     + " FROM (SELECT 1) AS one LEFT JOIN users u ON u.user_id = $1 LEFT JOIN guild_settings g ON g.guild_id = $2"
 )
