@@ -11,10 +11,14 @@ on the member's row: the export shows it and ``/forget everything`` drops it."""
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from typing import Protocol
 
 from bot.store.models import UserRecord
+from bot.store.repository import StorageFull
+
+log = logging.getLogger(__name__)
 
 LAST_LOCALES_KEPT = 50_000
 """Members whose locale a process keeps in memory; the oldest are dropped first (and read from the store again)."""
@@ -32,13 +36,22 @@ class MemberLocales:
         self.store = store
         self.kept = kept
         self._known: OrderedDict[int, str] = OrderedDict()
+        self._unsaved: set[int] = set()
+        """Members whose locale could not be written (the storage was full): the next interaction writes it."""
 
     async def remember(self, user_id: int, locale: str) -> None:
         """The locale of the member's latest interaction; written to the store only when it changed here."""
-        unchanged = self._known.get(user_id) == locale
+        unchanged = self._known.get(user_id) == locale and user_id not in self._unsaved
         self._keep(user_id, locale)
-        if not unchanged:
+        if unchanged:
+            return
+        try:
             await self.store.set_user_locale(user_id, locale)
+        except StorageFull:
+            log.warning("a member's Discord language is kept in memory only: the bot's storage is full")
+            self._unsaved.add(user_id)
+        else:
+            self._unsaved.discard(user_id)
 
     async def now_remembered(self, user_id: int) -> None:
         """The member just chose to be remembered (or resumed): the locale known here is kept from now on."""

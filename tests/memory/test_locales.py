@@ -3,9 +3,12 @@ changed, and only for members who chose to be remembered and have not paused."""
 
 from __future__ import annotations
 
+import pytest
+
 from bot.memory.choices import MemberChoices
 from bot.memory.locales import MemberLocales
 from bot.store.models import UserRecord
+from bot.store.repository import StorageFull
 from bot.store.sqlite import SqliteStore
 
 T0 = 1_780_000_000.0
@@ -64,3 +67,33 @@ async def test_choosing_to_be_remembered_keeps_the_locale_known_before(sqlite_st
     await choices.set_remembering(2, False)
     await choices.set_remembering(2, True)
     assert (await sqlite_store.get_user(2)).locale == "de"  # type: ignore[union-attr]
+
+
+class FullOnce(CountedStore):
+    """The store, full for the first locale write."""
+
+    full = True
+
+    async def set_user_locale(self, user_id: int, locale: str) -> None:
+        if self.full:
+            self.full = False
+            raise StorageFull("disk full")
+        await super().set_user_locale(user_id, locale)
+
+
+async def test_a_locale_not_written_on_a_full_disk_is_written_at_the_next_interaction(
+    sqlite_store: SqliteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    await sqlite_store.set_consent(1, True, T0)
+    full_once = FullOnce(sqlite_store)
+    locales = MemberLocales(full_once)
+    await locales.remember(1, "es-ES")
+    assert await locales.locale_of(1) == "es-ES"
+    assert "storage is full" in caplog.text
+    assert await MemberLocales(sqlite_store).locale_of(1) is None
+
+    await locales.remember(1, "es-ES")
+    assert full_once.writes == [(1, "es-ES")]
+    assert await MemberLocales(sqlite_store).locale_of(1) == "es-ES"
+    await locales.remember(1, "es-ES")
+    assert full_once.writes == [(1, "es-ES")]
