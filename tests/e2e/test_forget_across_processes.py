@@ -16,6 +16,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -33,6 +34,7 @@ from standins.agora_emulator import (
 from standins.discord_gateway import FakeDiscord
 from standins.harness import free_port
 from standins.llm_server import running_fake_llm
+from standins.llm_server.errors import no_scripted_reply
 from tests.e2e.test_live_recall_kill import ROOT, spawn_bot
 from tests.e2e.test_smoke_real_entry_point import find_message_with, next_of_kind
 
@@ -160,7 +162,7 @@ async def test_a_forget_from_the_shell_reaches_the_running_bots_key_cache(
             await forget_from_the_shell(env)
             assert await where.wrapped_key() is None and await where.lines() == []
 
-            llm.queue_reply("Lisbon is lovely in spring.")
+            llm.set_responder(answer_only_about_lisbon)  # the first call's post-call job may ask meanwhile
             chat = await fake.slash("chat", ALICE, {"message": "I moved to Lisbon last month."})
             await next_of_kind(fake, chat, "followup")  # asked again: the forget removed the memory choice
             message, custom_id = find_message_with(fake, "consent:remember:chat:")
@@ -188,3 +190,11 @@ async def test_a_forget_from_the_shell_reaches_the_running_bots_key_cache(
     assert [opens(cipher_of(deleted), line) for line in stored] == [None] * len(stored), "none with the deleted one"
     assert "I moved to Lisbon last month." in opened and "My bike is the green one." in opened
     assert not [line for line in opened if line and "4417" in line]
+
+
+def answer_only_about_lisbon(body: dict[str, Any]) -> str:
+    """The chat's answer, for the request that carries the member's message; any other request (the first call's
+    post-call extraction, whenever its job runs) gets the stand-in's default: a 500."""
+    if "I moved to Lisbon last month." in str(body["messages"][-1].get("content")):
+        return "Lisbon is lovely in spring."
+    return no_scripted_reply(body)
