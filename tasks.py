@@ -164,7 +164,25 @@ def run_tests(args: list[str]) -> int:
         if result.returncode != 0:
             say(failure)
             return result.returncode
-    return subprocess.run([str(PYTHON), "-m", "pytest", *args]).returncode
+    return subprocess.run([str(PYTHON), "-m", "pytest", *pytest_arguments(args, usable_cores())]).returncode
+
+
+MAX_TEST_WORKERS = 8
+"""Each worker starts its own PostgreSQL cluster and Chromium: more than this costs memory and start-up for little."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (fewer than the machine's in a container pinned to some)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def pytest_arguments(args: list[str], cores: int) -> list[str]:
+    """The whole suite runs on every core, one pytest-xdist worker each: run in one process, most of its time is
+    spent waiting on real bot processes, servers and the browser, with one core busy. Anything after `test` (a
+    selection, `-x`, `-s`, `--pdb`) runs in one process as given; add `-n N` to spread it over N workers."""
+    if args or cores < 2:
+        return args
+    return ["-n", str(min(cores, MAX_TEST_WORKERS))]
 
 
 def run_demo(args: list[str]) -> int:
