@@ -152,8 +152,7 @@ class Ending:
         if began is None:
             return None
         call, generation = began
-        async with self.leases.holding(call_id):
-            return await self.complete(call, generation=generation, unwatched=unwatched)
+        return await self.complete(call, generation=generation, unwatched=unwatched)
 
     async def _last_history(self, call: CallRecord, generation: int | None = None) -> UnsavedEnding:
         """Read the history one last time (kept in memory); writes nothing. ``generation`` is the member's memory
@@ -195,7 +194,17 @@ class Ending:
         The agent is stopped while the last history is stored (the history is read before, so nothing said
         is lost): the member's hang-up waits for the slower of the two, not for both in turn. A full disk does
         not keep the agent running: it is stopped first, the member is told the call could not be saved yet,
-        and what was said is kept in memory and stored by `save_unsaved` once there is space."""
+        and what was said is kept in memory and stored by `save_unsaved` once there is space.
+
+        This process's lease on the call is renewed until the call has ended, not while the listeners are told
+        (a card edit on a busy Discord): an ended call has no lease to renew."""
+        async with self.leases.holding(call.call_id):
+            ended = await self._end(call, generation, unwatched)
+        if ended is not None:
+            await self._notify(ended)
+        return ended
+
+    async def _end(self, call: CallRecord, generation: int | None, unwatched: bool) -> CallEnded | None:
         ending = await self._last_history(call, generation)
         leaving = None if call.agent_id is None else asyncio.ensure_future(self.agents.leave_quietly(call.agent_id))
         saved = True
@@ -243,7 +252,6 @@ class Ending:
         self.counters.call_ended(ended.reason, ended.turns_stored)
         ids = {"call_id": ended.call_id, "user_id": ended.user_id, "guild_id": ended.guild_id}
         log.info("call ended (%s), %d lines stored", ended.reason, ended.turns_stored, extra=ids)
-        await self._notify(ended)
         return ended
 
     async def ended_call(self, call_id: str) -> CallEnded | None:
@@ -289,7 +297,9 @@ class Ending:
         ending = await self._last_history(replace(call, end_reason=reason))
         if call.agent_id is not None:
             ending.stopped = await self.agents.leave_quietly(call.agent_id)
-        return await self._unsaved_ending(call, ending)
+        ended = await self._unsaved_ending(call, ending)
+        await self._notify(ended)
+        return ended
 
     async def _unsaved_ending(self, call: CallRecord, ending: UnsavedEnding) -> CallEnded:
         self._unsaved[call.call_id] = ending
@@ -309,7 +319,6 @@ class Ending:
             private=call.private,
             saved=False,
         )
-        await self._notify(ended)
         return ended
 
     async def save_unsaved(self) -> int:

@@ -81,8 +81,7 @@ class Takeover:
                 counts["failed"] += 1
                 continue
             if call.state == "ending":
-                async with self.leases.holding(call.call_id):
-                    await self.ending.complete(call)
+                await self.ending.complete(call)
                 counts["finalized"] += 1
                 continue
             assert call.agent_id is not None

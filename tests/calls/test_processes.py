@@ -178,6 +178,36 @@ async def test_the_takeover_sweep_leaves_the_calls_its_own_process_is_starting(w
     assert call is not None and call.state == "active"
 
 
+@dataclass
+class SlowCard:
+    """A call-ended listener that takes a while, as a card edit does on a busy Discord."""
+
+    seconds: float
+    ended: list[str]
+
+    async def call_ended(self, ended: Any) -> None:
+        await asyncio.sleep(self.seconds)
+        self.ended.append(ended.call_id)
+
+
+@pytest.mark.call_world(agora={"checkpoint_seconds": 0.05})
+async def test_telling_the_listeners_slowly_after_a_call_ended_raises_no_takeover_alarm(
+    world: CallWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lease is renewed while the call ends, not after: a slow listener (a card edit lasting several renewal
+    beats) finds no "another bot process took over" warning in the log, which only a real takeover may write."""
+    caplog.set_level("INFO", logger="bot.calls")
+    card = SlowCard(seconds=world.calls.lease_seconds * 2, ended=[])
+    world.calls.add_listener(card)
+    await world.store.set_consent(ALICE, True, world.clock())
+    started = await world.calls.start(user_id=ALICE, guild_id=77)
+    world.emu.user_joined(world.emu.agent_by_label("call_id", started.call_id).agent_id)
+    ended = await world.calls.hang_up(ALICE)
+    assert card.ended == [started.call_id] and ended.call_id == started.call_id
+    assert (await world.store.get_call(started.call_id)).state == "ended"  # type: ignore[union-attr]
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+
 async def test_an_ending_that_outlasts_its_lease_stays_with_its_process(tmp_path: Path, postgres_url: str) -> None:
     """A saturated process may need longer than one lease period to end a call (the last history read is slow):
     it keeps renewing the lease meanwhile, so no other process ends the call a second time."""
