@@ -18,6 +18,7 @@ from bot.app import (
     database_use,
     open_services,
 )
+from bot.calls.language import supported_report
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import (
     UNUSABLE_DATABASE_EXIT,
@@ -218,6 +219,9 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
             f"  warning  web.public_url (WEB_PUBLIC_URL) is {settings.web.public_url}: Agora's servers must reach "
             "the bot's LLM route there; use the public https:// address of your TLS proxy"
         )
+
+    _out("Call languages (agora.preset, agora.tts_vendor)")
+    _out(f"  ok       {supported_report(settings.agora)}")
 
     _out()
     _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")

@@ -193,6 +193,20 @@ def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, 
     assert "off      memory.live_recall is false" in capsys.readouterr().out
 
 
+def test_check_lists_the_languages_calls_can_be_held_in(config: Path, monkeypatch, capsys) -> None:
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "Call languages (agora.preset, agora.tts_vendor)" in out
+    assert "ok       14 languages: de German, en English, es Spanish, fr French" in out
+    assert "not Hindi, Thai (answered in English)" in out, "the default MiniMax voices have neither"
+
+    monkeypatch.setenv("AGORA_TTS_VENDOR", "elevenlabs")
+    monkeypatch.setenv("AGORA_TTS_PARAMS", '{"key": "k", "voice_id": "v"}')
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert "ok       English only: the speech recognition and voice these settings name serve no other" in out
+
+
 def test_check_reports_the_embedding_setting(config: Path, monkeypatch, capsys) -> None:
     main(["--config", str(config), "check"])
     out = capsys.readouterr().out

@@ -276,6 +276,20 @@ def supported(settings: AgoraSettings) -> frozenset[str]:
     return (hearing & speaking) | {ENGLISH}
 
 
+def supported_report(settings: AgoraSettings) -> str:
+    """What `check` says of the languages calls can be held in with these ASR and TTS settings."""
+    codes = sorted(supported(settings))
+    if codes == [ENGLISH]:
+        return (
+            "English only: the speech recognition and voice these settings name serve no other language this bot "
+            "knows (a member who asks for another is answered in English, and their call card says so)"
+        )
+    missing = sorted(set(LANGUAGES) - set(codes))
+    listed = ", ".join(f"{code} {LANGUAGES[code].name}" for code in codes)
+    unserved = f"; not {', '.join(LANGUAGES[code].name for code in missing)} (answered in English)" if missing else ""
+    return f"{len(codes)} languages: {listed}{unserved}"
+
+
 def language_of_locale(locale: str | None) -> str | None:
     """The table's language for a Discord locale ("es-ES", "es-419", "pt-BR", "zh-TW", "de"), or None."""
     if not locale:
