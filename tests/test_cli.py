@@ -31,6 +31,12 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def check_says(config: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """What `python -m bot check` prints with ``config`` and the environment as the test set it."""
+    main(["--config", str(config), "check"])
+    return capsys.readouterr().out
+
+
 def test_run_without_a_token_names_the_setting(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--config", str(config), "run"]) == 2
     out = capsys.readouterr().out
@@ -149,14 +155,12 @@ def test_sync_without_a_token_names_the_setting(config: Path, capsys) -> None:
 
 def test_check_warns_when_the_call_page_is_not_served_over_https(config: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("WEB_PUBLIC_URL", "http://calls.example.org")
-    main(["--config", str(config), "check"])
-    assert "web.public_url (WEB_PUBLIC_URL) is http://calls.example.org" in capsys.readouterr().out
+    assert "web.public_url (WEB_PUBLIC_URL) is http://calls.example.org" in check_says(config, capsys)
 
 
 def test_commands_run_on_uvloop(config: Path, capsys) -> None:
     """`python -m bot` runs every command, the bot included, on uvloop (bot.loop), a dependency on Linux."""
-    main(["--config", str(config), "check"])
-    assert "Event loop\n  ok       uvloop\n" in capsys.readouterr().out
+    assert "Event loop\n  ok       uvloop\n" in check_says(config, capsys)
 
 
 def test_a_full_disk_is_explained_to_members_in_plain_words() -> None:
@@ -169,64 +173,57 @@ def test_a_full_disk_is_explained_to_members_in_plain_words() -> None:
 
 
 def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, capsys) -> None:
-    main(["--config", str(config), "check"])
-    assert "off      llm.base_url is not set, so the agent hears only the call-start memory" in capsys.readouterr().out
+    assert "off      llm.base_url is not set, so the agent hears only the call-start memory" in (
+        check_says(config, capsys)
+    )
     monkeypatch.setenv("MEMORY_LIVE_RECALL", "true")
-    main(["--config", str(config), "check"])
-    assert "off      memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set" in capsys.readouterr().out
+    assert "off      memory.live_recall is true but llm.base_url (LLM_BASE_URL) is not set" in (
+        check_says(config, capsys)
+    )
     monkeypatch.delenv("MEMORY_LIVE_RECALL")
 
     monkeypatch.setenv("LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
-    main(["--config", str(config), "check"])
-    out = capsys.readouterr().out
+    out = check_says(config, capsys)
     assert "on       llm.base_url is set (memory.live_recall default): the agent's LLM requests go to" in out
     assert "/llm/v1/chat/completions" in out
     assert "Agora's servers must reach the bot's LLM route" in out, "web.public_url is not HTTPS"
 
     monkeypatch.setenv("WEB_PUBLIC_URL", "https://calls.example.org")
-    main(["--config", str(config), "check"])
-    out = capsys.readouterr().out
+    out = check_says(config, capsys)
     assert "https://calls.example.org/llm/v1/chat/completions" in out and "must reach the bot's LLM" not in out
 
     monkeypatch.setenv("MEMORY_LIVE_RECALL", "false")
-    main(["--config", str(config), "check"])
-    assert "off      memory.live_recall is false" in capsys.readouterr().out
+    assert "off      memory.live_recall is false" in check_says(config, capsys)
 
 
 def test_check_lists_the_languages_calls_can_be_held_in(config: Path, monkeypatch, capsys) -> None:
-    main(["--config", str(config), "check"])
-    out = capsys.readouterr().out
+    out = check_says(config, capsys)
     assert "Call languages (agora.preset, agora.tts_vendor)" in out
     assert "ok       14 languages: de German, en English, es Spanish, fr French" in out
     assert "not Hindi, Thai (answered in English)" in out, "the default MiniMax voices have neither"
 
     monkeypatch.setenv("AGORA_TTS_VENDOR", "elevenlabs")
     monkeypatch.setenv("AGORA_TTS_PARAMS", '{"key": "k", "voice_id": "v"}')
-    main(["--config", str(config), "check"])
-    out = capsys.readouterr().out
+    out = check_says(config, capsys)
     assert "ok       English only: the speech recognition and voice these settings name serve no other" in out
 
 
 def test_check_reports_the_embedding_setting(config: Path, monkeypatch, capsys) -> None:
-    main(["--config", str(config), "check"])
-    out = capsys.readouterr().out
+    out = check_says(config, capsys)
     assert "on       llm.embedding_model is not set: lines and facts are embedded in process" in out
     assert "wordllama" in out and "not installed" not in out
     monkeypatch.setenv("MEMORY_SEMANTIC_SEARCH", "false")
-    main(["--config", str(config), "check"])
     assert "off      llm.embedding_model is not set and memory.semantic_search is false: BM25 only" in (
-        capsys.readouterr().out
+        check_says(config, capsys)
     )
     monkeypatch.setenv("LLM_EMBEDDING_MODEL", "text-embedding-3-small")
-    main(["--config", str(config), "check"])
-    out = capsys.readouterr().out
+    out = check_says(config, capsys)
     assert "off      llm.embedding_model is 'text-embedding-3-small' but llm.base_url (LLM_BASE_URL) is not set" in out
     monkeypatch.delenv("MEMORY_SEMANTIC_SEARCH")
 
     base_url = f"http://127.0.0.1:{free_port()}/v1"
     monkeypatch.setenv("LLM_BASE_URL", base_url)
-    main(["--config", str(config), "check"])
-    out = capsys.readouterr().out
+    out = check_says(config, capsys)
     assert "on       llm.embedding_model is 'text-embedding-3-small': lines and facts are embedded" in out
     assert f"{base_url}/embeddings and fused with BM25" in out
     assert "warning  llm.embedding_model: embeddings at " in out and "BM25 alone meanwhile" in out
