@@ -177,7 +177,7 @@ class SqliteBase(SqlBase):
             if version <= current:
                 continue
             repairs = [(needed, _split_sql(repair)) for needed, repair in REPAIRS.get(version, [])]
-            await self._atomic(_apply_migration, version, name, _split_sql(sql), repairs, time.time())
+            await self._atomic(trips.apply_migration, version, name, _split_sql(sql), repairs, time.time())
 
     async def count_specifics(self, count: Callable[[int, str], Awaitable[int | None]]) -> int:
         """Fills in ``turns.specifics`` where it is missing (lines written before migration 10) with
@@ -302,27 +302,6 @@ def _storage_errors() -> Iterator[None]:
 
 async def _plain_specifics(_user_id: int, content: str) -> int | None:
     return stored_specifics(None, content)
-
-
-def _apply_migration(
-    conn: sqlite3.Connection,
-    version: int,
-    name: str,
-    statements: list[str],
-    repairs: list[tuple[str, list[str]]],
-    applied_at: float,
-) -> None:
-    """One migration on the database thread, inside `_atomic`'s transaction: a repair's statements where its check
-    finds something to repair, then the migration's, then its row in schema_migrations."""
-    for needed, repair in repairs:
-        if conn.execute(needed).fetchall():
-            for statement in repair:
-                conn.execute(statement)
-    for statement in statements:
-        conn.execute(statement)
-    conn.execute(
-        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", (version, name, applied_at)
-    )
 
 
 def _split_sql(script: str) -> list[str]:

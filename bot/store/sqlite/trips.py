@@ -49,6 +49,27 @@ def in_transaction(conn: sqlite3.Connection, work: Callable[..., T], *args: Any,
     return result
 
 
+def apply_migration(
+    conn: sqlite3.Connection,
+    version: int,
+    name: str,
+    statements: list[str],
+    repairs: list[tuple[str, list[str]]],
+    applied_at: float,
+) -> None:
+    """One migration (see `SqliteBase._migrate`); run inside `in_transaction`: a repair's statements where its check
+    finds something to repair, then the migration's, then its row in schema_migrations."""
+    for needed, repair in repairs:
+        if conn.execute(needed).fetchall():
+            for statement in repair:
+                conn.execute(statement)
+    for statement in statements:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", (version, name, applied_at)
+    )
+
+
 def changes(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> int:
     """Run one statement and return the rows it changed."""
     cur = conn.execute(sql, params)
