@@ -60,6 +60,8 @@ class Services:
     agora: ConvoAIClient | None = None
     llm: LLMClient | None = None
     embeddings: Embedder | None = None
+    embedder: MemberEmbedder | None = None
+    """What embeds a member's lines and facts (the post-call queue's embed step, and ``import-history``'s)."""
     calls: CallService | None = None
     postcall: PostCallProcessor | None = None
     chat: ChatService | None = None
@@ -373,13 +375,14 @@ async def open_services(
     )
     services = Services(settings=settings, store=store, memory=memory, keys=keys)
     try:
+        # every query-aware build searches by meaning as the running bot's does: `context` prints what it builds
+        services.embedder = build_dense_retrieval(settings, store, memory)
+        services.embeddings = services.embedder.client if services.embedder is not None else None
         if full:
             if settings.llm.enabled:
                 services.llm = build_llm_client(settings)
-            embedder = build_dense_retrieval(settings, store, memory)
-            services.embeddings = embedder.client if embedder is not None else None
             services.postcall = PostCallProcessor(
-                store, services.llm, on_processed=services.notify_processed, embedder=embedder
+                store, services.llm, on_processed=services.notify_processed, embedder=services.embedder
             )
             services.chat = ChatService(
                 store,

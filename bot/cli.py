@@ -37,7 +37,7 @@ from bot.keys.pg_store import residue_warnings
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
 from bot.loop import loop_name
 from bot.memory.embedded import available as embedded_model_installed
-from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
+from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations, pending_learning
 from bot.memory.service import MemoryService
 from bot.store.copy import CopyFailed, CopyReport, copy_database, describe, store_for_url
 from bot.store.inuse import use_for_url
@@ -472,15 +472,25 @@ async def import_history(settings: Settings, args: argparse.Namespace) -> int:
         raise CommandFailed(f"{args.file}: {exc}") from exc
     async with open_services(settings) as services:
         call_ids = await import_conversations(services.store, services.memory, args.user_id, conversations)
+        embedded = await services.embedder.embed_all(args.user_id) if services.embedder is not None else None
     turns = sum(len(c.messages) for c in conversations)
     _out(f"Imported {len(call_ids)} conversation(s), {turns} messages, for user {args.user_id}.")
+    if embedded is not None:
+        _out(f"Embedded {embedded} lines and facts for search by meaning.")
     return 0
 
 
 async def context(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
         messages = await services.memory.build_context(args.user_id, budget_tokens=args.budget, query=args.query)
+        pending = await pending_learning(services.store, args.user_id)
     _out(json.dumps(messages, indent=2, ensure_ascii=False))
+    if pending:
+        print(
+            f"Not learned from yet (facts and summaries come from the running bot's post-call jobs, with an LLM): "
+            f"{', '.join(pending)}.",
+            file=sys.stderr,
+        )
     return 0
 
 
