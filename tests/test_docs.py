@@ -1,8 +1,8 @@
 """The docs check: every command README.md and the operator guide show is run, either here as written (in a scratch
 checkout, placeholders filled in) or by the test named for it, whose code is checked to run that command; the
 Docker and systemd lines, which need a Docker daemon or systemd, are checked against deploy/ and the bot's own
-command-line parser. The command-line table lists exactly the bot's commands, and the figures "What it costs to
-run" names are the code's, recounted with the bot's tokenizer."""
+command-line parser. The command-line table lists exactly the bot's commands, the figures "What it costs to run"
+names are the code's (recounted with the bot's tokenizer), and every link between the pages reaches a heading."""
 
 from __future__ import annotations
 
@@ -506,3 +506,25 @@ def test_the_costs_the_readme_names_are_the_codes() -> None:
     ]
     for phrase in phrases:
         assert phrase in costs, f"README's costs should say {phrase!r}"
+
+
+# ---- links between the pages ---------------------------------------------------------------------------------------
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's anchors for the page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", [*PAGES, "docs/architecture.md", "CONTRIBUTING.md"])
+def test_every_link_to_a_page_or_section_of_this_repository_resolves(page: str) -> None:
+    source = ROOT / page
+    for target in re.findall(r"\]\(([^)\s]+)\)", source.read_text()):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (source.parent / path).resolve() if path else source
+        assert linked.exists(), f"{page} links to {target}, which does not exist"
+        if anchor:
+            assert anchor in anchors(linked), f"{page} links to {target}: no such heading"
