@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
+from standins.discord_gateway import FakeDiscord, run_until_ready
 from standins.harness import CallWorld, call_world
 from standins.llm_server import FakeLLM
 from tests.conftest import call_world_options
@@ -74,6 +76,18 @@ async def simcord_bot(services: Services) -> SimBot:
     bot = SimBot(services)
     bot.extensions_to_load = EXTENSIONS
     return bot
+
+
+@pytest_asyncio.fixture
+async def bot(fake: FakeDiscord, services: Services) -> AsyncIterator[SimBot]:
+    """The bot logged in to the fake Discord, its commands synced; Discord refused nothing it sent."""
+    b = SimBot(services, guild_ready_timeout=0.05)
+    b.extensions_to_load = EXTENSIONS
+    task = await run_until_ready(b)
+    yield b
+    await b.close()
+    await asyncio.wait_for(task, 10)
+    fake.assert_no_invalid_requests()
 
 
 @pytest.fixture
