@@ -49,6 +49,37 @@ def contexts(command: Mapping[str, Any] | None) -> list[int]:
     return [0] if (command or {}).get("dm_permission") is False else [0, 1, 2]
 
 
+def authorizing_owners(
+    command: Mapping[str, Any] | None,
+    name: str,
+    *,
+    place: Place,
+    user_id: str,
+    guild_id: str,
+    installation_contexts: set[int],
+    user_installed: bool,
+    in_server: bool,
+) -> dict[str, str]:
+    """``authorizing_integration_owners`` for ``/name`` used by ``user_id`` in ``place`` (``guild_id``: the server
+    that added the bot; ``in_server``: the user is a member of it); NotOffered where no install reaches it."""
+    if CONTEXT_OF[place] not in contexts(command):
+        raise NotOffered(f"/{name} is not offered in a {place} (its contexts are {contexts(command)})")
+    if place == "server" and not in_server:
+        raise NotOffered(f"user {user_id} is not a member of the server that added the bot")
+    types = integration_types(command, installation_contexts)
+    owners: dict[str, str] = {}
+    if 0 in types and in_server and place in ("server", "dm"):
+        owners[GUILD_INSTALL] = guild_id if place == "server" else "0"
+    if 1 in types and user_installed:
+        owners[USER_INSTALL] = user_id
+    if not owners:
+        raise NotOffered(
+            f"/{name} is not offered to user {user_id} in a {place}: no install reaches it there (integration "
+            f"types {types}; user install: {user_installed})"
+        )
+    return owners
+
+
 class Places:
     """The fake's places beside its one server, and who installed the app to their own account."""
 
@@ -76,24 +107,16 @@ class Places:
             self.outside_server.add(str(user_id))
 
     def _owners(self, place: Place, user_id: str, command: Mapping[str, Any] | None, name: str) -> dict[str, str]:
-        """``authorizing_integration_owners`` for ``/name`` used there; NotOffered when no install reaches it."""
-        if CONTEXT_OF[place] not in contexts(command):
-            raise NotOffered(f"/{name} is not offered in a {place} (its contexts are {contexts(command)})")
-        types = integration_types(command, self.installation_contexts)
-        owners: dict[str, str] = {}
-        in_server = user_id not in self.outside_server
-        if place == "server" and not in_server:
-            raise NotOffered(f"user {user_id} is not a member of the server that added the bot")
-        if 0 in types and in_server and place in ("server", "dm"):
-            owners[GUILD_INSTALL] = self.guild_id if place == "server" else "0"
-        if 1 in types and user_id in self.user_installs:
-            owners[USER_INSTALL] = user_id
-        if not owners:
-            raise NotOffered(
-                f"/{name} is not offered to user {user_id} in a {place}: no install reaches it there (integration "
-                f"types {types}; user install: {user_id in self.user_installs})"
-            )
-        return owners
+        return authorizing_owners(
+            command,
+            name,
+            place=place,
+            user_id=user_id,
+            guild_id=self.guild_id,
+            installation_contexts=self.installation_contexts,
+            user_installed=user_id in self.user_installs,
+            in_server=user_id not in self.outside_server,
+        )
 
     def _place_fields(
         self, place: Place, user_id: str, permissions: str | int, owners: Mapping[str, str]

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import discord
 import pytest
+from simcord import SetupError
 
 from bot.app import Services
+from bot.calls.errors import CallsDisabled, QuotaReached
 from bot.client import COMMANDS_HASH_KEY, EXTENSIONS, MemoryBot, commands_hash
 from bot.i18n import english
 from standins.discord_gateway import (
@@ -24,7 +27,7 @@ from standins.discord_gateway import (
 from standins.discord_gateway.places import EXTERNAL_APP_PERMISSIONS, NotOffered
 from standins.harness import CallWorld
 from standins.llm_server import FakeLLM
-from tests.cogs.conftest import SimBot
+from tests.cogs.conftest import SimBot, SimcordInstalls
 
 ALICE = 7001
 """Only the user install: she is in no server that added the bot."""
@@ -267,3 +270,67 @@ async def test_switching_user_installs_syncs_the_commands_again(
     assert all(synced[name]["integration_types"] == [0, 1] for name in PERSONAL)
     assert not await bot.sync_if_changed()
     await before.close()
+
+
+# ---- the same rules driven by SimCord (tests.cogs.conftest.SimcordInstalls) --------------------------------
+
+
+async def test_simcord_a_members_own_install_where_the_server_never_added_the_bot(
+    simcord_env, world: CallWorld, fake_llm: FakeLLM, user_installs: SimcordInstalls
+) -> None:
+    friends = simcord_env.create_guild("Friends")
+    channel = friends.create_text_channel("general")
+    admins = friends.create_role("Admins", permissions=discord.Permissions(manage_guild=True))
+    alice = friends.add_member(simcord_env.create_user("alice"), roles=[admins])  # she runs that server
+    user_installs.install_for(alice, member_of_server=False)
+    user_installs.never_added(friends)
+
+    assert "settings show" not in alice.available_commands(channel)
+    with pytest.raises(SetupError, match="integration-types"):
+        await alice.slash(channel, "settings show")
+
+    prompt = await alice.slash(channel, "call")
+    assert prompt.ephemeral and prompt.response.content == WORDS("calls.consent")
+    card = await alice.click(prompt.response, label="Remember me")
+    assert "**Your call is ready.**" in card.response.content
+    call = await world.store.open_call_for_user(alice.id)
+    assert call is not None and call.guild_id is None
+
+    fake_llm.queue_reply("Hello there.")
+    said = await alice.slash(channel, "chat", message="Say hi to everyone", public=True)
+    assert said.ephemeral and said.response.content == "Hello there."
+    assert said.followups[-1].ephemeral and said.followups[-1].content == WORDS("chat.public_cannot_post")
+    assert channel.history() == [], "nothing anyone else sees"
+
+
+@pytest.mark.call_world(calls={"calls_per_member_per_day": 1})
+async def test_simcord_the_members_own_daily_limit_holds_wherever_no_server_added_the_bot(
+    simcord_env, world: CallWorld, user_installs: SimcordInstalls
+) -> None:
+    friends = simcord_env.create_guild("Friends")
+    channel = friends.create_text_channel("general")
+    user = simcord_env.create_user("alice")
+    alice = friends.add_member(user)
+    user_installs.install_for(alice, member_of_server=False)
+    user_installs.never_added(friends)
+    await world.store.set_consent(alice.id, True, 0.0)
+
+    first = await user.slash("call")  # in her DMs with the bot
+    assert "**Your call is ready.**" in first.response.content
+    await user.slash("hangup")
+    again = await alice.slash(channel, "call")
+    assert again.ephemeral and "today's limit of 1 call" in again.response.content
+    assert isinstance(simcord_env.errors[-1].original, QuotaReached)
+    assert await world.store.open_call_for_user(alice.id) is None
+
+
+async def test_simcord_a_server_that_added_the_bot_keeps_calls_off_for_a_members_own_install(
+    simcord_env, world: CallWorld, member, user_installs: SimcordInstalls
+) -> None:
+    guild, channel, alice = member
+    user_installs.install_for(alice)
+    await world.store.set_consent(alice.id, True, 0.0)
+    await world.store.update_guild_settings(guild.id, 0.0, calls_enabled=False)
+    refused = await alice.slash(channel, "call")
+    assert refused.ephemeral and refused.response.content == WORDS("errors.calls_disabled")
+    assert isinstance(simcord_env.errors[-1].original, CallsDisabled)
