@@ -537,7 +537,7 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
     )
 
     # members who reach the bot only through their own install (issue 40), where no server added it
-    for place in ("server without the bot", "dm"):
+    for place in ("server without the bot", "dm", "group dm"):
         outsider = scene.member()
         fake.install_for_user(outsider, member_of_server=False)
         await store.set_consent(outsider, True, T0)
