@@ -3,10 +3,9 @@
 Hidden from members by `default_permissions` (Manage Server) on the group, and checked again at run time,
 because admins can grant the commands to anyone under Server Settings → Integrations. Registered for server
 installs in servers only: a member's own install (`bot.places`) never offers them, and a server that never added
-the bot has no settings. Every answer is
-ephemeral, and every command acknowledges first (an ephemeral "thinking…" message) and reads or writes the store
-after: a write may wait `memory.lock_timeout_seconds` (5 s by default) for another writer, longer than Discord's
-3 seconds for a first answer.
+the bot has no settings. Every answer is ephemeral, and every command acknowledges first (an ephemeral "thinking…"
+message) and reads or writes the store after: a write may wait `memory.lock_timeout_seconds` (5 s by default) for
+another writer, longer than Discord's 3 seconds for a first answer.
 Settings are stored per server, apply to the next call, and are deleted when the bot leaves."""
 
 from __future__ import annotations
