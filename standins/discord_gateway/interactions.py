@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from standins.discord_gateway.payloads import find_option, modal_submit_rows, option_payload, walk_components
 from standins.discord_gateway.places import GUILD_INSTALL, Place
@@ -328,7 +328,7 @@ class UserActions:
         it was; a message the bot posted itself is in the server's channel or a DM."""
         for origin in self._interactions_by_token.values():
             if message_id == origin.original_message_id or message_id in origin.message_ids:
-                return origin.place, dict(origin.payload["authorizing_integration_owners"])  # type: ignore[return-value]
+                return cast(Place, origin.place), dict(origin.payload["authorizing_integration_owners"])
         if self.messages[message_id]["channel_id"] in self._dm_channels.values():
             return "dm", {GUILD_INSTALL: "0"}
         return "server", {GUILD_INSTALL: self.guild_id}
