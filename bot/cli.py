@@ -153,7 +153,9 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
 
     if settings.discord.token:
         _out("Discord")
-        discord_ok = await _check_discord(settings.discord.token.get_secret_value())
+        discord_ok = await _check_discord(
+            settings.discord.token.get_secret_value(), user_installs=settings.discord.user_installs
+        )
         ok = ok and discord_ok
 
     database, listen = startup_findings(settings)
@@ -298,12 +300,12 @@ def database_label(settings: Settings) -> str:
     return str(settings.memory.database_path)
 
 
-async def _check_discord(token: str) -> bool:
+async def _check_discord(token: str, *, user_installs: bool) -> bool:
     import aiohttp
     import discord
 
     from bot.client import TOKEN_REFUSED, discord_identity
-    from bot.invite import invite_url
+    from bot.invite import invite_url, user_install_url
 
     try:
         identity = await discord_identity(token)
@@ -314,7 +316,14 @@ async def _check_discord(token: str) -> bool:
         _out(f"  FAIL     Discord did not answer ({type(exc).__name__}): check this machine's internet connection")
         return False
     _out(f"  ok       logged in as {identity.user}")
-    _out(f"  invite   {invite_url(identity.application_id)}")
+    _out(f"  invite   {invite_url(identity.application_id)}  (a server admin adds the bot to the server)")
+    if user_installs:
+        _out(
+            f"  invite   {user_install_url(identity.application_id)}  (a member adds it to their own account; "
+            "enable User Install under Installation in the Developer Portal)"
+        )
+    else:
+        _out("  off      discord.user_installs is false: members cannot add the bot to their own account")
     if identity.interactions_endpoint_url:
         _out(
             f"  FAIL     the application's Interactions Endpoint URL is set ({identity.interactions_endpoint_url}): "

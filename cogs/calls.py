@@ -1,4 +1,8 @@
-"""/call and /hangup: start a voice call, hand over the link, end it from Discord."""
+"""/call and /hangup: start a voice call, hand over the link, end it from Discord.
+
+Wherever the member is (`bot.places`): a server that added the bot applies its settings (calls off, limits); a
+server that never added it, the bot's DMs and group DMs apply only the member's own per-day limit and the bot-wide
+caps. Every answer is ephemeral."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.calls.service import CallEnded, CallService, StartedCall
-from bot.client import MemoryBot
+from bot.client import MemoryBot, where_used
 from bot.i18n import ENGLISH_TAG, Words
 from bot.translator import options, words_of
 from cogs._consent import ChoiceButton, MemoryChoiceView
@@ -188,7 +192,7 @@ class Calls(commands.Cog):
     ) -> None:
         started = await self.calls.start(
             user_id=interaction.user.id,
-            guild_id=interaction.guild_id,
+            guild_id=where_used(interaction).settings_guild,
             private=private,
             locale=interaction.locale.value,
         )

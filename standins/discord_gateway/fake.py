@@ -17,6 +17,7 @@ from standins.discord_gateway.gateway import GatewaySessions
 from standins.discord_gateway.interactions import UserActions
 from standins.discord_gateway.messages import MessageStore
 from standins.discord_gateway.openapi import openapi
+from standins.discord_gateway.places import Places
 from standins.discord_gateway.protocol import API_PREFIX
 from standins.discord_gateway.records import (
     GatewayConnection,
@@ -33,8 +34,9 @@ from standins.discord_gateway.rest_routes import RestRoutes
 RouteHandler = Callable[[IncomingRequest], Awaitable[tuple[int, Any]]]
 
 
-class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, MessageStore):
-    """Loopback Discord for one bot: REST under ``/api/v10``, gateway at ``/gateway``, one guild, one channel.
+class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, MessageStore, Places):
+    """Loopback Discord for one bot: REST under ``/api/v10``, gateway at ``/gateway``, one guild that added the bot
+    and its channel; besides, for user installs (``places``), a server that never added it and a group DM.
 
     Typical use (pytest)::
 
@@ -59,6 +61,7 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
         self.guild_id: str = self._snowflake()
         self.channel_id: str = self._snowflake()
         self.owner_id: str = self._snowflake()
+        self._init_places()
         self.bot_username = "FakeBot"
         #: Permissions the bot has in the channel, sent as ``app_permissions`` with every interaction.
         self.app_permissions = "0"
@@ -238,14 +241,7 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
         }
 
     def _channel_payload(self) -> dict[str, Any]:
-        return {
-            "id": self.channel_id,
-            "type": 0,
-            "guild_id": self.guild_id,
-            "name": "general",
-            "position": 0,
-            "permission_overwrites": [],
-        }
+        return self._guild_channel_payload(self.channel_id, self.guild_id)
 
     def dm_channel_id(self, user_id: int | str) -> str:
         """The id of the DM channel between the bot and ``user_id`` (also the one the bot opens itself)."""
@@ -254,6 +250,21 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
             self._dm_channels[key] = self._snowflake()
             self.user(key)
         return self._dm_channels[key]
+
+
+async def run_until_ready(client: discord.Client) -> asyncio.Task[None]:
+    """Start ``client`` on the fake (``client.start``, as the bot starts) and wait until it is ready; returns the
+    running task. Raises why start-up failed, or TimeoutError after 10 s."""
+    task = asyncio.create_task(client.start("fake-token"))
+    ready = asyncio.create_task(client.wait_until_ready())
+    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    if ready not in done:
+        ready.cancel()
+        if task.done():
+            task.result()  # re-raises why startup failed
+        task.cancel()
+        raise TimeoutError("the bot did not become ready on the fake Discord")
+    return task
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -75,6 +75,7 @@ class Interaction:
     acknowledged: bool = False
     original_message_id: str | None = None  # the message @original refers to, once there is one
     message_ids: set[str] = field(default_factory=set)  # every message created/edited through this token
+    place: str = "server"  # where it happened (standins.discord_gateway.places.Place)
 
 
 @dataclass

@@ -101,7 +101,7 @@ class RestRoutes:
             if callback_type == DEFERRED_CHANNEL_MESSAGE:
                 data = {"flags": (data.get("flags") or 0) & EPHEMERAL | LOADING}
             message = self._create_message(
-                data, self.channel_id, req.files, interaction=interaction, token=interaction.token
+                data, interaction.payload["channel_id"], req.files, interaction=interaction, token=interaction.token
             )
             interaction.original_message_id = message["id"]
             summary |= {
@@ -147,7 +147,11 @@ class RestRoutes:
             message = self._edit_message(interaction, original["id"], edit, req.files)
         else:
             message = self._create_message(
-                body, self.channel_id, req.files, interaction=interaction, token=req.params["webhook_token"]
+                body,
+                interaction.payload["channel_id"],
+                req.files,
+                interaction=interaction,
+                token=req.params["webhook_token"],
             )
         self._record_response(interaction, "followup", body)
         wait = QUERY_BOOLEAN_LITERALS.get(req.query.get("wait", "false").lower(), False)
@@ -173,6 +177,15 @@ class RestRoutes:
 
     async def _post_channel_message(self, req: IncomingRequest) -> tuple[int, Any]:
         channel_id = req.params["channel_id"]
+        if self._bot_cannot_post(channel_id):
+            raise Rejection(
+                403,
+                "Missing Access",
+                50001,
+                problems=[
+                    "a channel message where the app is no member (a user install answers only through the interaction)"
+                ],
+            )
         if channel_id != self.channel_id and channel_id not in self._dm_channels.values():
             raise unknown("Channel", 10003)
         body: dict[str, Any] = req.body or {}
@@ -184,6 +197,8 @@ class RestRoutes:
         return 200, message
 
     def _check_channel(self, channel_id: str) -> None:
+        if self._bot_cannot_post(channel_id):
+            raise Rejection(403, "Missing Access", 50001)
         if channel_id != self.channel_id and channel_id not in self._dm_channels.values():
             raise unknown("Channel", 10003)
 
