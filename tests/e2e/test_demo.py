@@ -226,10 +226,13 @@ async def test_a_person_tries_the_bot_in_the_demo(browser) -> None:
 
 
 def start_demo(*options: str) -> Terminal:
+    """The demo in a terminal; its call page on a free port unless ``options`` give one (the default, 8080, may be
+    taken by a demo another test worker runs)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST"))}
     python3 = shutil.which("python3")
     assert python3 is not None
-    return Terminal([python3, "tasks.py", "demo", "--no-setup", *options], env)
+    port = () if "--port" in options else ("--port", str(unused_port()))
+    return Terminal([python3, "tasks.py", "demo", "--no-setup", *port, *options], env)
 
 
 def unused_port() -> int:
