@@ -273,6 +273,7 @@ def build_calls(
         store,
         app_id=settings.agora.app_id or "",
         page_close_grace_seconds=settings.calls.page_close_grace_seconds,
+        rejoin_seconds=settings.agora.idle_timeout_seconds,
     )
     return calls, page
 

@@ -180,7 +180,10 @@ def forgot_fact_text(traces: FactTraces, words: Words) -> str:
 
 
 def confirm_fact_text(traces: FactTraces, words: Words) -> str:
-    return words("memory.confirm_fact", fact=shorten(shown(traces.fact), 1500), what=traces_text(traces, words))
+    fact = shorten(shown(traces.fact), 1500)
+    if traces.removes_more:
+        return words("memory.confirm_fact", fact=fact, what=traces_text(traces, words))
+    return words("memory.confirm_fact_alone", fact=fact)
 
 
 def conversation_what(result: ForgetResult, words: Words) -> str:

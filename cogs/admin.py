@@ -25,7 +25,7 @@ from bot.client import MemoryBot, where_used
 from bot.i18n import Words
 from bot.places import ServerWithoutBot
 from bot.translator import options, words_of
-from cogs._language import LANGUAGE_CHOICES, label
+from cogs._language import LANGUAGE_CHOICES, in_text, label
 
 PREVIEW_CHARS = 700
 
@@ -211,7 +211,7 @@ class Admin(commands.Cog):
         words = words_of(interaction)
         await self.confirm(
             interaction,
-            words("admin.language.set", language=label(language, words), next_call=words("admin.next_call")),
+            words("admin.language.set", language=in_text(language, words), next_call=words("admin.next_call")),
         )
 
     @settings.command(name="max-minutes", description="Set the longest a call started in this server may last")

@@ -27,8 +27,8 @@ from bot.memory.forget_requests import ForgetRequests
 from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
 from bot.translator import options, words_of
-from cogs._forget_ui import ConfirmEverythingView, forget_conversation_asking, forget_fact_or_ask
-from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, label
+from cogs._forget_ui import ConfirmEverythingView, forget_conversation_asking, forget_fact_asking
+from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, in_text
 from cogs._memory_actions import MemoryActions
 from cogs._memory_texts import SPACES, conversation_name, fact_choice, shorten, shown
 from cogs._memory_ui import (
@@ -76,7 +76,7 @@ class Memory(commands.Cog):
             await self.bot.services.choices.set_call_language(interaction.user.id, choice)
             words = words_of(interaction)
             said = (
-                words("memory.language.set", language=label(choice, words))
+                words("memory.language.set", language=in_text(choice, words))
                 if choice
                 else words("memory.language.automatic")
             )
@@ -102,7 +102,7 @@ class Memory(commands.Cog):
     @options(item="Start typing to find it")
     async def forget_item(self, interaction: discord.Interaction, item: str) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await forget_fact_or_ask(MemoryActions.of(interaction), interaction, item, in_place=False)
+        await forget_fact_asking(MemoryActions.of(interaction), interaction, item, in_place=False)
 
     @forget_item.autocomplete("item")
     async def item_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:

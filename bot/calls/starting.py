@@ -227,6 +227,7 @@ class CallStarter:
                 memory_paused=not private and user is not None and not user.memory_enabled,
                 language=language.code,
                 language_wanted=language.fallback_from.code if language.fallback_from else None,
+                remembers_earlier=len(system_messages) > 1,
             )
         finally:
             self._starting.discard(call_id)

@@ -426,7 +426,18 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
             "picker: a fact",
             click(forgot_fact, f"forget:pick:{forgot_fact}", [f"fact:{fact_id}"]),
             DEFERRED_UPDATE,
-            content("edit", "Forgot 1 fact: “Speaks Dutch”"),
+            content("edit", "**Forget “Speaks Dutch”?** It can't be undone."),
+        )
+    )
+    confirmed_fact = scene.member()
+    [confirmed_fact_id] = await scene.facts(confirmed_fact, "Knits socks")
+    await scene.answered(await fake.slash("forget", confirmed_fact, {"item": str(confirmed_fact_id)}, "item"))
+    cases.append(
+        Case(
+            "confirm: Forget it",
+            click(confirmed_fact, f"forget:fact:{confirmed_fact}:{confirmed_fact_id}"),
+            DEFERRED_UPDATE,
+            content("edit", "Forgot 1 fact: “Knits socks”"),
         )
     )
     forgot_chat = scene.member()
@@ -486,7 +497,7 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
             "/forget item",
             slash("forget", item_user, "item", item=str(item_id)),
             DEFERRED_CHANNEL_MESSAGE,
-            content("followup", "Forgot 1 fact: “Grows tomatoes”"),
+            content("followup", "**Forget “Grows tomatoes”?** It can't be undone."),
         )
     )
     call_user = scene.member()
@@ -621,8 +632,10 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
     assert (settings.max_call_minutes, settings.calls_per_member_per_day, settings.retention_days) == (15, 40, 30)
     assert (await store.get_user(paused)).memory_enabled is False
     assert (await store.get_user(resumed)).memory_enabled is True
-    for user in (forgot_fact, item_user, forgot_all):
+    for user in (confirmed_fact, forgot_all):
         assert await store.count_facts(user, include_superseded=True) == 0
+    for user in (forgot_fact, item_user):
+        assert await store.count_facts(user, include_superseded=True) == 1, "asked first: nothing went yet"
     assert await store.get_chat(confirmed_chat_id) is None
     assert await store.get_chat(chat_id) is not None and await store.get_chat(forget_chat_id) is not None, "asked only"
     assert (await store.get_user(chooser)).consent == "remember"

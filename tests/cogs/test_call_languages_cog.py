@@ -32,7 +32,7 @@ async def test_a_member_whose_discord_is_in_spanish_gets_a_spanish_call(
     assert properties["tts"]["params"]["voice_setting"]["voice_id"] == spanish.minimax_voice
     assert "always answer in Spanish" in properties["llm"]["system_messages"][0]["content"]
     assert properties["llm"]["greeting_message"] == spanish.greeting
-    assert "**Español**" in card, "named in the member's own language"
+    assert "Esta llamada es en **español**;" in card, "named in the member's own language, as a Spanish sentence does"
 
 
 async def test_call_language_overrides_discords_and_is_remembered_until_automatic(
@@ -42,7 +42,7 @@ async def test_call_language_overrides_discords_and_is_remembered_until_automati
     discord_locales[alice.id] = "es-ES"
     await world.store.set_consent(alice.id, True, world.clock())
     properties, card = await call_join(world, alice, channel, language="de")
-    assert properties["asr"]["language"] == "de-DE" and "Deutsch (alemán)" in card
+    assert properties["asr"]["language"] == "de-DE" and "en **alemán (Deutsch)**" in card
     properties, _ = await call_join(world, alice, channel)
     assert properties["asr"]["language"] == "de-DE", "the choice is remembered"
     assert properties["tts"]["params"]["voice_setting"]["voice_id"] == LANGUAGES["de"].minimax_voice
@@ -59,7 +59,7 @@ async def test_an_admins_server_default_is_the_language_of_a_member_with_none_of
 ) -> None:
     guild, channel, carol, alice = server
     done = await carol.slash(channel, "settings language", language="fr")
-    assert done.ephemeral and "Français (French)" in done.response.content
+    assert done.ephemeral and "Calls here are now in **French (Français)**" in done.response.content
     assert (await world.store.get_guild_settings(guild.id)).language == "fr"
     shown = await carol.slash(channel, "settings show")
     assert "Français (French)" in shown.response.content
