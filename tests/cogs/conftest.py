@@ -1,7 +1,10 @@
-"""SimCord runs the real command tree offline; the services behind it are real, against the local stand-ins."""
+"""SimCord runs the real command tree offline; the services behind it are real, against the local stand-ins. `fake`
+and `bot`: the same bot over real HTTP and a real gateway connection to the loopback fake Discord, for what SimCord
+does not model (Discord's 3-second first answer)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from bot.llm import LLMClient
 from bot.memory.chat import ChatService
 from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
+from standins.discord_gateway import FakeDiscord
 from standins.harness import CallWorld, call_world
 from standins.llm_server import FakeLLM
 from tests.conftest import call_world_options
@@ -114,3 +118,33 @@ def discord_locales(monkeypatch: pytest.MonkeyPatch) -> dict[int, str]:
 
     monkeypatch.setattr(simcord.interactions, "base_payload", with_locale)
     return locales
+
+
+@pytest_asyncio.fixture
+async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    f = FakeDiscord()
+    await f.start()
+    f.patch(monkeypatch)
+    yield f
+    await f.stop()
+    assert f.invalid_responses == [] and f.internal_errors == []
+
+
+@pytest_asyncio.fixture
+async def bot(fake: FakeDiscord, services: Services) -> AsyncIterator[SimBot]:
+    """The bot on the fake Discord, its commands synced; it must send no request Discord would refuse."""
+    b = SimBot(services, guild_ready_timeout=0.05)
+    b.extensions_to_load = EXTENSIONS
+    task = asyncio.create_task(b.start("fake-token"))
+    ready = asyncio.create_task(b.wait_until_ready())
+    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    if ready not in done:
+        ready.cancel()
+        if task.done():
+            task.result()  # why startup failed
+        task.cancel()
+        raise TimeoutError("the bot did not become ready on the fake Discord")
+    yield b
+    await b.close()
+    await asyncio.wait_for(task, 10)
+    fake.assert_no_invalid_requests()

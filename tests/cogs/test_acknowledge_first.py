@@ -22,17 +22,14 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import discord
 import pytest
-import pytest_asyncio
 
-from bot.app import Services
-from bot.client import EXTENSIONS
 from bot.i18n import english
 from bot.store.models import ChatRecord
 from standins.discord_gateway import (
@@ -104,36 +101,7 @@ class WriteLock:
         await asyncio.to_thread(self._thread.join, 10)
 
 
-# ---- the bot on the loopback fake Discord ------------------------------------------------------------------
-
-
-@pytest_asyncio.fixture
-async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    f = FakeDiscord()
-    await f.start()
-    f.patch(monkeypatch)
-    yield f
-    await f.stop()
-    assert f.invalid_responses == [] and f.internal_errors == []
-
-
-@pytest_asyncio.fixture
-async def bot(fake: FakeDiscord, services: Services) -> AsyncIterator[SimBot]:
-    b = SimBot(services, guild_ready_timeout=0.05)
-    b.extensions_to_load = EXTENSIONS
-    task = asyncio.create_task(b.start("fake-token"))
-    ready = asyncio.create_task(b.wait_until_ready())
-    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    if ready not in done:
-        ready.cancel()
-        if task.done():
-            task.result()  # why startup failed
-        task.cancel()
-        raise TimeoutError("the bot did not become ready on the fake Discord")
-    yield b
-    await b.close()
-    await asyncio.wait_for(task, 10)
-    fake.assert_no_invalid_requests()
+# ---- the bot on the loopback fake Discord (`fake` and `bot`: tests/cogs/conftest.py) -----------------------
 
 
 def components(message: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
