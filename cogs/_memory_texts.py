@@ -222,6 +222,16 @@ def fact_choice(fact: FactRecord, words: Words) -> app_commands.Choice[str]:
     return app_commands.Choice(name=name, value=str(fact.fact_id))
 
 
+BUSY_VALUE = "busy"
+"""What the busy suggestion submits when picked: no fact or conversation, so the member reads "not found"."""
+
+
+def busy_choice(words: Words) -> app_commands.Choice[str]:
+    """The one suggestion when the store could not answer in time (an autocomplete cannot be deferred, and an
+    empty list would read as "nothing to forget")."""
+    return app_commands.Choice(name=shorten(words("memory.autocomplete_busy"), 100), value=BUSY_VALUE)
+
+
 def conversation_name(conversation: ConversationSummary, words: Words) -> str:
     head = (
         f"{kind_label(conversation.kind, words)} {words.date(conversation.started_at)} · "

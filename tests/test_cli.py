@@ -202,8 +202,8 @@ def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, 
 def test_check_lists_the_languages_calls_can_be_held_in(config: Path, monkeypatch, capsys) -> None:
     out = check_says(config, capsys)
     assert "Call languages (agora.preset, agora.tts_vendor)" in out
-    assert "ok       14 languages: de German, en English, es Spanish, fr French" in out
-    assert "not Hindi, Thai (answered in English)" in out, "the default MiniMax voices have neither"
+    assert "ok       16 languages: de German, en English, es Spanish, fr French, hi Hindi, id Indonesian" in out
+    assert "th Thai" in out and "answered in English" not in out, "MiniMax documents Hindi and Thai voices"
 
     monkeypatch.setenv("AGORA_TTS_VENDOR", "elevenlabs")
     monkeypatch.setenv("AGORA_TTS_PARAMS", '{"key": "k", "voice_id": "v"}')

@@ -13,6 +13,7 @@ import discord
 import yarl
 from aiohttp import web
 
+from standins.discord_gateway.contract_rules import FIRST_ANSWER_SECONDS
 from standins.discord_gateway.gateway import GatewaySessions
 from standins.discord_gateway.interactions import UserActions
 from standins.discord_gateway.messages import MessageStore
@@ -47,12 +48,21 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
         fake.assert_no_invalid_requests(); await fake.stop()
     """
 
-    def __init__(self, *, require_synced_commands: bool = True, validate_responses: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        require_synced_commands: bool = True,
+        validate_responses: bool = True,
+        first_answer_seconds: float = FIRST_ANSWER_SECONDS,
+    ) -> None:
         """``require_synced_commands``: :meth:`slash` and :meth:`autocomplete` refuse commands the bot never
         synced (real Discord only offers registered commands) and take option types from the synced payload.
         Turn it off only to test a bot that does not sync; option types are then guessed from Python values.
         ``validate_responses``: check the fake's own JSON answers against the documented response schemas.
+        ``first_answer_seconds``: how long after an interaction its first answer is taken (Discord's 3 s; later,
+        404 ``10062 Unknown interaction``, spec §4.3).
         """
+        self.first_answer_seconds = first_answer_seconds
         self.require_synced_commands = require_synced_commands
         self.validate_responses = validate_responses
         self._ids = itertools.count(1_100_000_000_000_000_000)
