@@ -104,6 +104,7 @@ class Services:
                 await self.embeddings.load()
             except LLMError as exc:
                 log.warning("%s; memory is searched by words (BM25) until it loads", exc.message)
+        await self.memory.finish_interrupted_forgets()
         if not await self.memory.finish_pending_scrubs():
             log.warning("deleted memory could not be scrubbed from the database file yet; the sweep retries")
         if self.web is not None:
@@ -124,6 +125,7 @@ class Services:
         last_retention = 0.0
         while not self._stop.is_set():
             try:
+                await self.memory.finish_interrupted_forgets()
                 await self.memory.finish_pending_scrubs()
                 if self.calls is not None:
                     await self.calls.save_unsaved()
