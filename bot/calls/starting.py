@@ -171,7 +171,7 @@ class CallStarter:
                 raise CallAlreadyActive(active.call_id if active else "") from exc
 
             try:
-                started, language = await self._join_or_english(
+                (started, remembers_earlier), language = await self._join_or_english(
                     call, language, guild=guild, remember=remember, llm_key=llm_key
                 )
             except AgoraLimitExceeded as exc:
@@ -207,14 +207,14 @@ class CallStarter:
                 memory_paused=not private and user is not None and not user.memory_enabled,
                 language=language.code,
                 language_wanted=language.fallback_from.code if language.fallback_from else None,
-                remembers_earlier=len(system_messages) > 1,
+                remembers_earlier=remembers_earlier,
             )
         finally:
             self._starting.discard(call_id)
 
     async def _join_or_english(
         self, call: CallRecord, language: CallLanguage, *, guild: GuildSettings, remember: bool, llm_key: str | None
-    ) -> tuple[AgentStarted, CallLanguage]:
+    ) -> tuple[tuple[AgentStarted, bool], CallLanguage]:
         """The agent's join in the call's language. When Agora refuses (400) the join of a call held in another
         language than English with one of our MiniMax voices, the call is held in English instead and says so
         (`CallLanguage.fallback_from`): Agora spec §13.2, "No Agora page lists which voices a managed MiniMax
@@ -238,7 +238,8 @@ class CallStarter:
 
     async def _join(
         self, call: CallRecord, language: CallLanguage, *, guild: GuildSettings, remember: bool, llm_key: str | None
-    ) -> AgentStarted:
+    ) -> tuple[AgentStarted, bool]:
+        """The agent started, and whether its instructions carry memory of earlier conversations."""
         agora = self.settings.agora
         persona = persona_for(guild.persona or self.settings.memory.persona, language.language)
         if remember:
@@ -263,7 +264,8 @@ class CallStarter:
             language=language.language,
         )
         live = self.settings.live_recall_enabled
-        return await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
+        started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
+        return started, len(system_messages) > 1
 
     async def abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""
