@@ -11,12 +11,13 @@ index while they are in a call), ordered by relevance and priors (``bot.memory.p
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from bot.memory.block import MEMORY_HEADER, BudgetedBlock, content_words, quoted, render_fact_line, render_turn_line
 from bot.memory.index import MemberIndexes, Renderer
-from bot.memory.priors import QueryBase, by_score
-from bot.memory.recall import asks_something, distinctive, keep_core, with_neighbours, word_set
+from bot.memory.priors import by_score
+from bot.memory.recall import asks_something, distinctive, earned, keep_core, with_neighbours, word_set
 from bot.memory.sources import (
     CALL_START_LINES,
     ContextStore,
@@ -145,7 +146,8 @@ class ContextBuilder:
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
-        for turn, _ in by_score(ranked, priors, QueryBase((), base.positions), lines):
+        strong, weak = earned(ranked)
+        for turn, _ in chain(((turn, True) for turn, _ in strong), by_score(weak, priors, base, lines)):
             if block.full:
                 break
             if block.add_turn(turn):

@@ -31,7 +31,7 @@ NEIGHBOURED_HITS = 16
 """The best hits that bring their neighbours: further down, a hit's neighbours would crowd out better hits
 (bench/locomo.py: 8 and 32 both found less evidence)."""
 NEIGHBOUR_WEIGHT = 0.5
-COMMON_SHARE = 0.05
+COMMON_SHARE = 0.1
 COMMON_MIN_LINES = 40
 """Fewer recent lines than this say nothing about which words are common."""
 Position = tuple[str, int]
@@ -178,3 +178,20 @@ def with_neighbours(ranked: Sequence[tuple[TurnRecord, float]]) -> list[tuple[Tu
     ]
     rescored.sort(key=lambda item: -item[1])
     return rescored
+
+
+STRONG_SHARE = 0.5
+"""A line whose relevance is at least this share of the best line's has earned its room outright."""
+
+
+def earned(
+    ranked: list[tuple[TurnRecord, float]],
+) -> tuple[list[tuple[TurnRecord, float]], list[tuple[TurnRecord, float]]]:
+    """``ranked`` (best first) split into the lines that earned their room (relevance at least ``STRONG_SHARE`` of
+    the best's), which go in first by relevance, and the rest, which compete with what a call start would show
+    (``bot.memory.priors.by_score``)."""
+    top = ranked[0][1] if ranked else 0.0
+    if top <= 0:
+        return [], ranked
+    at = next((i for i, (_, score) in enumerate(ranked) if score < STRONG_SHARE * top), len(ranked))
+    return ranked[:at], ranked[at:]

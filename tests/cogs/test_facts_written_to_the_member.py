@@ -131,5 +131,5 @@ async def test_what_a_call_taught_and_what_a_chat_kept_are_written_to_the_member
     _next_call, agent_id = await world.start_member_call(alice.id)
     system_messages = world.emu.agent(agent_id).system_messages
     [block] = [m["content"] for m in system_messages if m["content"].startswith(MEMORY_HEADER)]
-    assert 'Facts speak to them: in a fact, "you" is them' in block
+    assert 'In a fact, "you", "the user" and "I" mean them' in block
     assert json.dumps(who.learned, ensure_ascii=False) in block and json.dumps(who.kept, ensure_ascii=False) in block
