@@ -97,5 +97,5 @@ async def test_hindi_and_thai_calls_speak_with_a_voice_minimax_documents(
     assert properties["tts"]["params"]["language_boost"] == boost
     assert properties["asr"] == {"vendor": "deepgram", "language": asr, "params": {"language": code}}
     assert properties["llm"]["greeting_message"] == LANGUAGES[code].greeting
-    assert f"This call is in **{native} ({LANGUAGES[code].name})**" in card.response.content
+    assert f"This call is in **{LANGUAGES[code].name} ({native})**" in card.response.content
     await world.calls.hang_up(alice.id)
