@@ -191,6 +191,7 @@ class Calls(commands.Cog):
             guild_id=interaction.guild_id,
             private=private,
             locale=interaction.locale.value,
+            name=interaction.user.display_name,
         )
         words = words_of(interaction)
         view = CardView(started, interaction.user.id, words)

@@ -21,13 +21,14 @@ from bot.calls.errors import (
     QuotaReached,
     VoiceUnavailable,
 )
-from bot.calls.language import ENGLISH, call_language, greeting_for, persona_for
+from bot.calls.language import ENGLISH, Language, call_language, greeting_for, persona_for, welcome_back
 from bot.calls.leases import Leases
 from bot.calls.links import LinkTokens
 from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
 from bot.calls.model import GuildUsage, StartedCall, start_of_day
 from bot.calls.traffic import MembersWaiting
 from bot.config import Settings
+from bot.memory.greeting import greets_personally
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
 from bot.store.models import (
@@ -107,13 +108,22 @@ class CallStarter:
         return call_id in self._starting
 
     async def start(
-        self, *, user_id: int, guild_id: int | None, private: bool = False, locale: str | None = None
+        self,
+        *,
+        user_id: int,
+        guild_id: int | None,
+        private: bool = False,
+        locale: str | None = None,
+        name: str | None = None,
     ) -> StartedCall:
-        """`locale` is the member's Discord language (the interaction's), for `bot.calls.language.call_language`."""
+        """`locale` is the member's Discord language (the interaction's), for `bot.calls.language.call_language`;
+        `name` their Discord display name, which the agent greets them by when it knows no name they told."""
         with self.members.waiting():
-            return await self._start(user_id=user_id, guild_id=guild_id, private=private, locale=locale)
+            return await self._start(user_id=user_id, guild_id=guild_id, private=private, locale=locale, name=name)
 
-    async def _start(self, *, user_id: int, guild_id: int | None, private: bool, locale: str | None) -> StartedCall:
+    async def _start(
+        self, *, user_id: int, guild_id: int | None, private: bool, locale: str | None, name: str | None
+    ) -> StartedCall:
         now = self.clock()
         check = await self.store.call_start_check(user_id, guild_id, start_of_day(now))
         guild = check.guild
@@ -184,12 +194,7 @@ class CallStarter:
                     agent_uid=agent_uid,
                     user_uid=user_uid,
                     system_messages=system_messages,
-                    greeting=greeting_for(
-                        language.language,
-                        bot_greeting=agora.greeting,
-                        server_greeting=guild.greeting,
-                        server_language=guild.language or ENGLISH,
-                    ),
+                    greeting=self.greeting(check, language.language, private=private, name=name),
                     labels={"call_id": call_id},
                     live_llm=(self.live_llm_url, llm_key) if llm_key else None,
                     language=language.language,
@@ -230,6 +235,24 @@ class CallStarter:
             )
         finally:
             self._starting.discard(call_id)
+
+    def greeting(self, check: CallStartCheck, language: Language, *, private: bool, name: str | None) -> str:
+        """What the agent says first: a returning member's own greeting (`bot.memory.greeting`: by the name they
+        told, else ``name``; the question prepared on their last conversation when it is in this language), else
+        the server's."""
+        prepared = check.greeting
+        known_name = (prepared.name if prepared is not None else None) or name
+        if known_name and greets_personally(check, private=private):
+            follow_up = prepared.follow_up if prepared is not None and prepared.language == language.code else None
+            return welcome_back(language, known_name, follow_up)
+        guild = check.guild
+        return greeting_for(
+            language,
+            bot_greeting=self.settings.agora.greeting,
+            server_greeting=guild.greeting,
+            server_language=guild.language or ENGLISH,
+            name=name,
+        )
 
     async def abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""

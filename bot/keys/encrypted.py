@@ -23,7 +23,7 @@ from bot.keys.crypto import DecryptionFailed
 from bot.keys.encrypted_conversations import EncryptedConversations
 from bot.keys.encrypted_vectors import EncryptedVectors
 from bot.keys.reading import ReadKeys
-from bot.keys.records import CALL_SUMMARY, CHAT_SUMMARY, FACT, TURN
+from bot.keys.records import CALL_SUMMARY, CHAT_SUMMARY, FACT, GREETING_FOLLOW_UP, GREETING_NAME, TURN
 from bot.keys.sealed import is_sealed, seal, unseal
 from bot.keys.store import KeyStore
 from bot.store.health import WriteHealth
@@ -34,6 +34,7 @@ from bot.store.models import (
     ForgetResult,
     GuildSettings,
     Job,
+    PreparedGreeting,
     UserRecord,
 )
 from bot.store.repository import Backend
@@ -190,6 +191,28 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
             generation=generation,
         )
 
+    # ---- prepared greetings ----------------------------------------------------------------------------
+
+    async def save_greeting(self, user_id: int, greeting: PreparedGreeting, *, generation: int) -> bool:
+        cipher = await self._writer(user_id, generation)
+        return await self.backend.save_greeting(
+            user_id,
+            dataclasses.replace(
+                greeting,
+                name=None if greeting.name is None else seal(cipher, GREETING_NAME, greeting.name, indexed=False),
+                follow_up=None
+                if greeting.follow_up is None
+                else seal(cipher, GREETING_FOLLOW_UP, greeting.follow_up, indexed=False),
+            ),
+            generation=generation,
+        )
+
+    async def get_greeting(self, user_id: int) -> PreparedGreeting | None:
+        return await self._greeting(user_id, await self.backend.get_greeting(user_id))
+
+    async def drop_greeting(self, user_id: int) -> None:
+        await self.backend.drop_greeting(user_id)
+
     # ---- forgetting and export -------------------------------------------------------------------------
 
     async def forget_fact(
@@ -259,6 +282,9 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
 
     async def set_user_locale(self, user_id: int, locale: str) -> None:
         return await self.backend.set_user_locale(user_id, locale)
+
+    async def set_personal_greetings(self, user_id: int, enabled: bool, at: float) -> UserRecord:
+        return await self.backend.set_personal_greetings(user_id, enabled, at)
 
     async def get_guild_settings(self, guild_id: int) -> GuildSettings:
         return await self.backend.get_guild_settings(guild_id)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from bot.keys import MemberKeys
 from bot.memory.context import ContextBuilder, ContextStore
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
+from bot.memory.greeting import GreetingQueueStore, queue_greeting
 from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
 from bot.memory.own_words import OwnWordsStore
 from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
@@ -32,9 +33,10 @@ from bot.store.models import (
 from bot.store.repository import TurnsChanged
 
 
-class MemoryStore(ContextStore, OwnWordsStore, Protocol):
+class MemoryStore(ContextStore, OwnWordsStore, GreetingQueueStore, Protocol):
     """What the memory service reads, merges and forgets, with what the parts built on it read and write: its
-    context builder (``ContextStore``) and ``OwnWords`` (``OwnWordsStore``)."""
+    context builder (``ContextStore``), ``OwnWords`` (``OwnWordsStore``) and the greeting a forget prepares again
+    (``GreetingQueueStore``)."""
 
     async def apply_call_turns(
         self,
@@ -109,6 +111,7 @@ class MemoryPage:
     call or chat, nor after /forget everything (their next call or chat asks again)."""
     call_language: str | None = None
     """The language the member chose for their calls (`bot.calls.language`); None: their Discord language."""
+    personal_greetings: bool = True
 
 
 def _utterance(t: TurnRecord) -> Utterance:
@@ -429,6 +432,7 @@ class MemoryService:
             memory_enabled=user.memory_enabled if user else True,
             chosen=not needs_consent(user),
             call_language=user.language if user else None,
+            personal_greetings=user.personal_greetings if user else True,
         )
 
     async def build_context(
@@ -488,6 +492,7 @@ class MemoryService:
         self.context.forget(user_id)
         if fact is None:
             return None
+        await queue_greeting(self.store, user_id, time.time())
         self._schedule_scrub()
         return traces
 
@@ -499,6 +504,7 @@ class MemoryService:
         self.context.forget(user_id)
         if result is not None:
             self._schedule_scrub()
+            await queue_greeting(self.store, user_id, time.time())
         return result
 
     async def forget_everything(self, user_id: int) -> ForgetResult:
