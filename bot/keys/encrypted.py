@@ -232,7 +232,7 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
         says so and lists nothing."""
         data = await self.backend.export_user(user_id)
         if await self.keys.cipher(user_id, create=False, fresh=True) is None:
-            data["facts"], data["calls"], data["chats"] = [], [], []
+            data["facts"], data["calls"], data["chats"], data["next_greeting"] = [], [], [], None
             data["note"] = "Nothing is stored about this member that can be read."
             return data
         keys = ReadKeys(self.keys)  # a value sealed under a key that no longer exists is left out (reading.py)
@@ -242,6 +242,11 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
             if fact["text"] is not None:
                 facts.append(fact)
         data["facts"] = facts
+        greeting = data.get("next_greeting")
+        if greeting is not None:
+            for name, column in (("name", GREETING_NAME), ("follow_up", GREETING_FOLLOW_UP)):
+                if greeting[name] is not None:
+                    greeting[name] = await keys.open(user_id, column, greeting[name])
         for kind, column in (("calls", CALL_SUMMARY), ("chats", CHAT_SUMMARY)):
             for conversation in data.get(kind, []):
                 if conversation.get("summary") is not None:

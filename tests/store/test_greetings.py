@@ -111,9 +111,13 @@ async def test_turning_greetings_off_or_forgetting_everything_deletes_it(store: 
     assert not (await store.call_start_check(ALICE, GUILD, 0.0)).guild.personal_greetings
 
 
-async def test_a_greeting_is_stored_sealed_with_member_encryption(store: Store) -> None:
+async def test_a_greeting_is_stored_sealed_with_member_encryption_and_exported(store: Store) -> None:
     await store.set_consent(ALICE, True, 1.0)
     await _prepared(store, ALICE)
+    exported = await store.export_user(ALICE)
+    assert exported["settings"]["personal_greetings"] is True
+    assert exported["next_greeting"]["name"] == "Ana"
+    assert exported["next_greeting"]["follow_up"] == "¿Qué tal la entrevista?"
     if not isinstance(store, EncryptedStore):
         assert (await store.get_greeting(ALICE)).follow_up == "¿Qué tal la entrevista?"  # type: ignore[union-attr]
         return
