@@ -35,8 +35,7 @@ from bot.store.repository import TurnsChanged
 
 class MemoryStore(ContextStore, OwnWordsStore, GreetingQueueStore, Protocol):
     """What the memory service reads, merges and forgets, with what the parts built on it read and write: its
-    context builder (``ContextStore``), ``OwnWords`` (``OwnWordsStore``) and the greeting a forget prepares again
-    (``GreetingQueueStore``)."""
+    context builder, ``OwnWords`` and the greeting a forget prepares again."""
 
     async def apply_call_turns(
         self,
