@@ -20,7 +20,7 @@ LATEST_EXCHANGE = 4
 ASSISTANT_WEIGHT = 0.5
 HALF_LIFE_DAYS = 30.0
 RECENCY_FLOOR = 0.5
-QUERY_PRIOR_WEIGHT = 0.5
+QUERY_PRIOR_WEIGHT = 0.2
 """Weight of the specifics prior next to BM25 relevance (scaled so the best match scores 1) for a query."""
 
 
