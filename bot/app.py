@@ -31,6 +31,7 @@ from bot.memory.chat import ChatService
 from bot.memory.choices import MemberChoices
 from bot.memory.dense import EMBED_BATCH, DenseRetriever, Embedder, MemberEmbedder
 from bot.memory.forget_requests import ForgetRequests
+from bot.memory.greeting import GreetingWriter
 from bot.memory.live import LiveRecall
 from bot.memory.locales import MemberLocales
 from bot.memory.own_words import OwnWords
@@ -385,7 +386,11 @@ async def open_services(
             if settings.llm.enabled:
                 services.llm = build_llm_client(settings)
             services.postcall = PostCallProcessor(
-                store, services.llm, on_processed=services.notify_processed, embedder=services.embedder
+                store,
+                services.llm,
+                on_processed=services.notify_processed,
+                embedder=services.embedder,
+                greetings=GreetingWriter(store, services.llm),
             )
             services.chat = ChatService(
                 store,

@@ -133,8 +133,13 @@ def call_language_text(page: MemoryPage, words: Words) -> str:
     return words("memory.call_language", language=chosen)
 
 
+def greetings_text(page: MemoryPage, words: Words) -> str:
+    """Whether the member's calls open with a greeting of their own, and how to change that."""
+    return words("memory.greetings.on" if page.personal_greetings else "memory.greetings.off")
+
+
 def render_page(page: MemoryPage, index: int, pages: int, words: Words) -> discord.Embed:
-    status = f"{status_text(page, words)}\n{call_language_text(page, words)}"
+    status = f"{status_text(page, words)}\n{call_language_text(page, words)}\n{greetings_text(page, words)}"
     colour = discord.Colour.green() if remembering(page) else discord.Colour.light_grey()
     embed = discord.Embed(title=words("memory.title"), colour=colour)
     footer = words("memory.footer")

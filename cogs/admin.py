@@ -87,6 +87,10 @@ def overview_text(overview: SettingsOverview, words: Words) -> str:
             words("admin.overview.transcripts", value=retention_text(s.retention_days, words)),
             words("admin.overview.persona", value=text_or_default(s.persona, overview.default_persona)),
             words("admin.overview.greeting", value=text_or_default(s.greeting, overview.default_greeting)),
+            words(
+                "admin.overview.greetings",
+                state=words("admin.overview.on" if s.personal_greetings else "admin.overview.off"),
+            ),
             words("admin.overview.language", language=label(s.language or ENGLISH, words)),
             "",
             usage_text(overview, words),
@@ -200,6 +204,16 @@ class Admin(commands.Cog):
         else:
             answer = words("admin.greeting.set", text=quote(saved.greeting), next_call=next_call)
         await self.confirm(interaction, answer)
+
+    @settings.command(name="greetings", description="Let calls open by greeting returning members personally")
+    @options(enabled="Whether a returning member hears their name and a question on their last call")
+    async def greetings(self, interaction: discord.Interaction, enabled: bool) -> None:
+        assert interaction.guild_id is not None
+        await self.acknowledge(interaction)
+        await self.service().set_personal_greetings(interaction.guild_id, enabled)
+        await self.confirm(
+            interaction, words_of(interaction)("admin.greetings.on" if enabled else "admin.greetings.off")
+        )
 
     @settings.command(name="language", description="Set the language of calls here for members who chose none")
     @options(language="Used when a member chose no language and calls cannot be held in their Discord language")

@@ -199,6 +199,7 @@ class Calls(commands.Cog):
             guild_id=where_used(interaction).settings_guild,
             private=private,
             locale=interaction.locale.value,
+            name=interaction.user.display_name,
         )
         words = words_of(interaction)
         view = CardView(started, interaction.user.id, words)

@@ -66,22 +66,30 @@ class Memory(commands.Cog):
     # ---- /memory ---------------------------------------------------------------------------------------
 
     @app_commands.command(name="memory", description="See what the agent remembers about you; export, pause, forget")
-    @options(language="The language of your calls, remembered (Automatic: your Discord language)")
+    @options(
+        language="The language of your calls, remembered (Automatic: your Discord language)",
+        greetings="Whether your calls open with your name and a question on your last call",
+    )
     @app_commands.choices(language=MEMBER_LANGUAGE_CHOICES)
-    async def memory_command(self, interaction: discord.Interaction, language: str | None = None) -> None:
+    async def memory_command(
+        self, interaction: discord.Interaction, language: str | None = None, greetings: bool | None = None
+    ) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)  # the store may wait for another writer
-        said = None
+        words = words_of(interaction)
+        said = []
         if language is not None:
             choice = chosen(language)
             await self.bot.services.choices.set_call_language(interaction.user.id, choice)
-            words = words_of(interaction)
-            said = (
+            said.append(
                 words("memory.language.set", language=in_text(choice, words))
                 if choice
                 else words("memory.language.automatic")
             )
+        if greetings is not None:
+            await self.bot.services.choices.set_personal_greetings(interaction.user.id, greetings)
+            said.append(words("memory.greetings.set_on" if greetings else "memory.greetings.set_off"))
         view = await MemoryView.open(MemoryActions.of(interaction), interaction.user.id, 0)
-        await view.send(interaction, said, embed=view.embed())
+        await view.send(interaction, "\n".join(said) or None, embed=view.embed())
 
     # ---- /remember -------------------------------------------------------------------------------------
 

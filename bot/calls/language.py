@@ -16,6 +16,7 @@ No Discord types here: the cogs pass the locale's text (``"es-ES"``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -46,6 +47,10 @@ class Language:
     greeting: str
     failure: str
     """Spoken when the agent's LLM fails (``llm.failure_message``)."""
+    welcome: str = "Welcome back, {name}!"
+    """A returning member's first words (``{name}``: how they are greeted), before a question on their last
+    conversation or ``ask``."""
+    ask: str = "What would you like to talk about today?"
 
     @property
     def label(self) -> str:
@@ -65,7 +70,29 @@ def _language(
     *,
     deepgram: str | None = None,
 ) -> Language:
-    return Language(code, name, native, asr, deepgram or code, voice, boost, greeting, failure)
+    welcome, ask = _WELCOMES[code]
+    return Language(code, name, native, asr, deepgram or code, voice, boost, greeting, failure, welcome, ask)
+
+
+_WELCOMES: dict[str, tuple[str, str]] = {
+    "en": ("Welcome back, {name}!", "What would you like to talk about today?"),
+    "es": ("¡Hola de nuevo, {name}!", "¿De qué quieres hablar hoy?"),
+    "de": ("Willkommen zurück, {name}!", "Worüber möchtest du heute sprechen?"),
+    "fr": ("Re-bonjour, {name} !", "De quoi veux-tu parler aujourd'hui ?"),
+    "pt": ("Que bom ouvir você de novo, {name}!", "Sobre o que quer conversar hoje?"),
+    "it": ("Ciao di nuovo, {name}!", "Di cosa vuoi parlare oggi?"),
+    "nl": ("Welkom terug, {name}!", "Waar wil je het vandaag over hebben?"),
+    "ru": ("С возвращением, {name}!", "О чём хочешь поговорить сегодня?"),
+    "tr": ("Tekrar hoş geldin, {name}!", "Bugün ne hakkında konuşmak istersin?"),
+    "ja": ("{name}さん、おかえりなさい！", "今日は何を話しましょうか？"),
+    "ko": ("{name}님, 다시 오셨네요!", "오늘은 어떤 이야기를 할까요?"),
+    "zh": ("{name}，欢迎回来！", "今天想聊些什么？"),
+    "id": ("Selamat datang kembali, {name}!", "Mau ngobrol tentang apa hari ini?"),
+    "vi": ("Chào mừng bạn quay lại, {name}!", "Hôm nay bạn muốn nói về điều gì?"),
+    "hi": ("फिर से स्वागत है, {name}!", "आज आप किस बारे में बात करना चाहेंगे?"),
+    "th": ("ยินดีต้อนรับกลับมา {name}!", "วันนี้อยากคุยเรื่องอะไรดี?"),
+}
+"""Per language: how a returning member is welcomed by name, and the question said when there is no follow-up."""
 
 
 LANGUAGES: dict[str, Language] = {
@@ -351,11 +378,32 @@ def persona_for(persona: str, language: Language) -> str:
     )
 
 
-def greeting_for(language: Language, *, bot_greeting: str, server_greeting: str | None, server_language: str) -> str:
+def greeting_for(
+    language: Language,
+    *,
+    bot_greeting: str,
+    server_greeting: str | None,
+    server_language: str,
+    name: str | None = None,
+) -> str:
     """The server's own greeting when the call is in the server's language; the bot-wide greeting for English;
-    else the table's greeting for the language (an admin's text is not translated)."""
+    else the table's greeting for the language (an admin's text is not translated). A ``{name}`` in it is the
+    member's ``name`` (left out, with the comma before it, when none is known)."""
     if server_greeting and language.code == server_language:
-        return server_greeting
-    if language.code == ENGLISH:
-        return bot_greeting
-    return language.greeting
+        text = server_greeting
+    elif language.code == ENGLISH:
+        text = bot_greeting
+    else:
+        text = language.greeting
+    if "{name}" not in text:
+        return text
+    return text.replace("{name}", name) if name else _NO_NAME.sub("", text)
+
+
+_NO_NAME = re.compile(r"[ \t]*,?[ \t]*\{name\}")
+
+
+def welcome_back(language: Language, name: str, follow_up: str | None) -> str:
+    """A returning member's greeting: welcomed by name, then the question on their last conversation (one
+    prepared in this language) or the language's plain question."""
+    return f"{language.welcome.format(name=name)} {follow_up or language.ask}"

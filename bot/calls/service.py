@@ -175,9 +175,15 @@ class CallService:
     # ---- starting and policy ---------------------------------------------------------------------------
 
     async def start(
-        self, *, user_id: int, guild_id: int | None, private: bool = False, locale: str | None = None
+        self,
+        *,
+        user_id: int,
+        guild_id: int | None,
+        private: bool = False,
+        locale: str | None = None,
+        name: str | None = None,
     ) -> StartedCall:
-        return await self._starter.start(user_id=user_id, guild_id=guild_id, private=private, locale=locale)
+        return await self._starter.start(user_id=user_id, guild_id=guild_id, private=private, locale=locale, name=name)
 
     async def remember_card(self, call_id: str, token: str, message_id: int) -> None:
         await self._starter.remember_card(call_id, token, message_id)

@@ -110,6 +110,10 @@ class GuildSettingsService:
     async def set_calls_enabled(self, guild_id: int, enabled: bool) -> GuildSettings:
         return await self._update(guild_id, calls_enabled=bool(enabled))
 
+    async def set_personal_greetings(self, guild_id: int, enabled: bool) -> GuildSettings:
+        """Off: every call here opens with the server's greeting (`bot.memory.greeting`)."""
+        return await self._update(guild_id, personal_greetings=bool(enabled))
+
     async def set_persona(self, guild_id: int, text: str | None) -> GuildSettings:
         """Blank or None restores the bot-wide persona."""
         return await self._update(guild_id, persona=_text_or_default("persona", text, PERSONA_MAX_CHARS))

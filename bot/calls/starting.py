@@ -21,13 +21,24 @@ from bot.calls.errors import (
     QuotaReached,
     VoiceUnavailable,
 )
-from bot.calls.language import ENGLISH, LANGUAGES, CallLanguage, call_language, greeting_for, persona_for, tts_kind
+from bot.calls.language import (
+    ENGLISH,
+    LANGUAGES,
+    CallLanguage,
+    Language,
+    call_language,
+    greeting_for,
+    persona_for,
+    tts_kind,
+    welcome_back,
+)
 from bot.calls.leases import Leases
 from bot.calls.links import LinkTokens
 from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
 from bot.calls.model import GuildUsage, StartedCall, start_of_day
 from bot.calls.traffic import MembersWaiting
 from bot.config import Settings
+from bot.memory.greeting import greets_personally
 from bot.memory.service import MemoryService
 from bot.monitor import Counters
 from bot.store.models import (
@@ -107,13 +118,22 @@ class CallStarter:
         return call_id in self._starting
 
     async def start(
-        self, *, user_id: int, guild_id: int | None, private: bool = False, locale: str | None = None
+        self,
+        *,
+        user_id: int,
+        guild_id: int | None,
+        private: bool = False,
+        locale: str | None = None,
+        name: str | None = None,
     ) -> StartedCall:
-        """`locale` is the member's Discord language (the interaction's), for `bot.calls.language.call_language`."""
+        """`locale` is the member's Discord language (the interaction's), for `bot.calls.language.call_language`;
+        `name` their Discord display name, which the agent greets them by when it knows no name they told."""
         with self.members.waiting():
-            return await self._start(user_id=user_id, guild_id=guild_id, private=private, locale=locale)
+            return await self._start(user_id=user_id, guild_id=guild_id, private=private, locale=locale, name=name)
 
-    async def _start(self, *, user_id: int, guild_id: int | None, private: bool, locale: str | None) -> StartedCall:
+    async def _start(
+        self, *, user_id: int, guild_id: int | None, private: bool, locale: str | None, name: str | None
+    ) -> StartedCall:
         now = self.clock()
         check = await self.store.call_start_check(user_id, guild_id, start_of_day(now))
         guild = check.guild
@@ -172,7 +192,7 @@ class CallStarter:
 
             try:
                 (started, remembers_earlier), language = await self._join_or_english(
-                    call, language, guild=guild, remember=remember, llm_key=llm_key
+                    call, language, check=check, remember=remember, private=private, name=name, llm_key=llm_key
                 )
             except AgoraLimitExceeded as exc:
                 await self.abandon(call, f"agora refused: {exc}")
@@ -212,8 +232,34 @@ class CallStarter:
         finally:
             self._starting.discard(call_id)
 
+    def greeting(self, check: CallStartCheck, language: Language, *, private: bool, name: str | None) -> str:
+        """What the agent says first: a returning member's own greeting (`bot.memory.greeting`: by the name they
+        told, else ``name``; the question prepared on their last conversation when it is in this language), else
+        the server's."""
+        prepared = check.greeting
+        known_name = (prepared.name if prepared is not None else None) or name
+        if known_name and greets_personally(check, private=private):
+            follow_up = prepared.follow_up if prepared is not None and prepared.language == language.code else None
+            return welcome_back(language, known_name, follow_up)
+        guild = check.guild
+        return greeting_for(
+            language,
+            bot_greeting=self.settings.agora.greeting,
+            server_greeting=guild.greeting,
+            server_language=guild.language or ENGLISH,
+            name=name,
+        )
+
     async def _join_or_english(
-        self, call: CallRecord, language: CallLanguage, *, guild: GuildSettings, remember: bool, llm_key: str | None
+        self,
+        call: CallRecord,
+        language: CallLanguage,
+        *,
+        check: CallStartCheck,
+        remember: bool,
+        private: bool,
+        name: str | None,
+        llm_key: str | None,
     ) -> tuple[tuple[AgentStarted, bool], CallLanguage]:
         """The agent's join in the call's language. When Agora refuses (400) the join of a call held in another
         language than English with one of our MiniMax voices, the call is held in English instead and says so
@@ -221,7 +267,9 @@ class CallStarter:
         preset accepts: treat the documented system voices as accepted and keep a clear fallback when the engine
         refuses one"."""
         try:
-            return await self._join(call, language, guild=guild, remember=remember, llm_key=llm_key), language
+            return await self._join(
+                call, language, check=check, remember=remember, private=private, name=name, llm_key=llm_key
+            ), language
         except AgoraError as exc:
             voiced = language.code != ENGLISH and tts_kind(self.settings.agora) == "minimax"
             if isinstance(exc, AgoraLimitExceeded) or exc.status != 400 or not voiced:
@@ -234,13 +282,24 @@ class CallStarter:
                 extra={"call_id": call.call_id},
             )
         english = CallLanguage(LANGUAGES[ENGLISH], language.source, fallback_from=language.language)
-        return await self._join(call, english, guild=guild, remember=remember, llm_key=llm_key), english
+        return await self._join(
+            call, english, check=check, remember=remember, private=private, name=name, llm_key=llm_key
+        ), english
 
     async def _join(
-        self, call: CallRecord, language: CallLanguage, *, guild: GuildSettings, remember: bool, llm_key: str | None
+        self,
+        call: CallRecord,
+        language: CallLanguage,
+        *,
+        check: CallStartCheck,
+        remember: bool,
+        private: bool,
+        name: str | None,
+        llm_key: str | None,
     ) -> tuple[AgentStarted, bool]:
         """The agent started, and whether its instructions carry memory of earlier conversations."""
         agora = self.settings.agora
+        guild = check.guild
         persona = persona_for(guild.persona or self.settings.memory.persona, language.language)
         if remember:
             system_messages = await self.memory.build_context(call.user_id, persona=persona, memory_enabled=True)
@@ -253,12 +312,7 @@ class CallStarter:
             agent_uid=call.agent_uid,
             user_uid=call.user_uid,
             system_messages=system_messages,
-            greeting=greeting_for(
-                language.language,
-                bot_greeting=agora.greeting,
-                server_greeting=guild.greeting,
-                server_language=guild.language or ENGLISH,
-            ),
+            greeting=self.greeting(check, language.language, private=private, name=name),
             labels={"call_id": call.call_id},
             live_llm=(self.live_llm_url, llm_key) if llm_key else None,
             language=language.language,

@@ -23,7 +23,7 @@ from bot.keys.crypto import DecryptionFailed
 from bot.keys.encrypted_conversations import EncryptedConversations
 from bot.keys.encrypted_vectors import EncryptedVectors
 from bot.keys.reading import ReadKeys
-from bot.keys.records import CALL_SUMMARY, CHAT_SUMMARY, FACT, TURN
+from bot.keys.records import CALL_SUMMARY, CHAT_SUMMARY, FACT, GREETING_FOLLOW_UP, GREETING_NAME, TURN
 from bot.keys.sealed import is_sealed, seal, unseal
 from bot.keys.store import KeyStore
 from bot.store.health import WriteHealth
@@ -34,6 +34,7 @@ from bot.store.models import (
     ForgetResult,
     GuildSettings,
     Job,
+    PreparedGreeting,
     UserRecord,
 )
 from bot.store.repository import Backend
@@ -190,6 +191,28 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
             generation=generation,
         )
 
+    # ---- prepared greetings ----------------------------------------------------------------------------
+
+    async def save_greeting(self, user_id: int, greeting: PreparedGreeting, *, generation: int) -> bool:
+        cipher = await self._writer(user_id, generation)
+        return await self.backend.save_greeting(
+            user_id,
+            dataclasses.replace(
+                greeting,
+                name=None if greeting.name is None else seal(cipher, GREETING_NAME, greeting.name, indexed=False),
+                follow_up=None
+                if greeting.follow_up is None
+                else seal(cipher, GREETING_FOLLOW_UP, greeting.follow_up, indexed=False),
+            ),
+            generation=generation,
+        )
+
+    async def get_greeting(self, user_id: int) -> PreparedGreeting | None:
+        return await self._greeting(user_id, await self.backend.get_greeting(user_id))
+
+    async def drop_greeting(self, user_id: int) -> None:
+        await self.backend.drop_greeting(user_id)
+
     # ---- forgetting and export -------------------------------------------------------------------------
 
     async def forget_fact(
@@ -209,7 +232,7 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
         says so and lists nothing."""
         data = await self.backend.export_user(user_id)
         if await self.keys.cipher(user_id, create=False, fresh=True) is None:
-            data["facts"], data["calls"], data["chats"] = [], [], []
+            data["facts"], data["calls"], data["chats"], data["next_greeting"] = [], [], [], None
             data["note"] = "Nothing is stored about this member that can be read."
             return data
         keys = ReadKeys(self.keys)  # a value sealed under a key that no longer exists is left out (reading.py)
@@ -219,6 +242,11 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
             if fact["text"] is not None:
                 facts.append(fact)
         data["facts"] = facts
+        greeting = data.get("next_greeting")
+        if greeting is not None:
+            for name, column in (("name", GREETING_NAME), ("follow_up", GREETING_FOLLOW_UP)):
+                if greeting[name] is not None:
+                    greeting[name] = await keys.open(user_id, column, greeting[name])
         for kind, column in (("calls", CALL_SUMMARY), ("chats", CHAT_SUMMARY)):
             for conversation in data.get(kind, []):
                 if conversation.get("summary") is not None:
@@ -259,6 +287,9 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
 
     async def set_user_locale(self, user_id: int, locale: str) -> None:
         return await self.backend.set_user_locale(user_id, locale)
+
+    async def set_personal_greetings(self, user_id: int, enabled: bool, at: float) -> UserRecord:
+        return await self.backend.set_personal_greetings(user_id, enabled, at)
 
     async def get_guild_settings(self, guild_id: int) -> GuildSettings:
         return await self.backend.get_guild_settings(guild_id)

@@ -314,7 +314,10 @@ class EncryptedConversations(OpenedReads):
         return await self.backend.bind_call_browser(call_id, browser_hash)
 
     async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck:
-        return await self.backend.call_start_check(user_id, guild_id, since)
+        check = await self.backend.call_start_check(user_id, guild_id, since)
+        if check.greeting is None:
+            return check
+        return dataclasses.replace(check, greeting=await self._greeting(user_id, check.greeting))
 
     async def end_call(
         self,

@@ -16,16 +16,17 @@ It stays in the database, unreadable, until the member's next forget (which dele
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bot.keys.crypto import DecryptionFailed, MemberCipher
-from bot.keys.records import TURN, _Row, _with
+from bot.keys.records import GREETING_FOLLOW_UP, GREETING_NAME, TURN, _Row, _with
 from bot.keys.sealed import unseal
 from bot.keys.terms import hashed_query
 from bot.store.columns import turn_record
-from bot.store.models import FactRecord, RecentLines, TurnRecord
+from bot.store.models import FactRecord, PreparedGreeting, RecentLines, TurnRecord
 
 if TYPE_CHECKING:
     from bot.keys.store import KeyStore
@@ -160,6 +161,20 @@ class OpenedReads:
 
     async def _facts(self, facts: Sequence[FactRecord]) -> list[FactRecord]:
         return await self._open_all(facts, "text", "facts.text")
+
+    async def _greeting(self, user_id: int, greeting: PreparedGreeting | None) -> PreparedGreeting | None:
+        """``greeting`` opened; None when it was sealed under a key that no longer exists."""
+        if greeting is None:
+            return None
+        keys = ReadKeys(self.keys)
+        name = None if greeting.name is None else await keys.open(user_id, GREETING_NAME, greeting.name)
+        follow_up = (
+            None if greeting.follow_up is None else await keys.open(user_id, GREETING_FOLLOW_UP, greeting.follow_up)
+        )
+        keys.report()
+        if (name is None) != (greeting.name is None) or (follow_up is None) != (greeting.follow_up is None):
+            return None
+        return dataclasses.replace(greeting, name=name, follow_up=follow_up)
 
 
 __all__ = ["OpenedReads", "ReadKeys"]

@@ -15,6 +15,7 @@ from bot.store.models import FactRecord, TurnRecord, TurnsWrite
 from bot.store.specifics import specifics as count_specifics
 
 TURN, FACT, CALL_SUMMARY, CHAT_SUMMARY = "turns.content", "facts.text", "calls.summary", "chats.summary"
+GREETING_NAME, GREETING_FOLLOW_UP = "greetings.name", "greetings.follow_up"
 """The sealed columns, each bound into its values (associated data): a value cannot be moved to another column."""
 
 _Record = TypeVar("_Record")

@@ -25,6 +25,7 @@ class ChoiceStore(Protocol):
     async def set_consent(self, user_id: int, remember: bool, at: float) -> UserRecord: ...
     async def set_memory_enabled(self, user_id: int, enabled: bool, at: float) -> UserRecord: ...
     async def set_user_language(self, user_id: int, language: str | None, at: float) -> UserRecord: ...
+    async def set_personal_greetings(self, user_id: int, enabled: bool, at: float) -> UserRecord: ...
 
 
 def chat_privately(user: UserRecord | None) -> bool | None:
@@ -70,6 +71,12 @@ class MemberChoices:
         else:
             await self.store.set_memory_enabled(user_id, False, self.clock())
         log.info("user %s %s their memory", user_id, "resumed" if on else "paused")
+
+    async def set_personal_greetings(self, user_id: int, on: bool) -> None:
+        """Whether the member's calls open with a greeting of their own (``bot.memory.greeting``); off, the one
+        prepared is deleted and their calls open with the server's greeting."""
+        await self.store.set_personal_greetings(user_id, on, self.clock())
+        log.info("user %s turned personal greetings %s", user_id, "on" if on else "off")
 
     async def set_call_language(self, user_id: int, language: str | None) -> None:
         """The language the member wants their calls in (a code of ``bot.calls.language.LANGUAGES``); None goes

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from bot.memory.greeting import GreetingQueueStore, queue_greeting
 from bot.store.models import Conversation, FactRecord, UserRecord, remembers
 from bot.store.terms import query_stems
 
@@ -77,7 +78,7 @@ def named_fact(description: str, ranked: list[FactRecord]) -> FactRecord | list[
     return [fact for _, fact in scored[:3]]
 
 
-class OwnWordsStore(Protocol):
+class OwnWordsStore(GreetingQueueStore, Protocol):
     """What telling, correcting and forgetting in the member's own words read and write."""
 
     async def add_told_fact(
@@ -111,7 +112,10 @@ class OwnWords:
         if not fact:
             return Act("empty")
         written = await self.store.add_told_fact(user_id, fact, self.clock(), convo=convo, generation=generation)
-        return Act("refused") if written is None else Act("remembered", fact)
+        if written is None:
+            return Act("refused")
+        await queue_greeting(self.store, user_id, self.clock())
+        return Act("remembered", fact)
 
     async def tell(self, user_id: int, text: str) -> Act | Refusal:
         """``/remember``: store ``text`` as the member said it, outside any conversation, when their memory is
@@ -146,6 +150,7 @@ class OwnWords:
         )
         if written is None:
             return Act("refused")
+        await queue_greeting(self.store, user_id, self.clock())
         return Act("corrected", fact, replaced=None if found is None else found.text)
 
     async def editable_fact(self, user_id: int, fact_id: int) -> FactRecord | None:
@@ -164,7 +169,10 @@ class OwnWords:
         if fact == old.text:
             return Act("corrected", fact, replaced=old.text)
         written = await self.store.add_told_fact(user_id, fact, self.clock(), supersedes=[fact_id])
-        return Act("refused") if written is None else Act("corrected", fact, replaced=old.text)
+        if written is None:
+            return Act("refused")
+        await queue_greeting(self.store, user_id, self.clock())
+        return Act("corrected", fact, replaced=old.text)
 
     async def forget(self, user_id: int, description: str) -> Act:
         """Forget the fact ``description`` clearly names, with its traces, exactly as ``/forget`` does."""

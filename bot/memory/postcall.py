@@ -12,7 +12,8 @@ transcript stays, so the conversation is still remembered as lines and can be re
 is retried with exponential backoff, up to ``max_attempts`` claims.
 
 With dense retrieval on (``llm.embedding_model``, ``bot.memory.dense``), a settled conversation job queues an
-``embed`` job that embeds the member's lines and facts still without a vector, batch by batch (see there).
+``embed`` job that embeds the member's lines and facts still without a vector, batch by batch (see there); and a
+``greeting`` job that prepares what the member hears first at their next call (``bot.memory.greeting``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from bot.memory.extraction import (
     normalise,
     parse_reply,
 )
+from bot.memory.greeting import GREETING_JOB, GreetingWriter
 from bot.memory.importer import POST_CALL_JOB
 from bot.store.models import CallRecord, ChatRecord, Conversation, FactRecord, Job, TurnRecord, UserRecord
 from bot.store.repository import StorageFull
@@ -189,10 +191,13 @@ class PostCallProcessor:
         max_attempts: int = 5,
         retry_base_seconds: float = 60.0,
         embedder: MemberEmbedder | None = None,
+        greetings: GreetingWriter | None = None,
     ):
+        """``greetings``: prepares the member's next greeting after each conversation (a ``greeting`` job)."""
         self.store = store
         self.llm = llm
         self.embedder = embedder
+        self.greetings = greetings
         self._clock = clock
         self._on_processed = on_processed
         self.lease_seconds = lease_seconds
@@ -246,6 +251,9 @@ class PostCallProcessor:
     async def _process(self, job: Job) -> None:
         if job.kind == EMBED_JOB:
             await self._embed(job)
+            return
+        if job.kind == GREETING_JOB:
+            await self._greet(job)
             return
         kind = _KINDS.get(job.kind)
         if kind is None:
@@ -365,6 +373,29 @@ class PostCallProcessor:
         await self.store.finish_job(job.job_id, self._clock())
         log.info("embed job %d: %d vectors stored%s", job.job_id, stored, ", more queued" if more else "")
 
+    async def _greet(self, job: Job) -> None:
+        """Prepare the member's next greeting (``bot.memory.greeting``): the ref names the conversation that
+        ended, or the member whose memory changed."""
+        first, _, rest = job.ref_id.partition(":")
+        user_id: int | None = None
+        if first == "member":
+            user_id = int(rest.partition(":")[0])
+        elif first in _KINDS:
+            convo = await self._conversation(_KINDS[first], rest)
+            user_id = convo.user_id if convo is not None else None
+        if self.greetings is not None and user_id is not None:
+            await self.greetings.prepare(user_id)
+        await self.store.finish_job(job.job_id, self._clock())
+
+    async def _queue_greeting(self, job: Job) -> None:
+        """After a conversation's job is settled: the member's next greeting is prepared by a job of its own."""
+        if self.greetings is None or job.kind not in _KINDS:
+            return
+        try:
+            await self.store.enqueue_job(GREETING_JOB, f"{job.kind}:{job.ref_id}", self._clock())
+        except Exception:  # the conversation's job is settled already: it must not be retried for this
+            log.exception("post-call job %d: could not queue the member's next greeting", job.job_id)
+
     async def _queue_embedding(self, job: Job) -> None:
         """After a conversation's job is settled: its lines and new facts are embedded by a job of their own (a
         crash between the two leaves them to the member's next conversation, whose job embeds what is missing)."""
@@ -379,6 +410,7 @@ class PostCallProcessor:
 
     async def _notify(self, job: Job, count: int) -> None:
         await self._queue_embedding(job)
+        await self._queue_greeting(job)
         if self._on_processed is None:
             return
         try:

@@ -14,9 +14,11 @@ from bot.keys import MemberKeys
 from bot.memory.context import ContextBuilder, ContextStore
 from bot.memory.forget_all import ForgetAllStore, forget_in_steps
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
-from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
+from bot.memory.greeting import GreetingQueueStore, queue_greeting
+from bot.memory.merge import MergeResult
 from bot.memory.own_words import OwnWordsStore
-from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
+from bot.memory.snapshot import Snapshot, storable
+from bot.store.live_plan import LivePlan, LiveWrite
 from bot.store.models import (
     CallRecord,
     Conversation,
@@ -26,16 +28,15 @@ from bot.store.models import (
     NewTurn,
     Role,
     TurnRecord,
-    TurnsWrite,
     TurnUpdate,
     needs_consent,
 )
 from bot.store.repository import TurnsChanged
 
 
-class MemoryStore(ContextStore, OwnWordsStore, ForgetAllStore, Protocol):
+class MemoryStore(ContextStore, OwnWordsStore, ForgetAllStore, GreetingQueueStore, Protocol):
     """What the memory service reads, merges and forgets, with what the parts built on it read and write: its
-    context builder (``ContextStore``) and ``OwnWords`` (``OwnWordsStore``)."""
+    context builder, ``OwnWords``, the forget of everything and the greeting a forget prepares again."""
 
     async def apply_call_turns(
         self,
@@ -90,11 +91,11 @@ SCRUB_RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Waits between scrub attempts while another connection keeps deleted pages alive (about 2 minutes in all)."""
 
 FINAL_CAPTURE = 2**53
+"""Capture order of the history delivered after the agent stopped: nothing can come later."""
 MERGE_ATTEMPTS = 5
 """A snapshot merge that lost a race with another writer of the call is read and merged again, this many times."""
 TRACE_SCAN_LINES = 2000
 TRACE_SCAN_SUMMARIES = 1000
-"""Capture order of the history delivered after the agent stopped: nothing can come later."""
 
 
 @dataclass(frozen=True)
@@ -110,150 +111,7 @@ class MemoryPage:
     call or chat, nor after /forget everything (their next call or chat asks again)."""
     call_language: str | None = None
     """The language the member chose for their calls (`bot.calls.language`); None: their Discord language."""
-
-
-def _utterance(t: TurnRecord) -> Utterance:
-    return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured, t.interrupted)
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """One window of a call's conversation to merge into its stored lines: the pure part of a merge, which
-    decides what to write from what is stored (`record_snapshot` reads and writes around it in separate steps,
-    `record_live_turn` in one store operation)."""
-
-    window: Sequence[tuple[Role, str]]
-    complete: bool
-    """The window is the whole conversation so far (shorter than the agent's history, or an import)."""
-    capture: int
-    final: bool
-    at: float
-    heard: frozenset[int] = frozenset()
-    """Positions in `window` of replies the member cut short (their text is what was spoken)."""
-    language: str = "en"
-    """The call's language, which its lines keep (``CallRecord.language``)."""
-
-    @property
-    def tail(self) -> int:
-        """How many of the call's last lines to read first: enough to place a window that continues them."""
-        return 2 * len(self.window) + 2
-
-    @property
-    def live_tail(self) -> int:
-        """How many of the call's last lines a live line's write reads first: enough for `try_append` to place
-        the window (an overlap of at most the whole window, and the line before it). Reading `tail` would give
-        it the same answer from twice the rows; when the tail is not enough, the plan asks for the whole call."""
-        return len(self.window) + 1
-
-    def plan(
-        self, stored: list[TurnRecord], whole: bool, anchored: bool
-    ) -> tuple[TurnsWrite | None, MergeResult] | None:
-        """What to write given the call's last stored lines (every one when ``whole``), and the merge's account;
-        None when they are not enough (read every line and plan again)."""
-        if anchored or not self.complete:
-            appended = try_append(
-                [_utterance(t) for t in stored], self.window, captured=self.capture, final=self.final, heard=self.heard
-            )
-            if appended is not None:
-                return _appended_write(stored, appended, self.at, anchored, self.language)
-        if not whole:
-            return None
-        result = merge_snapshot(
-            [_utterance(t) for t in stored],
-            self.window,
-            captured=self.capture,
-            complete=self.complete,
-            final=self.final,
-            anchored=anchored,
-            heard=self.heard,
-        )
-        old = {t.turn_id: t for t in stored}
-        inserts: list[NewTurn] = []
-        updates: list[TurnUpdate] = []
-        for seq, turn in enumerate(result.turns):
-            if turn.turn_id is None:
-                new = NewTurn(
-                    turn.role,
-                    turn.content,
-                    self.at,
-                    seq,
-                    turn.segment,
-                    turn.partial,
-                    turn.captured,
-                    interrupted=turn.interrupted,
-                    language=self.language,
-                )
-                inserts.append(new)
-                continue
-            was = old[turn.turn_id]
-            if (was.seq, was.content, was.segment, was.partial, was.captured, was.interrupted) != (
-                seq,
-                turn.content,
-                turn.segment,
-                turn.partial,
-                turn.captured,
-                turn.interrupted,
-            ):
-                updates.append(
-                    TurnUpdate(
-                        turn.turn_id,
-                        seq,
-                        turn.content,
-                        turn.segment,
-                        turn.partial,
-                        turn.captured,
-                        interrupted=turn.interrupted,
-                        language=self.language,
-                    )
-                )
-        if inserts or updates or result.anchored != anchored:
-            return TurnsWrite(inserts, updates, result.anchored), result
-        return None, result
-
-    def live_plan(self, stored: list[TurnRecord], whole: bool, anchored: bool) -> TurnsWrite | LivePlanNeeds | None:
-        """`plan` as `ConversationStore.write_live_turn` asks it."""
-        planned = self.plan(stored, whole, anchored)
-        return LivePlanNeeds.WHOLE_CALL if planned is None else planned[0]
-
-
-def _appended_write(
-    tail: list[TurnRecord], appended: Append, at: float, anchored: bool, language: str
-) -> tuple[TurnsWrite | None, MergeResult]:
-    """The write of a window that continues the stored tail (`try_append`): its new lines, and the last stored
-    line when the window grew it."""
-    last = tail[-1]
-    updates = []
-    if appended.replaced_last is not None:
-        r = appended.replaced_last
-        updates.append(
-            TurnUpdate(
-                last.turn_id,
-                last.seq,
-                r.content,
-                r.segment,
-                r.partial,
-                r.captured,
-                interrupted=r.interrupted,
-                language=language,
-            )
-        )
-    inserts = [
-        NewTurn(
-            u.role,
-            u.content,
-            at,
-            last.seq + 1 + i,
-            u.segment,
-            u.partial,
-            u.captured,
-            interrupted=u.interrupted,
-            language=language,
-        )
-        for i, u in enumerate(appended.new)
-    ]
-    grown = appended.replaced_last is not None and appended.replaced_last.content != last.content
-    result = MergeResult([], anchored, len(appended.new), int(grown), count_gaps(last.segment + 1, anchored))
-    return (TurnsWrite(inserts, updates, anchored) if inserts or updates else None), result
+    personal_greetings: bool = True
 
 
 class MemoryService:
@@ -302,7 +160,7 @@ class MemoryService:
         window = storable(window)
         if generation is None:
             generation = await self.store.memory_generation(call.user_id)
-        snapshot = _Snapshot(
+        snapshot = Snapshot(
             window,
             complete=max_history is None or len(window) < max_history,
             capture=FINAL_CAPTURE if final else (captured if captured is not None else int(at * 1000)),
@@ -322,7 +180,7 @@ class MemoryService:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _merge(
-        self, call: CallRecord, snapshot: _Snapshot, generation: int, current: CallRecord | None
+        self, call: CallRecord, snapshot: Snapshot, generation: int, current: CallRecord | None
     ) -> MergeResult:
         if current is None or current.call_id != call.call_id:
             current = await self.store.get_call(call.call_id)
@@ -385,7 +243,7 @@ class MemoryService:
         window = window[dropped:]
         if generation is None:
             generation = await self.store.memory_generation(call.user_id)
-        snapshot = _Snapshot(
+        snapshot = Snapshot(
             window,
             complete=len(window) < max_history,
             capture=captured if captured is not None else int(at * 1000),
@@ -430,6 +288,7 @@ class MemoryService:
             memory_enabled=user.memory_enabled if user else True,
             chosen=not needs_consent(user),
             call_language=user.language if user else None,
+            personal_greetings=user.personal_greetings if user else True,
         )
 
     async def build_context(
@@ -489,6 +348,7 @@ class MemoryService:
         self.context.forget(user_id)
         if fact is None:
             return None
+        await queue_greeting(self.store, user_id, time.time())
         self._schedule_scrub()
         return traces
 
@@ -500,6 +360,7 @@ class MemoryService:
         self.context.forget(user_id)
         if result is not None:
             self._schedule_scrub()
+            await queue_greeting(self.store, user_id, time.time())
         return result
 
     async def forget_everything(self, user_id: int) -> ForgetResult:
@@ -586,19 +447,3 @@ class MemoryService:
         except TimeoutError:
             return False
         return not await self.store.pending_scrub()
-
-
-def storable(window: Sequence[tuple[Role, str]]) -> Sequence[tuple[Role, str]]:
-    """The lines with any lone surrogate (which JSON can spell, as "\\ud800", but no UTF-8 store can hold)
-    replaced, so one odd character can never stop a whole call from being stored."""
-    if all(text.isascii() or _utf8(text) for _, text in window):
-        return window
-    return [(role, text if _utf8(text) else text.encode("utf-8", "replace").decode("utf-8")) for role, text in window]
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

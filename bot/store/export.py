@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from bot.store.models import UserRecord
+from bot.store.models import PreparedGreeting, UserRecord
 
 
 class Row(Protocol):
@@ -28,8 +28,10 @@ def build_export(
     calls: Sequence[Row],
     chats: Sequence[Row],
     turns: Sequence[Row],
+    greeting: PreparedGreeting | None = None,
 ) -> dict[str, Any]:
-    """`turns` in export order (spoken_at, seq); rows are mappings with the tables' column names."""
+    """`turns` in export order (spoken_at, seq); rows are mappings with the tables' column names. ``greeting``: the
+    one prepared for the member's next call (``bot.memory.greeting``)."""
     by_conversation: dict[str, list[dict[str, Any]]] = {}
     for t in turns:
         if not t["content"]:
@@ -50,6 +52,15 @@ def build_export(
             "consent_at": iso(user.consent_at),
             "language": user.language,
             "discord_locale": user.locale,
+            "personal_greetings": user.personal_greetings,
+        },
+        "next_greeting": None
+        if greeting is None
+        else {
+            "name": greeting.name,
+            "follow_up": greeting.follow_up,
+            "language": greeting.language,
+            "prepared_at": iso(greeting.prepared_at),
         },
         "facts": [
             {

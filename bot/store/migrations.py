@@ -523,6 +523,51 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX memory_fences_forget_begun ON memory_fences (user_id) WHERE forget_begun IS NOT NULL;
         """,
     ),
+    (
+        20,
+        "personal greetings: a member's next opening line, prepared after their conversations",
+        """
+        -- A member's prepared greeting (bot.memory.greeting): the name to greet them by and one question on their
+        -- last conversation (both sealed with member encryption), the language of that question, and what it drew
+        -- on: the conversation (call_id or chat_id) and the facts (fact_ids, ',12,15,'). Deleting or blanking a
+        -- line of that conversation, deleting the conversation, or deleting or superseding one of those facts
+        -- deletes the greeting in the same transaction (the triggers below), so no forget leaves it behind.
+        -- users.personal_greetings and guild_settings.personal_greetings: a member's and a server's switch.
+        ALTER TABLE users ADD COLUMN personal_greetings INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE guild_settings ADD COLUMN personal_greetings INTEGER NOT NULL DEFAULT 1;
+        CREATE TABLE greetings (
+            user_id     INTEGER PRIMARY KEY,
+            language    TEXT NOT NULL,
+            name        TEXT,
+            follow_up   TEXT,
+            call_id     TEXT,
+            chat_id     TEXT,
+            fact_ids    TEXT NOT NULL DEFAULT ',',
+            prepared_at REAL NOT NULL
+        );
+        CREATE TRIGGER greetings_fact_deleted AFTER DELETE ON facts BEGIN
+            DELETE FROM greetings WHERE user_id = old.user_id AND instr(fact_ids, ',' || old.fact_id || ',') > 0;
+        END;
+        CREATE TRIGGER greetings_fact_superseded AFTER UPDATE OF superseded_by, invalidated_at ON facts BEGIN
+            DELETE FROM greetings WHERE user_id = old.user_id AND instr(fact_ids, ',' || old.fact_id || ',') > 0;
+        END;
+        CREATE TRIGGER greetings_line_deleted AFTER DELETE ON turns BEGIN
+            DELETE FROM greetings WHERE user_id = old.user_id AND (call_id = old.call_id OR chat_id = old.chat_id);
+        END;
+        CREATE TRIGGER greetings_line_blanked AFTER UPDATE OF content ON turns WHEN new.content = '' BEGIN
+            DELETE FROM greetings WHERE user_id = old.user_id AND (call_id = old.call_id OR chat_id = old.chat_id);
+        END;
+        CREATE TRIGGER greetings_call_deleted AFTER DELETE ON calls BEGIN
+            DELETE FROM greetings WHERE call_id = old.call_id;
+        END;
+        CREATE TRIGGER greetings_chat_deleted AFTER DELETE ON chats BEGIN
+            DELETE FROM greetings WHERE chat_id = old.chat_id;
+        END;
+        CREATE TRIGGER greetings_member_deleted AFTER DELETE ON users BEGIN
+            DELETE FROM greetings WHERE user_id = old.user_id;
+        END;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

@@ -39,6 +39,8 @@ class UserRecord:
     """The language the member chose for their calls (`bot.calls.language`); None: their Discord language."""
     locale: str | None = None
     """Their Discord locale as of their last interaction (`bot.memory.locales`); None: none known."""
+    personal_greetings: bool = True
+    """Whether their calls may open with a greeting of their own (`bot.memory.greeting`); off: the server's."""
 
 
 def needs_consent(user: UserRecord | None) -> bool:
@@ -65,6 +67,8 @@ class GuildSettings:
     retention_days: int | None = None
     language: str | None = None
     """The language of calls here when a member chose none and Discord's is not one calls can be held in."""
+    personal_greetings: bool = True
+    """Whether members' calls here may open with a greeting of their own (`bot.memory.greeting`)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,24 @@ class CallMemoryState:
 
 
 @dataclass(frozen=True)
+class PreparedGreeting:
+    """A member's next opening line, prepared after their conversations (`bot.memory.greeting`): the name to greet
+    them by and one question on their last conversation, with what it drew on (a forget of any of it deletes the
+    greeting in the same transaction)."""
+
+    language: str
+    """The language ``follow_up`` is in (a code of `bot.calls.language.LANGUAGES`)."""
+    prepared_at: float
+    name: str | None = None
+    """The name the member told or that was learned; None: their Discord display name."""
+    follow_up: str | None = None
+    """One short question on their last conversation; None: the welcome alone."""
+    call_id: str | None = None
+    chat_id: str | None = None
+    fact_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class CallStartCheck:
     """What starting a call checks, read in one trip: the server's settings, the member, their open call, how
     many calls they started here today and how many calls are open in all."""
@@ -134,6 +156,10 @@ class CallStartCheck:
     open_call_id: str | None
     calls_today: int
     open_calls: int
+    greeting: PreparedGreeting | None = None
+    """The member's prepared greeting, if one is ready."""
+    returning: bool = False
+    """The member has something to come back to: lines or facts remembered from earlier conversations."""
 
 
 @dataclass(frozen=True)

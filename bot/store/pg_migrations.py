@@ -436,6 +436,58 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE INDEX memory_fences_forget_begun ON memory_fences (user_id) WHERE forget_begun IS NOT NULL;
         """,
     ),
+    (
+        20,
+        "personal greetings: a member's next opening line, prepared after their conversations",
+        """
+        -- As SQLite's migration 20: a member's prepared greeting and what it drew on (fact_ids ',12,15,'), deleted
+        -- by the triggers below with any line, conversation or fact it drew on; the member's and the server's switch.
+        ALTER TABLE users ADD COLUMN personal_greetings BOOLEAN NOT NULL DEFAULT TRUE;
+        ALTER TABLE guild_settings ADD COLUMN personal_greetings BOOLEAN NOT NULL DEFAULT TRUE;
+        CREATE TABLE greetings (
+            user_id     BIGINT PRIMARY KEY,
+            language    TEXT NOT NULL,
+            name        TEXT,
+            follow_up   TEXT,
+            call_id     TEXT,
+            chat_id     TEXT,
+            fact_ids    TEXT NOT NULL DEFAULT ',',
+            prepared_at DOUBLE PRECISION NOT NULL
+        );
+        CREATE FUNCTION greetings_drawn_on() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_TABLE_NAME = 'facts' THEN
+                DELETE FROM greetings WHERE user_id = OLD.user_id
+                    AND strpos(fact_ids, ',' || OLD.fact_id::text || ',') > 0;
+            ELSIF TG_TABLE_NAME = 'turns' THEN
+                DELETE FROM greetings WHERE user_id = OLD.user_id
+                    AND (call_id = OLD.call_id OR chat_id = OLD.chat_id);
+            ELSIF TG_TABLE_NAME = 'calls' THEN
+                DELETE FROM greetings WHERE call_id = OLD.call_id;
+            ELSIF TG_TABLE_NAME = 'chats' THEN
+                DELETE FROM greetings WHERE chat_id = OLD.chat_id;
+            ELSE
+                DELETE FROM greetings WHERE user_id = OLD.user_id;
+            END IF;
+            RETURN NULL;
+        END;
+        $$;
+        CREATE TRIGGER greetings_fact_deleted AFTER DELETE ON facts
+            FOR EACH ROW EXECUTE FUNCTION greetings_drawn_on();
+        CREATE TRIGGER greetings_fact_superseded AFTER UPDATE OF superseded_by, invalidated_at ON facts
+            FOR EACH ROW EXECUTE FUNCTION greetings_drawn_on();
+        CREATE TRIGGER greetings_line_deleted AFTER DELETE ON turns
+            FOR EACH ROW EXECUTE FUNCTION greetings_drawn_on();
+        CREATE TRIGGER greetings_line_blanked AFTER UPDATE OF content ON turns
+            FOR EACH ROW WHEN (NEW.content = '') EXECUTE FUNCTION greetings_drawn_on();
+        CREATE TRIGGER greetings_call_deleted AFTER DELETE ON calls
+            FOR EACH ROW EXECUTE FUNCTION greetings_drawn_on();
+        CREATE TRIGGER greetings_chat_deleted AFTER DELETE ON chats
+            FOR EACH ROW EXECUTE FUNCTION greetings_drawn_on();
+        CREATE TRIGGER greetings_member_deleted AFTER DELETE ON users
+            FOR EACH ROW EXECUTE FUNCTION greetings_drawn_on();
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

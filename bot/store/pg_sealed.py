@@ -21,6 +21,8 @@ _SOURCES = (
     ("facts", "fact_id", "text", "facts.text"),
     ("calls", "call_id", "summary", "calls.summary"),
     ("chats", "chat_id", "summary", "chats.summary"),
+    ("greetings", "user_id", "name", "greetings.name"),
+    ("greetings", "user_id", "follow_up", "greetings.follow_up"),
 )
 
 

@@ -23,6 +23,7 @@ from bot.store.models import (
     GuildSettings,
     Job,
     NewTurn,
+    PreparedGreeting,
     RecentLines,
     TurnRecord,
     TurnUpdate,
@@ -81,6 +82,23 @@ class AccountStore(Protocol):
         """The member's Discord locale, kept only on the row of a member who chose to be remembered and has not
         paused (`bot.memory.locales`); never creates a row."""
         ...
+
+    async def set_personal_greetings(self, user_id: int, enabled: bool, at: float) -> UserRecord:
+        """Whether the member's calls may open with a greeting of their own; off also deletes the one prepared."""
+        ...
+
+
+class GreetingStore(Protocol):
+    """Members' prepared greetings (`bot.memory.greeting`). A greeting goes, in the same transaction, with any line,
+    conversation or fact it drew on (``PreparedGreeting.call_id``, ``chat_id``, ``fact_ids``) and with the member."""
+
+    async def save_greeting(self, user_id: int, greeting: PreparedGreeting, *, generation: int) -> bool:
+        """Replace the member's prepared greeting, behind the memory fence (see `memory_generation`): False,
+        writing nothing, when a forget or pause since ``generation`` refuses it."""
+        ...
+
+    async def get_greeting(self, user_id: int) -> PreparedGreeting | None: ...
+    async def drop_greeting(self, user_id: int) -> None: ...
 
 
 class GuildSettingsStore(Protocol):
@@ -367,8 +385,9 @@ class CallStepStore(Protocol):
 
     async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck:
         """The server's settings (defaults for ``guild_id=None``, as for a direct message), the member (None
-        when unknown), their open call's id, their calls in this server since ``since`` that did not fail, and
-        the open calls of every member."""
+        when unknown), their open call's id, their calls in this server since ``since`` that did not fail, the
+        open calls of every member, and for a member who chose to be remembered their prepared greeting and
+        whether they have lines or current facts remembered."""
         ...
 
     async def call_and_generation(self, call_id: str) -> tuple[CallRecord, int] | None:
@@ -419,6 +438,7 @@ class Store(
     PrivacyStore,
     JobStore,
     VectorStore,
+    GreetingStore,
     Protocol,
 ):
     """Every aggregate: what a backend implements and what the composition root holds. A service declares only

@@ -15,6 +15,7 @@ from bot.app import Services
 from bot.client import EXTENSIONS, MemoryBot
 from bot.llm import LLMClient
 from bot.memory.chat import ChatService
+from bot.memory.greeting import GreetingWriter
 from bot.memory.own_words import OwnWords
 from bot.memory.postcall import PostCallProcessor
 from standins.discord_gateway import FakeDiscord, run_until_ready
@@ -59,7 +60,13 @@ async def services(world: CallWorld, fake_llm: FakeLLM) -> AsyncIterator[Service
         counters=world.monitor.counters,
         monitor=world.monitor,
     )
-    services.postcall = PostCallProcessor(world.store, llm, clock=world.clock, on_processed=services.notify_processed)
+    services.postcall = PostCallProcessor(
+        world.store,
+        llm,
+        clock=world.clock,
+        on_processed=services.notify_processed,
+        greetings=GreetingWriter(world.store, llm, clock=world.clock),
+    )
     services.chat = ChatService(
         world.store,
         world.memory,

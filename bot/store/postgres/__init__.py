@@ -22,6 +22,7 @@ from bot.store.postgres.guild_settings import PostgresGuildSettings
 from bot.store.postgres.jobs import PostgresJobs
 from bot.store.postgres.privacy import PostgresPrivacy
 from bot.store.postgres.vectors import PostgresVectors
+from bot.store.shared import SharedGreetings
 
 __all__ = ["Connection", "PostgresStore", "memory_write_allowed"]
 
@@ -34,6 +35,7 @@ class PostgresStore(
     PostgresPrivacy,
     PostgresJobs,
     PostgresVectors,
+    SharedGreetings,
     PostgresBase,
 ):
     """Every aggregate over one connection pool: implements `bot.store.repository.Store`."""

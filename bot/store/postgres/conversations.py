@@ -39,9 +39,11 @@ from bot.store.shared import (
     LISTED_CONVERSATIONS,
     SharedConversations,
     call_record,
+    greeting_record,
     summary_of,
     user_record,
 )
+from bot.store.shared.greetings import GREETING_COLUMNS
 from bot.store.specifics import stored_specifics
 from bot.store.terms import stored_language_terms, token_count
 
@@ -69,9 +71,14 @@ _START_CHECK = (
     "AND state != 'failed') AS calls_today, "
     f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN}) AS open_calls, "
     "u.user_id, u.memory_enabled, u.consent, u.consent_at, u.created_at, u.language, u.locale, "
-    "g.guild_id AS g_guild_id, "
+    "u.personal_greetings, "
+    "(u.consent = 'remember' AND (EXISTS (SELECT 1 FROM turns WHERE user_id = $1) OR EXISTS (SELECT 1 FROM facts "
+    "WHERE user_id = $1 AND superseded_by IS NULL AND invalidated_at IS NULL))) AS returning, "
+    + ", ".join(f"gr.{name} AS gr_{name}" for name in GREETING_COLUMNS)
+    + ", g.guild_id AS g_guild_id, "
     + ", ".join(f"g.{name} AS g_{name}" for name in _GUILD_NAMES)
     + " FROM (SELECT 1) AS one LEFT JOIN users u ON u.user_id = $1 LEFT JOIN guild_settings g ON g.guild_id = $2"
+    " LEFT JOIN greetings gr ON gr.user_id = u.user_id AND u.consent = 'remember'"
 )
 _END_CALL = (
     "WITH ended AS (UPDATE calls SET state = 'ended', ended_at = $2, agent_stop_pending = $3 "
@@ -222,6 +229,8 @@ class PostgresConversations(PostgresFullText, SharedConversations):
             open_call_id=row["open_call_id"],
             calls_today=int(row["calls_today"]),
             open_calls=int(row["open_calls"]),
+            greeting=greeting_record(row, "gr_"),
+            returning=bool(row["returning"]),
         )
 
     async def begin_call_ending(

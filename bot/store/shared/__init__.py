@@ -29,6 +29,7 @@ from bot.store.shared.conversations import (
     summary_of,
 )
 from bot.store.shared.facts import SharedFacts
+from bot.store.shared.greetings import SharedGreetings, greeting_record
 from bot.store.shared.guild_settings import SharedGuildSettings
 from bot.store.shared.jobs import SharedJobs
 from bot.store.shared.privacy import SharedPrivacy, only_from
@@ -41,6 +42,7 @@ __all__ = [
     "SharedAccounts",
     "SharedConversations",
     "SharedFacts",
+    "SharedGreetings",
     "SharedGuildSettings",
     "SharedJobs",
     "SharedPrivacy",
@@ -50,6 +52,7 @@ __all__ = [
     "call_record",
     "chat_record",
     "db_value",
+    "greeting_record",
     "only_from",
     "sqlite_sql",
     "summary_of",

@@ -39,6 +39,7 @@ def user_record(row: Any) -> UserRecord:
         created_at=row["created_at"],
         language=row["language"],
         locale=row["locale"],
+        personal_greetings=bool(row["personal_greetings"]),
     )
 
 

@@ -9,6 +9,7 @@ from bot.store.export import build_export
 from bot.store.models import (
     Conversation,
     ForgetResult,
+    PreparedGreeting,
     UserRecord,
 )
 from bot.store.shared.base import (
@@ -33,6 +34,7 @@ class SharedPrivacy(SqlBase):
     if TYPE_CHECKING:  # the composed store's
 
         async def get_user(self, user_id: int) -> UserRecord | None: ...
+        async def get_greeting(self, user_id: int) -> PreparedGreeting | None: ...
 
     async def forget_preview(self, convo: Conversation) -> ForgetResult:
         column, ref = convo.column, convo.ref_id
@@ -76,4 +78,5 @@ class SharedPrivacy(SqlBase):
         turns = await self._rows(
             f"SELECT {TURN_COLUMNS} FROM turns WHERE user_id = $1 ORDER BY spoken_at, seq", user_id
         )
-        return build_export(user_id, user, facts=facts, calls=calls, chats=chats, turns=turns)
+        greeting = await self.get_greeting(user_id)
+        return build_export(user_id, user, facts=facts, calls=calls, chats=chats, turns=turns, greeting=greeting)

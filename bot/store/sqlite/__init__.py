@@ -13,6 +13,7 @@ every member write passes, `fulltext` the BM25 ranking shared by turns and facts
 
 from __future__ import annotations
 
+from bot.store.shared import SharedGreetings
 from bot.store.sqlite.accounts import SqliteAccounts
 from bot.store.sqlite.base import SqliteBase, _split_sql
 from bot.store.sqlite.conversations import SqliteConversations
@@ -34,6 +35,7 @@ class SqliteStore(
     SqlitePrivacy,
     SqliteJobs,
     SqliteVectors,
+    SharedGreetings,
     SqliteBase,
 ):
     """Every aggregate over one connection: implements `bot.store.repository.Store`."""

@@ -353,6 +353,7 @@ def _guild(guild_id: int, row: aiosqlite.Row | None) -> GuildSettings:
         calls_per_member_per_day=row["calls_per_member_per_day"],
         retention_days=row["retention_days"],
         language=row["language"],
+        personal_greetings=bool(row["personal_greetings"]),
     )
 
 

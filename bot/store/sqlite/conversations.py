@@ -29,6 +29,7 @@ from bot.store.shared import (
     LISTED_CONVERSATIONS,
     SharedConversations,
     call_record,
+    greeting_record,
     sqlite_sql,
     summary_of,
     user_record,
@@ -67,13 +68,15 @@ class SqliteConversations(SqliteFullText, SharedConversations):
     # ---- the call lifecycle's combined steps (`CallStepStore`) ----------------------------------------
 
     async def call_start_check(self, user_id: int, guild_id: int | None, since: float) -> CallStartCheck:
-        guild, user, counts = await self._alone(trips.call_start_check, user_id, guild_id, since)
+        guild, user, counts, greeting = await self._alone(trips.call_start_check, user_id, guild_id, since)
         return CallStartCheck(
             guild=_guild(guild_id if guild_id is not None else 0, guild),
             user=None if user is None else user_record(user),
             open_call_id=counts[0],
             calls_today=int(counts[1]),
             open_calls=int(counts[2]),
+            greeting=None if greeting is None else greeting_record(greeting),
+            returning=bool(counts[3]),
         )
 
     async def begin_call_ending(

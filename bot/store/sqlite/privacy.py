@@ -142,15 +142,17 @@ class SqlitePrivacy(SqliteBase, SharedPrivacy):
         return rows[0][0] if rows else None
 
     async def reseal_texts(self, reseal: Callable[[int, str, str], Awaitable[str | None]]) -> int:
-        """Rewrites every member text (turns, facts, call and chat summaries) through ``reseal(user_id, column,
-        value)``, in one transaction; None leaves a value as it is. Returns how many values changed. This is how
-        an existing database is encrypted in place (``bot.keys.encrypted``); the full-text triggers reindex
-        each changed row. A resealed line's language terms go (``RESEALED_TERMS``)."""
+        """Rewrites every member text (turns, facts, call and chat summaries, greetings) through
+        ``reseal(user_id, column, value)``, in one transaction; None leaves a value as it is. Returns how many
+        values changed. This is how an existing database is encrypted in place (``bot.keys.encrypted``); the
+        full-text triggers reindex each changed row. A resealed line's language terms go (``RESEALED_TERMS``)."""
         sources = (
             ("turns", "turn_id", "content", "turns.content"),
             ("facts", "fact_id", "text", "facts.text"),
             ("calls", "call_id", "summary", "calls.summary"),
             ("chats", "chat_id", "summary", "chats.summary"),
+            ("greetings", "user_id", "name", "greetings.name"),
+            ("greetings", "user_id", "follow_up", "greetings.follow_up"),
         )
         changed = 0
         async with self._tx() as db:

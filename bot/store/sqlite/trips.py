@@ -320,18 +320,25 @@ def _row(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Any:
 
 def call_start_check(
     conn: sqlite3.Connection, user_id: int, guild_id: int | None, since: float
-) -> tuple[Any, Any, Any]:
-    """The rows `SqliteConversations.call_start_check` maps: (guild settings or None, user or None, counts)."""
+) -> tuple[Any, Any, Any, Any]:
+    """The rows `SqliteConversations.call_start_check` maps: (guild settings or None, user or None, counts,
+    prepared greeting or None). Whether the member returns (lines or current facts remembered) is asked only of
+    a member who chose to be remembered."""
     guild = None if guild_id is None else _row(conn, "SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
     user = _row(conn, "SELECT * FROM users WHERE user_id = ?", (user_id,))
+    remembered = user is not None and user["consent"] == "remember"
     counts = _row(
         conn,
-        f"SELECT (SELECT call_id FROM calls WHERE user_id = ? AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1), "
-        "(SELECT COUNT(*) FROM calls WHERE user_id = ? AND guild_id IS ? AND started_at >= ? AND state != 'failed'), "
-        f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN})",
-        (user_id, user_id, guild_id, since),
+        f"SELECT (SELECT call_id FROM calls WHERE user_id = ?1 AND state IN {_OPEN} ORDER BY started_at DESC LIMIT 1), "
+        "(SELECT COUNT(*) FROM calls WHERE user_id = ?1 AND guild_id IS ?2 AND started_at >= ?3 "
+        "AND state != 'failed'), "
+        f"(SELECT COUNT(*) FROM calls WHERE state IN {_OPEN}), "
+        "?4 AND (EXISTS (SELECT 1 FROM turns WHERE user_id = ?1) OR EXISTS (SELECT 1 FROM facts WHERE user_id = ?1 "
+        "AND superseded_by IS NULL AND invalidated_at IS NULL))",
+        (user_id, guild_id, since, remembered),
     )
-    return guild, user, counts
+    greeting = _row(conn, "SELECT * FROM greetings WHERE user_id = ?", (user_id,)) if remembered else None
+    return guild, user, counts, greeting
 
 
 def begin_call_ending(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[Any, int] | None:
