@@ -78,8 +78,14 @@ def test_counts_equal_the_pure_python_encoding(text: str) -> None:
     assert count_uncached(text) == len(_REFERENCE.encode_ordinary(text))
 
 
+ASSIGNED = st.characters(exclude_categories=("Cs", "Cn"))
+"""Characters this Python's Unicode tables know. One they do not (U+31350, added in Unicode 15) is a letter to
+tiktoken's newer tables but not to the pure-Python reference's: the two then split "\U00031350/A" differently,
+each right by its own tables (OpenAI's counts are tiktoken's)."""
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200))
+@given(st.text(alphabet=ASSIGNED, max_size=200))
 def test_counts_equal_the_pure_python_encoding_on_any_text(text: str) -> None:
     assert encoding().encode_ordinary(text) == _REFERENCE.encode_ordinary(text)
     assert count_uncached(text) == len(_REFERENCE.encode_ordinary(text))
