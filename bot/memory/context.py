@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from bot.memory.block import MEMORY_HEADER, BudgetedBlock, content_words, quoted, render_fact_line, render_turn_line
 from bot.memory.index import MemberIndexes, Renderer
 from bot.memory.priors import by_score
-from bot.memory.recall import asks_something, distinctive, earned, keep_core, with_neighbours, word_set
+from bot.memory.recall import asks_something, common_words, distinctive, earned, keep_core, with_neighbours, word_set
 from bot.memory.sources import (
     CALL_START_LINES,
     ContextStore,
@@ -109,8 +109,8 @@ class ContextBuilder:
         block = BudgetedBlock(budget, source.rendered_lines, source.rendered_facts)
         if terms:
             await self._fill_for_query(block, source, user_id, terms, exclude_call_id, query or "")
-        else:
-            await self._fill_for_call_start(block, source)
+        else:  # kept with the member's index for the small talk of a call
+            await keep_core(block, lambda: self._fill_for_call_start(block, source), share=1.0, kept=source.kept)
             if exclude_call_id is None:  # a call starting: its utterances will need the index
                 self.indexes.prefetch(user_id)
         return None if block.empty else block.render()
@@ -124,7 +124,7 @@ class ContextBuilder:
         and the best bringing their neighbours (``bot.memory.recall``); then the rest of the facts, summaries and
         the latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
         lines, priors, base = await source.recent()
-        terms, query = distinctive(terms, query, lines)
+        terms, query = distinctive(terms, query, common_words(lines, source.kept))
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
         ranked_facts, ranked = await source.rank(terms, FACT_CANDIDATES, candidates)
         if self.dense is not None:
@@ -138,8 +138,8 @@ class ContextBuilder:
                 lines_by_id=source.lines_by_id,
             )
         ranked = with_neighbours(ranked)
-        if not ranked and not ranked_facts:
-            await self._fill_for_call_start(block, source)
+        if not ranked and not ranked_facts:  # nothing matches: what a call start shows, kept with the member's index
+            await keep_core(block, lambda: self._fill_for_call_start(block, source), share=1.0, kept=source.kept)
             return
         around = await source.around([t for t, _ in ranked])
         # told facts and the latest exchange: the same for every utterance of a call, kept with the member's index

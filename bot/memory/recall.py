@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -140,23 +141,32 @@ def word_set(text: str) -> frozenset[str]:
     return frozenset(words(text))
 
 
-def distinctive(terms: str, query: str, recent: Sequence[TurnRecord]) -> tuple[str, str]:
-    """``terms`` and ``query`` without the words found in more than ``COMMON_SHARE`` of the member's ``recent``
-    lines (as they are when that would leave no term). On LoCoMo's conversations the two speakers' names are in
-    10-30% of the lines, and a question naming one ranked greetings ("Hey Caroline!") above the evidence: by
-    meaning, left out, evidence recall rose from 0.40 to 0.66."""
-    if len(recent) < COMMON_MIN_LINES:
-        return terms, query
+def common_words(recent: Sequence[TurnRecord], kept: dict[str, object] | None = None) -> frozenset[str]:
+    """The words found in more than ``COMMON_SHARE`` of the member's ``recent`` lines (none when there are fewer than
+    ``COMMON_MIN_LINES``). With ``kept`` (what is derived from the member's index), worked out once per index."""
+    found = kept.get("common words") if kept is not None else None
+    if isinstance(found, frozenset):
+        return found
+    counts: Counter[str] = Counter()
+    if len(recent) >= COMMON_MIN_LINES:
+        for turn in recent:
+            counts.update(word_set(turn.content))
+    common = frozenset(word for word, n in counts.items() if n > COMMON_SHARE * len(recent))
+    if kept is not None:
+        kept["common words"] = common
+    return common
+
+
+def distinctive(terms: str, query: str, common: frozenset[str]) -> tuple[str, str]:
+    """``terms`` and ``query`` without the member's ``common_words`` (as they are when that would leave no term). On
+    LoCoMo's conversations the two speakers' names are in 10-30% of the lines, and a question naming one ranked
+    greetings ("Hey Caroline!") above the evidence: by meaning, left out, evidence recall rose from 0.40 to 0.66."""
     wanted = dict.fromkeys(terms.split())
-    counts = dict.fromkeys(wanted, 0)
-    for turn in recent:
-        for word in word_set(turn.content) & counts.keys():
-            counts[word] += 1
-    common = {word for word, n in counts.items() if n > COMMON_SHARE * len(recent)}
+    dropped = sorted(word for word in wanted if word in common)
     kept = [word for word in wanted if word not in common]
-    if not common or not kept:
+    if not dropped or not kept:
         return terms, query
-    pattern = re.compile(r"\b(?:" + "|".join(re.escape(word) for word in sorted(common)) + r")(?:'s)?\b", re.IGNORECASE)
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(word) for word in dropped) + r")(?:'s)?\b", re.IGNORECASE)
     return " ".join(kept), " ".join(pattern.sub(" ", query).split())
 
 
