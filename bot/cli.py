@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sqlite3
 import sys
@@ -481,48 +480,4 @@ async def context(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
         messages = await services.memory.build_context(args.user_id, budget_tokens=args.budget, query=args.query)
     _out(json.dumps(messages, indent=2, ensure_ascii=False))
-    return 0
-
-
-def _sqlite_only(settings: Settings, command: str) -> None:
-    if settings.memory.database_url is not None:
-        raise CommandFailed(
-            f"{command} handles the SQLite file (memory.database_path); with memory.database_url (PostgreSQL) use "
-            f"pg_dump and pg_restore, or `{bot_command('copy-db --from <database url> --to sqlite:///backup.db')}`"
-        )
-
-
-async def backup(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.store.backup import BackupError, backup_database
-
-    _sqlite_only(settings, "backup")
-    try:
-        size = await asyncio.to_thread(
-            backup_database,
-            settings.memory.database_path,
-            args.file,
-            lock_timeout_seconds=settings.memory.lock_timeout_seconds,
-        )
-    except BackupError as exc:
-        raise CommandFailed(str(exc)) from exc
-    _out(f"Backed up {settings.memory.database_path} to {args.file} ({size:,} bytes).")
-    return 0
-
-
-async def restore(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.store.backup import BackupError, restore_database
-
-    async with database_use(settings).alone(f"restore {args.file}"):  # a running bot would write to the old file
-        _sqlite_only(settings, "restore")
-        try:
-            saved = await asyncio.to_thread(
-                restore_database,
-                args.file,
-                settings.memory.database_path,
-                lock_timeout_seconds=settings.memory.lock_timeout_seconds,
-            )
-        except BackupError as exc:
-            raise CommandFailed(str(exc)) from exc
-    kept = f" The database it replaced is kept as {saved}." if saved is not None else ""
-    _out(f"Restored {settings.memory.database_path} from {args.file}.{kept} Start the bot again.")
     return 0
