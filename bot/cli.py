@@ -9,6 +9,8 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
+import asyncpg
+
 from bot.app import (
     build_agora_client,
     build_embedding_client,
@@ -26,6 +28,7 @@ from bot.doctor import (
     database_folder_problem,
     inspect_configured_database,
     inspect_postgres,
+    inspect_running_bot,
     startup_findings,
 )
 from bot.i18n import english
@@ -115,6 +118,12 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
     if database.failed:  # damaged, too new, not writable: restarting cannot fix it
         raise StartupProblem(database.text, exit_status=UNUSABLE_DATABASE_EXIT)
     if listen.failed:
+        running = await _running_bot(settings)
+        if running is not None and await inspect_running_bot(running, settings.web.host, settings.web.port):
+            raise StartupProblem(
+                f"{running} already runs with these settings and answers on {settings.web.host}:"
+                f"{settings.web.port}: stop it before starting another (`{bot_command('check')}` shows its state)"
+            )
         raise StartupProblem(listen.text)
     from bot.client import run_bot
 
@@ -158,8 +167,14 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     database, listen = startup_findings(settings)
     if settings.memory.database_url is not None and not database.failed:
         database = await inspect_postgres(settings.memory.database_url.get_secret_value())
+    running = None if database.failed else await _running_bot(settings)
     _out("Database (read only: check never creates or migrates it)")
     _finding(database)
+    if running is not None:
+        _out(f"  running  {running} uses it (its lock says so)")
+        answer = await inspect_running_bot(running, settings.web.host, settings.web.port)
+        if answer is not None and listen.failed:  # its own port, not a stranger's
+            listen = answer
     _out("Web server")
     _finding(listen)
     ok = ok and not database.failed and not listen.failed
@@ -223,8 +238,22 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     _out(f"  ok       {supported_report(settings.agora)}")
 
     _out()
-    _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
+    if running is not None:
+        _out(
+            f"The bot is running ({running}); "
+            + ("nothing above would stop it from starting again." if ok else "the problems above stop its next start.")
+        )
+    else:
+        _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
     return 0 if ok else 1
+
+
+async def _running_bot(settings: Settings) -> str | None:
+    """Which bot process runs on the configured database now (its lock says), if one does."""
+    try:
+        return await database_use(settings).running()
+    except (OSError, asyncpg.PostgresError):  # the database's own finding says why it cannot be reached
+        return None
 
 
 async def _check_keys(settings: Settings) -> bool:
