@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 discord.VoiceClient.warn_nacl = False
 discord.VoiceClient.warn_dave = False
 
-EXTENSIONS = ("cogs.calls", "cogs.memory", "cogs.admin", "cogs.chat")
+EXTENSIONS = ("cogs.calls", "cogs.memory", "cogs.admin", "cogs.chat", "cogs.owner")
 COMMANDS_HASH_KEY = "discord.commands_hash"
 
 
@@ -48,6 +48,10 @@ async def reply_privately(interaction: discord.Interaction, content: str) -> Non
         await interaction.followup.send(content, ephemeral=True)
     else:
         await interaction.response.send_message(content, ephemeral=True)
+
+
+class NotBotOwner(app_commands.CheckFailure):
+    """A command only the bot's owner (the application's owner or its team) may use was used by someone else."""
 
 
 def explain_error(
@@ -63,6 +67,8 @@ def explain_error(
         return words("errors.needs_manage_server")
     if isinstance(error, app_commands.NoPrivateMessage):
         return words("errors.server_only")
+    if isinstance(error, NotBotOwner):
+        return words("errors.bot_owner_only")
     known = messages.for_error(original, words)
     if known is not None:
         log.info("%s by user %s in guild %s refused: %s", source, user_id, guild_id, type(original).__name__)
