@@ -8,17 +8,24 @@ import sqlite3
 import sys
 from pathlib import Path
 
-import asyncpg
+from bot.invocation import bot_command, packages_missing
 
-from bot import __version__
-from bot import loop as event_loop
-from bot.config import KEYGEN_HINT, ConfigError, Settings, load_settings
-from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem, inspect_configured_database
-from bot.invocation import bot_command
-from bot.keys import KeyStoreLocked
-from bot.keys.setup import check_key_store
-from bot.logs import setup_logging
-from bot.store.inuse import DatabaseInUse
+try:
+    import asyncpg
+
+    from bot import __version__
+    from bot import loop as event_loop
+    from bot.config import KEYGEN_HINT, ConfigError, Settings, load_settings
+    from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem, inspect_configured_database
+    from bot.keys import KeyStoreLocked
+    from bot.keys.setup import check_key_store
+    from bot.logs import setup_logging
+    from bot.store.inuse import DatabaseInUse
+except ModuleNotFoundError as missing:  # a Python without the bot's packages (e.g. `python -m bot` outside .venv)
+    if __name__ != "__main__":
+        raise
+    print(packages_missing(missing, sys.argv[1:]), file=sys.stderr)
+    sys.exit(2)
 
 KEYS_NOT_REQUIRED = frozenset({"forget-unreadable", "backup", "restore", "copy-db", "rotate-master-key"})
 """Commands that run while encrypted members' keys are missing from the key store: they repair it or copy files."""

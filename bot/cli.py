@@ -19,7 +19,7 @@ from bot.app import (
     database_use,
     open_services,
 )
-from bot.calls.language import supported_report
+from bot.calls.language import ENGLISH, supported, supported_report
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import (
     UNUSABLE_DATABASE_EXIT,
@@ -235,7 +235,8 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
         )
 
     _out("Call languages (agora.preset, agora.tts_vendor)")
-    _out(f"  ok       {supported_report(settings.agora)}")
+    english_only = supported(settings.agora) == {ENGLISH}
+    _out(f"  {'warning' if english_only else 'ok':<8} {supported_report(settings.agora)}")
 
     _out()
     if running is not None:

@@ -310,10 +310,14 @@ class DiscordIdentity:
 async def discord_identity(token: str) -> DiscordIdentity:
     """Log in over HTTP only (no gateway), as `run` does first; raises discord.LoginFailure for a refused token."""
     client = discord.Client(intents=discord.Intents(guilds=True))  # without guilds discord.py warns; none are read
+    discord_log = logging.getLogger("discord")
+    level = discord_log.level
+    discord_log.setLevel(max(level, logging.WARNING))  # "logging in using static token" amid `check`'s report
     try:
         await client.login(token)
         application = client.application
         assert client.user is not None and application is not None
         return DiscordIdentity(str(client.user), application.id, application.interactions_endpoint_url)
     finally:
+        discord_log.setLevel(level)
         await client.close()

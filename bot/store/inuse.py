@@ -41,7 +41,10 @@ log = logging.getLogger(__name__)
 PG_LOCK_KEYS = (0x4D43_4231, 1)
 """The advisory lock's two int4 keys ("MCB1", 1); pg_locks shows them as classid and objid (objsubid 2)."""
 PG_WATCH_SECONDS = 10.0
-STOP_HINT = "stop it first (`systemctl stop memory-call-bot`, or `docker compose stop bot`), then run this again"
+STOP_HINT = (
+    "stop it first (`systemctl stop memory-call-bot`, or `docker compose --env-file .env -f deploy/compose.yaml stop "
+    "bot`), then run this again"
+)
 
 
 class DatabaseInUse(Exception):
