@@ -49,6 +49,8 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
                     "(or FILE.tar.gz) instead to back both up in one archive."
                 )
             return 0
+        if args.file == "-" and sys.stdout.isatty():
+            raise CommandFailed("backup - writes the archive to standard output: redirect it into a file (`> FILE`)")
         target = None if args.file == "-" else target_of(Path(args.file), time.time())
         key_store = memory.key_store_path if memory.key_store_url is None else None
         contents = await asyncio.to_thread(
@@ -128,6 +130,8 @@ def _input_file(name: str, scratch_in: Path) -> Iterator[Path]:
     if name != "-":
         yield Path(name)
         return
+    if sys.stdin.isatty():
+        raise CommandFailed("restore - reads the archive from standard input: give it there (`< FILE`)")
     private_folder(scratch_in)
     with tempfile.TemporaryDirectory(prefix=".restore-input-", dir=scratch_in) as scratch:
         path = Path(scratch) / "backup"

@@ -243,3 +243,23 @@ def test_the_docker_way_streams_the_archive_out_of_the_volume_and_back_in(tmp_pa
     read = bot(new, "context", str(USER))
     assert read.returncode == 0 and b"I row." in read.stdout
     assert not [p.name for p in (new / "data").iterdir() if p.name.startswith(".restore")]
+
+
+def test_backup_to_standard_output_refuses_a_terminal(tmp_path: Path) -> None:
+    """`backup -` typed without `> FILE` would pour the compressed archive onto the admin's terminal."""
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "AGORA_", "MEMORY_", "LLM_"))}
+    env |= {"BOT_CONFIG": str(tmp_path / "none.toml"), "MEMORY_DATABASE_PATH": str(tmp_path / "data" / "bot.db")}
+    assert subprocess.run([sys.executable, "-m", "bot", "migrate"], cwd=tmp_path, env=env, timeout=60).returncode == 0
+    main_end, terminal = pty.openpty()
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-m", "bot", "backup", "-"],
+            cwd=tmp_path, env=env, stdout=terminal, stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(main_end)
+    assert ran.returncode == 1
+    assert ran.stderr.strip() == "backup - writes the archive to standard output: redirect it into a file (`> FILE`)"
