@@ -214,7 +214,7 @@ def main() -> int:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         sys.exit(
             "usage: python3 tasks.py run [--config FILE] | python3 tasks.py test [pytest options] | "
-            "python3 tasks.py demo [--data DIR] [--no-setup] | python3 tasks.py keys [ENV FILE]"
+            "python3 tasks.py demo [--data DIR] [--port N] [--no-setup] | python3 tasks.py keys [ENV FILE]"
         )
     return COMMANDS[sys.argv[1]](sys.argv[2:])
 

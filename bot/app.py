@@ -60,6 +60,8 @@ class Services:
     agora: ConvoAIClient | None = None
     llm: LLMClient | None = None
     embeddings: Embedder | None = None
+    embedder: MemberEmbedder | None = None
+    """What embeds a member's lines and facts (the post-call queue's embed step, and ``import-history``'s)."""
     calls: CallService | None = None
     postcall: PostCallProcessor | None = None
     chat: ChatService | None = None
@@ -102,6 +104,7 @@ class Services:
                 await self.embeddings.load()
             except LLMError as exc:
                 log.warning("%s; memory is searched by words (BM25) until it loads", exc.message)
+        await self.memory.finish_interrupted_forgets()
         if not await self.memory.finish_pending_scrubs():
             log.warning("deleted memory could not be scrubbed from the database file yet; the sweep retries")
         if self.web is not None:
@@ -122,6 +125,7 @@ class Services:
         last_retention = 0.0
         while not self._stop.is_set():
             try:
+                await self.memory.finish_interrupted_forgets()
                 await self.memory.finish_pending_scrubs()
                 if self.calls is not None:
                     await self.calls.save_unsaved()
@@ -271,6 +275,7 @@ def build_calls(
         store,
         app_id=settings.agora.app_id or "",
         page_close_grace_seconds=settings.calls.page_close_grace_seconds,
+        rejoin_seconds=settings.agora.idle_timeout_seconds,
     )
     return calls, page
 
@@ -373,13 +378,14 @@ async def open_services(
     )
     services = Services(settings=settings, store=store, memory=memory, keys=keys)
     try:
+        # every query-aware build searches by meaning as the running bot's does: `context` prints what it builds
+        services.embedder = build_dense_retrieval(settings, store, memory)
+        services.embeddings = services.embedder.client if services.embedder is not None else None
         if full:
             if settings.llm.enabled:
                 services.llm = build_llm_client(settings)
-            embedder = build_dense_retrieval(settings, store, memory)
-            services.embeddings = embedder.client if embedder is not None else None
             services.postcall = PostCallProcessor(
-                store, services.llm, on_processed=services.notify_processed, embedder=embedder
+                store, services.llm, on_processed=services.notify_processed, embedder=services.embedder
             )
             services.chat = ChatService(
                 store,

@@ -34,15 +34,17 @@ from bot.doctor import (
 from bot.i18n import english
 from bot.invocation import bot_command, keys_command
 from bot.keys import MASTER_KEY_ENV, KeyStoreLocked, parse_master_key
-from bot.keys.lost import unreadable_members
+from bot.keys.lost import half_forgotten_members, unreadable_members
 from bot.keys.pg_store import residue_warnings
 from bot.keys.setup import build_key_store, check_key_store, key_store_label
 from bot.loop import loop_name
 from bot.memory.embedded import available as embedded_model_installed
-from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations
+from bot.memory.importer import ImportFormatError, import_conversations, parse_conversations, pending_learning
 from bot.memory.service import MemoryService
 from bot.store.copy import CopyFailed, CopyReport, copy_database, describe, store_for_url
 from bot.store.inuse import use_for_url
+from bot.store.migrations import LATEST_VERSION
+from bot.store.pg_migrations import PG_LATEST_VERSION
 from bot.store.repository import SchemaTooNew, Store
 
 
@@ -157,11 +159,14 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     _out(f"  ok       {loop}" + ("" if loop == "uvloop" else " (uvloop is not installed on this platform)"))
 
     _out("Memory encryption")
-    ok = await _check_keys(settings) and ok
+    keys_ok = await _check_keys(settings)
+    ok = keys_ok and ok
 
     if settings.discord.token:
         _out("Discord")
-        discord_ok = await _check_discord(settings.discord.token.get_secret_value())
+        discord_ok = await _check_discord(
+            settings.discord.token.get_secret_value(), user_installs=settings.discord.user_installs
+        )
         ok = ok and discord_ok
 
     database, listen = startup_findings(settings)
@@ -175,6 +180,7 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
         answer = await inspect_running_bot(running, settings.web.host, settings.web.port)
         if answer is not None and listen.failed:  # its own port, not a stranger's
             listen = answer
+    ok = await _finish_forgets(settings, keys_ok and not database.failed) and ok
     _out("Web server")
     _finding(listen)
     ok = ok and not database.failed and not listen.failed
@@ -257,6 +263,35 @@ async def _running_bot(settings: Settings) -> str | None:
         return None
 
 
+async def _finish_forgets(settings: Settings, usable: bool) -> bool:
+    """Finishes the forgets of everything a kill left part-way (``bot.memory.forget_all``), the one write `check`
+    makes, and only then: the member's writes stay refused until it is done. False when it cannot be done here."""
+    try:
+        members, version = await half_forgotten_members(settings.memory)
+    except (OSError, asyncpg.PostgresError, sqlite3.Error):
+        return True  # the database's own finding says what is wrong with it
+    if not members:
+        return True
+    listed = ", ".join(str(m) for m in members)
+    latest = LATEST_VERSION if settings.memory.database_url is None else PG_LATEST_VERSION
+    if usable and version == latest:
+        try:
+            async with open_services(settings) as services:
+                await services.memory.finish_interrupted_forgets()
+        except Exception as exc:
+            _out(f"  FAIL     the forget of member(s) {listed} was interrupted and could not be finished: {exc}")
+        else:
+            _out(f"  ok       finished the forget of member(s) {listed}, which had been interrupted part-way")
+            return True
+    else:
+        _out(f"  FAIL     the forget of member(s) {listed} was interrupted part-way and is not finished")
+    _out(
+        f"           nothing of theirs is stored meanwhile: `{bot_command('forget-user ' + str(members[0]))}` (for "
+        "each of them) or starting the bot finishes it"
+    )
+    return False
+
+
 async def _check_keys(settings: Settings) -> bool:
     """Reports the master key and the key store; False when the bot could not start because of them."""
     where = key_store_label(settings.memory)
@@ -327,12 +362,12 @@ def database_label(settings: Settings) -> str:
     return str(settings.memory.database_path)
 
 
-async def _check_discord(token: str) -> bool:
+async def _check_discord(token: str, *, user_installs: bool) -> bool:
     import aiohttp
     import discord
 
     from bot.client import TOKEN_REFUSED, discord_identity
-    from bot.invite import invite_url
+    from bot.invite import invite_url, user_install_url
 
     try:
         identity = await discord_identity(token)
@@ -343,7 +378,14 @@ async def _check_discord(token: str) -> bool:
         _out(f"  FAIL     Discord did not answer ({type(exc).__name__}): check this machine's internet connection")
         return False
     _out(f"  ok       logged in as {identity.user}")
-    _out(f"  invite   {invite_url(identity.application_id)}")
+    _out(f"  invite   {invite_url(identity.application_id)}  (a server admin adds the bot to the server)")
+    if user_installs:
+        _out(
+            f"  invite   {user_install_url(identity.application_id)}  (a member adds it to their own account; "
+            "enable User Install under Installation in the Developer Portal)"
+        )
+    else:
+        _out("  off      discord.user_installs is false: members cannot add the bot to their own account")
     if identity.interactions_endpoint_url:
         _out(
             f"  FAIL     the application's Interactions Endpoint URL is set ({identity.interactions_endpoint_url}): "
@@ -436,6 +478,7 @@ EXIT_NOT_SCRUBBED = 3
 async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
         result = await services.memory.forget_everything(args.user_id)
+        finished = await services.memory.finish_interrupted_forgets()  # other members' a kill left part-way
         scrubbed = await services.memory.wait_scrubbed(within=FORGET_SCRUB_WAIT_SECONDS)
         if not scrubbed:
             await services.memory.stop_scrubbing()  # recorded: finished by the next forget-user or start
@@ -443,6 +486,8 @@ async def forget_user(settings: Settings, args: argparse.Namespace) -> int:
         f"Forgot user {args.user_id}: {_counted(result.calls, 'call')}, {_counted(result.chats, 'chat')}, "
         f"{_counted(result.turns, 'line')}, {_counted(result.facts, 'fact')}."
     )
+    if finished:
+        _out(f"Also finished the forget of member(s) {', '.join(map(str, finished))}, interrupted part-way before.")
     if not scrubbed:
         _out(
             f"Not complete yet: the deleted text is still in {settings.memory.database_path} because another "
@@ -501,13 +546,23 @@ async def import_history(settings: Settings, args: argparse.Namespace) -> int:
         raise CommandFailed(f"{args.file}: {exc}") from exc
     async with open_services(settings) as services:
         call_ids = await import_conversations(services.store, services.memory, args.user_id, conversations)
+        embedded = await services.embedder.embed_all(args.user_id) if services.embedder is not None else None
     turns = sum(len(c.messages) for c in conversations)
     _out(f"Imported {len(call_ids)} conversation(s), {turns} messages, for user {args.user_id}.")
+    if embedded is not None:
+        _out(f"Embedded {embedded} lines and facts for search by meaning.")
     return 0
 
 
 async def context(settings: Settings, args: argparse.Namespace) -> int:
     async with open_services(settings) as services:
         messages = await services.memory.build_context(args.user_id, budget_tokens=args.budget, query=args.query)
+        pending = await pending_learning(services.store, args.user_id)
     _out(json.dumps(messages, indent=2, ensure_ascii=False))
+    if pending:
+        print(
+            f"Not learned from yet (facts and summaries come from the running bot's post-call jobs, with an LLM): "
+            f"{', '.join(pending)}.",
+            file=sys.stderr,
+        )
     return 0

@@ -24,8 +24,9 @@ from bot.app import Services, database_use, open_services
 from bot.config import Settings
 from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem
 from bot.i18n import Words, english, words_for
-from bot.invite import invite_url
+from bot.invite import invite_url, user_install_url
 from bot.monitor import Gateway
+from bot.places import Place, place_of, refused_place
 from bot.store.inuse import DatabaseInUse, DatabaseUse
 from bot.store.repository import SchemaTooNew
 from bot.translator import CatalogueTranslator, words_of
@@ -118,9 +119,44 @@ def _command_name(interaction: discord.Interaction) -> str:
     return str(data.get("custom_id") or data.get("name") or "?")
 
 
+def where_used(interaction: discord.Interaction) -> Place:
+    """Where the member used a command or a button (``bot.places``), from what Discord sends with it."""
+    return place_of(
+        guild_id=interaction.guild_id,
+        private_channel=interaction.context.private_channel,
+        server_installed=interaction.is_guild_integration(),
+        user_installed=interaction.is_user_integration(),
+    )
+
+
+def installs_offered(user_installs: bool) -> tuple[app_commands.AppInstallationType, app_commands.AppCommandContext]:
+    """What every command is registered for unless it says otherwise (``/settings`` does: server installs, in
+    servers): server installs in servers and the bot's DMs, and with user installs offered (`discord.user_installs`)
+    also the member's own install, and group DMs, which only a user install reaches."""
+    return (
+        app_commands.AppInstallationType(guild=True, user=user_installs),
+        app_commands.AppCommandContext(guild=True, dm_channel=True, private_channel=user_installs),
+    )
+
+
 class ErrorFunnelTree(app_commands.CommandTree):
     async def on_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         await report_error(interaction, error)
+
+    async def interaction_check(self, interaction: discord.Interaction, /) -> bool:
+        """User installs switched off: a command still registered for them (synced before the switch) is refused
+        where only a user install reaches, before it is acknowledged."""
+        client = interaction.client
+        if not isinstance(client, MemoryBot) or not refused_place(
+            where_used(interaction), user_installs_offered=client.settings.discord.user_installs
+        ):
+            return True
+        log.info("command by user %s refused: user installs are off (discord.user_installs)", interaction.user.id)
+        if interaction.type is discord.InteractionType.autocomplete:
+            await interaction.response.autocomplete([])
+        else:
+            await reply_privately(interaction, words_of(interaction)("errors.user_installs_off"))
+        return False
 
 
 class FunnelledView(discord.ui.View):
@@ -143,6 +179,9 @@ async def commands_hash(tree: app_commands.CommandTree) -> str:
 class MemoryBot(commands.Bot):
     def __init__(self, services: Services, *, sync_on_start: bool = True, start_services: bool = True, **options: Any):
         options.setdefault("intents", discord.Intents(guilds=True, dm_messages=True))
+        options["allowed_installs"], options["allowed_contexts"] = installs_offered(
+            services.settings.discord.user_installs
+        )
         super().__init__(
             command_prefix=commands.when_mentioned,
             tree_cls=ErrorFunnelTree,
@@ -178,6 +217,8 @@ class MemoryBot(commands.Bot):
     async def setup_hook(self) -> None:
         if self.application_id is not None:
             log.info("add the bot to a server with %s", invite_url(self.application_id))
+            if self.settings.discord.user_installs:
+                log.info("members add it to their own account with %s", user_install_url(self.application_id))
         await self.translate_commands()
         for extension in EXTENSIONS:
             await self.load_extension(extension)

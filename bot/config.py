@@ -90,6 +90,9 @@ class DiscordSettings(_Section):
     token: SecretStr | None = None
     dev_guild_id: int | None = None
     call_cooldown_seconds: float = Field(default=20.0, ge=0)
+    user_installs: bool = True
+    """Members may add the bot to their own account (a user install) and use it in servers that did not add it, in
+    its DMs and in group DMs; false registers the commands for server installs only and refuses the rest."""
     shard_count: int | None = Field(default=None, ge=1)
     shard_ids: list[int] | None = None
 

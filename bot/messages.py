@@ -18,6 +18,7 @@ from bot.calls.errors import (
 from bot.i18n import Words
 from bot.llm import LLMError
 from bot.memory.chat import ChatDisabled
+from bot.places import ServerWithoutBot
 from bot.store.repository import StorageFull
 
 CALL_ERRORS: tuple[tuple[type[CallError], str], ...] = (
@@ -53,6 +54,8 @@ def for_error(error: BaseException, words: Words) -> str | None:
         return words("errors.storage_full")
     if isinstance(error, LLMError):
         return words("errors.llm")
+    if isinstance(error, ServerWithoutBot):
+        return words("errors.server_without_bot")
     return None
 
 

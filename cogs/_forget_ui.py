@@ -1,6 +1,5 @@
-"""Forgetting from /forget and the panel's **Forget…**: one fact (asked first only when more goes with it), one call
-or chat, or everything, each after a confirmation that says what goes. Every control keeps working after a restart
-(see ``cogs._owned``)."""
+"""Forgetting from /forget and the panel's **Forget…**: one fact, one call or chat, or everything, each after a
+confirmation that says what goes. Every control keeps working after a restart (see ``cogs._owned``)."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ NO_MENTIONS = discord.AllowedMentions.none()
 After = Callable[[], Awaitable[None]] | None
 
 
-async def forget_fact_or_ask(
+async def forget_fact_asking(
     actions: MemoryActions,
     interaction: discord.Interaction,
     value: str,
@@ -33,12 +32,11 @@ async def forget_fact_or_ask(
     after: After = None,
     in_place: bool,
 ) -> None:
-    """Forget a fact at once when it is all that goes; otherwise ask first, saying what else goes with it.
-    ``interaction`` is already acknowledged (deferred). ``in_place``: answer by editing the clicked message (the
-    picker) rather than with a new message."""
+    """Ask first, saying what goes: the fact, and what else goes with it. ``interaction`` is already acknowledged
+    (deferred). ``in_place``: answer by editing the clicked message (the picker) rather than with a new message."""
     owner = interaction.user.id
     traces = await actions.fact_traces(owner, value)
-    if traces is not None and traces.removes_more:
+    if traces is not None:
         confirm = ConfirmFactView(actions, owner, traces.fact.fact_id, after=after)
         question = confirm_fact_text(traces, actions.words)
         if in_place:
@@ -46,10 +44,7 @@ async def forget_fact_or_ask(
         else:
             await confirm.send_followup(interaction, question, allowed_mentions=NO_MENTIONS)
         return
-    if traces is None:
-        text = actions.words("memory.not_found")
-    else:
-        text = await actions.forget_fact(owner, traces.fact.fact_id)
+    text = actions.words("memory.not_found")
     if in_place:
         await interaction.edit_original_response(content=text, view=None, allowed_mentions=NO_MENTIONS)
     else:
@@ -67,7 +62,7 @@ async def forget_conversation_asking(
     in_place: bool,
 ) -> None:
     """Ask before forgetting a whole call or chat, saying what goes with it. ``interaction`` is already
-    acknowledged (deferred); ``in_place`` as in ``forget_fact_or_ask``."""
+    acknowledged (deferred); ``in_place`` as in ``forget_fact_asking``."""
     owner = interaction.user.id
     convo, text = await actions.confirm_conversation_text(owner, value)
     if convo is not None:
@@ -137,7 +132,7 @@ class PickSelect(
         actions, after = ForgetPickerView.take(interaction)
         value = self.item.values[0]
         if value.startswith("fact:"):
-            await forget_fact_or_ask(actions, interaction, value.removeprefix("fact:"), after=after, in_place=True)
+            await forget_fact_asking(actions, interaction, value.removeprefix("fact:"), after=after, in_place=True)
             return
         await forget_conversation_asking(actions, interaction, value, after=after, in_place=True)
 

@@ -31,3 +31,14 @@ def label(code: str, words: Words) -> str:
         return code
     theirs = words.locale.languages.get(code, language.name)
     return language.native if theirs.casefold() == language.native.casefold() else f"{language.native} ({theirs})"
+
+
+def in_text(code: str, words: Words) -> str:
+    """How a language is named inside a member's sentence: the member's word for it, cased as their language writes
+    it there ("en español", "auf Spanisch", "in Spanish"), then its own name when that differs ("en japonés
+    (日本語)"). ``label`` names it as a menu entry or a heading does."""
+    language = LANGUAGES.get(code)
+    if language is None:
+        return code
+    theirs = words.locale.languages.get(code, language.name)
+    return theirs if theirs.casefold() == language.native.casefold() else f"{theirs} ({language.native})"

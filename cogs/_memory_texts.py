@@ -180,7 +180,10 @@ def forgot_fact_text(traces: FactTraces, words: Words) -> str:
 
 
 def confirm_fact_text(traces: FactTraces, words: Words) -> str:
-    return words("memory.confirm_fact", fact=shorten(shown(traces.fact), 1500), what=traces_text(traces, words))
+    fact = shorten(shown(traces.fact), 1500)
+    if traces.removes_more:
+        return words("memory.confirm_fact", fact=fact, what=traces_text(traces, words))
+    return words("memory.confirm_fact_alone", fact=fact)
 
 
 def conversation_what(result: ForgetResult, words: Words) -> str:
@@ -221,6 +224,16 @@ def forget_counts(result: ForgetResult, words: Words) -> str:
 def fact_choice(fact: FactRecord, words: Words) -> app_commands.Choice[str]:
     name = shorten(shown(fact), 100) or words("memory.fact_fallback", id=fact.fact_id)
     return app_commands.Choice(name=name, value=str(fact.fact_id))
+
+
+BUSY_VALUE = "busy"
+"""What the busy suggestion submits when picked: no fact or conversation, so the member reads "not found"."""
+
+
+def busy_choice(words: Words) -> app_commands.Choice[str]:
+    """The one suggestion when the store could not answer in time (an autocomplete cannot be deferred, and an
+    empty list would read as "nothing to forget")."""
+    return app_commands.Choice(name=shorten(words("memory.autocomplete_busy"), 100), value=BUSY_VALUE)
 
 
 def conversation_name(conversation: ConversationSummary, words: Words) -> str:

@@ -1,10 +1,11 @@
 """/settings: what server admins control here (calls on/off, persona, greeting, limits, transcript retention).
 
 Hidden from members by `default_permissions` (Manage Server) on the group, and checked again at run time,
-because admins can grant the commands to anyone under Server Settings → Integrations. Every answer is
-ephemeral, and every command acknowledges first (an ephemeral "thinking…" message) and reads or writes the store
-after: a write may wait `memory.lock_timeout_seconds` (5 s by default) for another writer, longer than Discord's
-3 seconds for a first answer.
+because admins can grant the commands to anyone under Server Settings → Integrations. Registered for server
+installs in servers only: a member's own install (`bot.places`) never offers them, and a server that never added
+the bot has no settings. Every answer is ephemeral, and every command acknowledges first (an ephemeral "thinking…"
+message) and reads or writes the store after: a write may wait `memory.lock_timeout_seconds` (5 s by default) for
+another writer, longer than Discord's 3 seconds for a first answer.
 Settings are stored per server, apply to the next call, and are deleted when the bot leaves."""
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ from bot.calls.settings import (
     GuildSettingsService,
     SettingsOverview,
 )
-from bot.client import MemoryBot
+from bot.client import MemoryBot, where_used
 from bot.i18n import Words
+from bot.places import ServerWithoutBot
 from bot.translator import options, words_of
-from cogs._language import LANGUAGE_CHOICES, label
+from cogs._language import LANGUAGE_CHOICES, in_text, label
 
 PREVIEW_CHARS = 700
+
+
+class NotAddedHere(app_commands.CheckFailure, ServerWithoutBot):
+    """A check's refusal (so the command tree's error funnel answers it) that reads as ``ServerWithoutBot``."""
 
 
 def quote(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -95,6 +101,8 @@ class Admin(commands.Cog):
         description="Change how the voice agent works in this server",
         guild_only=True,
         default_permissions=discord.Permissions(manage_guild=True),
+        allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
+        allowed_contexts=app_commands.AppCommandContext(guild=True, dm_channel=False, private_channel=False),
     )
 
     def __init__(self, bot: MemoryBot):
@@ -107,6 +115,8 @@ class Admin(commands.Cog):
         """The run-time half of the permission rule: `default_permissions` only hides the commands."""
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()
+        if where_used(interaction).settings_guild is None:
+            raise NotAddedHere()
         if not interaction.permissions.manage_guild:
             raise app_commands.MissingPermissions(["manage_guild"])
         return True
@@ -201,7 +211,7 @@ class Admin(commands.Cog):
         words = words_of(interaction)
         await self.confirm(
             interaction,
-            words("admin.language.set", language=label(language, words), next_call=words("admin.next_call")),
+            words("admin.language.set", language=in_text(language, words), next_call=words("admin.next_call")),
         )
 
     @settings.command(name="max-minutes", description="Set the longest a call started in this server may last")

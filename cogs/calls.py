@@ -1,4 +1,8 @@
-"""/call and /hangup: start a voice call, hand over the link, end it from Discord."""
+"""/call and /hangup: start a voice call, hand over the link, end it from Discord.
+
+Wherever the member is (`bot.places`): a server that added the bot applies its settings (calls off, limits); a
+server that never added it, the bot's DMs and group DMs apply only the member's own per-day limit and the bot-wide
+caps. Every answer is ephemeral."""
 
 from __future__ import annotations
 
@@ -11,11 +15,11 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.calls.service import CallEnded, CallService, StartedCall
-from bot.client import MemoryBot
+from bot.client import MemoryBot, where_used
 from bot.i18n import ENGLISH_TAG, Words
 from bot.translator import options, words_of
 from cogs._consent import ChoiceButton, MemoryChoiceView
-from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, label
+from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, in_text
 from cogs._owned import OwnedControl, OwnedView, bot_of, owner_of
 
 log = logging.getLogger(__name__)
@@ -38,13 +42,15 @@ def card_text(started: StartedCall, words: Words, *, declined: bool = False) -> 
         memory = words("calls.card.paused")
     elif started.private:
         memory = words("calls.card.private")
-    else:
+    elif started.remembers_earlier:
         memory = words("calls.card.remembered")
+    else:
+        memory = words("calls.card.first")
     ready = words("calls.card.ready", memory=memory, minutes=words.count("count.minute", started.max_minutes))
     if started.language_wanted:
-        return f"{ready}\n{words('calls.card.language_unavailable', language=label(started.language_wanted, words))}"
+        return f"{ready}\n{words('calls.card.language_unavailable', language=in_text(started.language_wanted, words))}"
     if started.language != "en":
-        return f"{ready}\n{words('calls.card.language', language=label(started.language, words))}"
+        return f"{ready}\n{words('calls.card.language', language=in_text(started.language, words))}"
     return ready
 
 
@@ -68,6 +74,8 @@ def ended_text(ended: CallEnded, words: Words, facts_learned: int | None = None,
         parts.append(words("calls.ended.see_memory"))
     elif facts_learned is None:
         parts.append(words("calls.ended.learning"))
+    elif facts_learned == 0:
+        parts.append(words("calls.ended.learned_nothing"))
     else:
         parts.append(words("calls.ended.learned", things=words.count("count.new_thing", facts_learned)))
     return " ".join(parts)
@@ -188,7 +196,7 @@ class Calls(commands.Cog):
     ) -> None:
         started = await self.calls.start(
             user_id=interaction.user.id,
-            guild_id=interaction.guild_id,
+            guild_id=where_used(interaction).settings_guild,
             private=private,
             locale=interaction.locale.value,
         )

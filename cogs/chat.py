@@ -2,7 +2,9 @@
 
 Memory rules, in the order they apply:
 - `/chat public:True` posts the answer in the channel, so it never uses memory (nothing private can surface in
-  a channel) and is not remembered. `/chat private:True` answers without reading or writing memory.
+  a channel) and is not remembered. Where the bot cannot post (a server that never added it, a group DM: the member
+  uses their own install there, `bot.places`), the answer is shown to the member alone, with why.
+  `/chat private:True` answers without reading or writing memory.
 - A member who chose "without memory" (here or at `/call`) is never remembered; a paused memory is handled by
   ChatService (nothing is read or stored).
 - A member who never chose is asked first, with the same choice as `/call` (Remember me / Without memory).
@@ -25,7 +27,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.client import MemoryBot, report_message_error
+from bot.client import MemoryBot, report_message_error, where_used
 from bot.i18n import Words
 from bot.memory.chat import ChatDisabled, ChatService
 from bot.translator import options, words_of
@@ -206,23 +208,26 @@ class Chat(commands.Cog):
         private: bool = False,
     ) -> None:
         chat = self.chat_service()  # before deferring, so "chat is off" is never posted publicly
-        await interaction.response.defer(ephemeral=not public, thinking=True)
+        place = where_used(interaction)
+        posted = public and place.can_post
+        await interaction.response.defer(ephemeral=not posted, thinking=True)
         words = words_of(interaction)
         if not (public or private):
             standing = await self.bot.services.choices.chat_privately(interaction.user.id)
             if standing is None:
                 view = self.memory_choice_view(
-                    interaction.user.id, interaction.guild_id, message, words, ephemeral=True
+                    interaction.user.id, place.settings_guild, message, words, ephemeral=True
                 )
                 prompt = await interaction.followup.send(words("chat.consent"), view=view, ephemeral=True, wait=True)
                 view.shown_in(self.bot, prompt)
                 return
             private = standing
-        first, more = interaction_openers(interaction, ephemeral=not public, into_original=True)
-        deltas = chat.reply(interaction.user.id, interaction.guild_id, message, private=private, public=public)
+        first, more = interaction_openers(interaction, ephemeral=not posted, into_original=True)
+        deltas = chat.reply(interaction.user.id, place.settings_guild, message, private=private, public=public)
         await show_stream(deltas, first, more, words)
         if public:
-            await interaction.followup.send(words("chat.public_not_remembered"), ephemeral=True)
+            note = "chat.public_not_remembered" if posted else "chat.public_cannot_post"
+            await interaction.followup.send(words(note), ephemeral=True)
 
     def memory_choice_view(
         self, owner_id: int, guild_id: int | None, text: str, words: Words, *, ephemeral: bool

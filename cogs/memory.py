@@ -27,10 +27,10 @@ from bot.memory.forget_requests import ForgetRequests
 from bot.memory.own_words import MAX_FACT_CHARS, OwnWords
 from bot.memory.service import MemoryService
 from bot.translator import options, words_of
-from cogs._forget_ui import ConfirmEverythingView, forget_conversation_asking, forget_fact_or_ask
-from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, label
+from cogs._forget_ui import ConfirmEverythingView, forget_conversation_asking, forget_fact_asking
+from cogs._language import MEMBER_LANGUAGE_CHOICES, chosen, in_text
 from cogs._memory_actions import MemoryActions
-from cogs._memory_texts import SPACES, conversation_name, fact_choice, shorten, shown
+from cogs._memory_texts import SPACES, busy_choice, conversation_name, fact_choice, shorten, shown
 from cogs._memory_ui import (
     AUTOCOMPLETE_CONVERSATION_SCAN,
     AUTOCOMPLETE_FACT_SCAN,
@@ -76,7 +76,7 @@ class Memory(commands.Cog):
             await self.bot.services.choices.set_call_language(interaction.user.id, choice)
             words = words_of(interaction)
             said = (
-                words("memory.language.set", language=label(choice, words))
+                words("memory.language.set", language=in_text(choice, words))
                 if choice
                 else words("memory.language.automatic")
             )
@@ -102,15 +102,17 @@ class Memory(commands.Cog):
     @options(item="Start typing to find it")
     async def forget_item(self, interaction: discord.Interaction, item: str) -> None:
         await interaction.response.defer(ephemeral=True, thinking=True)
-        await forget_fact_or_ask(MemoryActions.of(interaction), interaction, item, in_place=False)
+        await forget_fact_asking(MemoryActions.of(interaction), interaction, item, in_place=False)
 
     @forget_item.autocomplete("item")
     async def item_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        words = words_of(interaction)
         facts = await self.forgetting.facts(interaction.user.id, AUTOCOMPLETE_FACT_SCAN)
+        if facts is None:
+            return [busy_choice(words)]
         needle = shorten(current, 100).casefold()
         if needle:
             facts = [f for f in facts if any(needle in SPACES.sub(" ", t).casefold() for t in (shown(f), f.text))]
-        words = words_of(interaction)
         return [fact_choice(f, words) for f in facts[:AUTOCOMPLETE_LIMIT]]
 
     @forget_group.command(name="call", description="Forget one call or text chat, and what came only from it")
@@ -121,8 +123,10 @@ class Memory(commands.Cog):
 
     @forget_call.autocomplete("call")
     async def call_choices(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
-        conversations = await self.forgetting.conversations(interaction.user.id, AUTOCOMPLETE_CONVERSATION_SCAN)
         words = words_of(interaction)
+        conversations = await self.forgetting.conversations(interaction.user.id, AUTOCOMPLETE_CONVERSATION_SCAN)
+        if conversations is None:
+            return [busy_choice(words)]
         choices = [
             app_commands.Choice(name=conversation_name(c, words), value=f"{c.kind}:{c.ref_id}") for c in conversations
         ]

@@ -1,4 +1,5 @@
-"""``python -m demo [--data DIR]`` (what ``python3 tasks.py demo`` runs): the bot on this machine, no accounts."""
+"""``python -m demo [--data DIR] [--port N]`` (what ``python3 tasks.py demo`` runs): the bot on this machine, no
+accounts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import stat
 import sys
 from pathlib import Path
 
-from demo.session import BotDidNotStart, DemoSession
+from demo.session import DEFAULT_WEB_PORT, BotDidNotStart, DemoSession
 from demo.terminal import DEMO_MEMBER, DEMO_MEMBER_NAME, HELP, Command, CommandError, Screen, parse_command
 
 REFRESH_SECONDS = 0.1
@@ -67,7 +68,7 @@ async def run(session: DemoSession) -> int:
         if not await started(session, stop):
             return 130
         assert session.bot is not None
-        write(f"The bot is running (process {session.bot.pid}).\n\n{HELP}\n")
+        write(f"The bot is running (process {session.bot.pid}).\n{session.remote_hint()}\n\n{HELP}\n")
         await member_session(session, stop)
     except BotDidNotStart as exc:
         write(f"The demo cannot start: {exc}")
@@ -97,7 +98,7 @@ async def member_session(session: DemoSession, stop: asyncio.Event) -> None:
     """Read the member's lines and print what they see, until quit, end of input, a signal, or the bot exiting."""
     loop = asyncio.get_running_loop()
     session.discord.user(DEMO_MEMBER, DEMO_MEMBER_NAME)
-    screen = Screen(session.discord, write)
+    screen = Screen(session.discord, write, session.downloads)
     lines: asyncio.Queue[str | None] = asyncio.Queue()
 
     async def read_lines() -> None:
@@ -223,11 +224,32 @@ async def run_command(session: DemoSession, screen: Screen, command: Command) ->
     return True
 
 
+DESCRIPTION = """\
+A local trial of the bot: the real bot against stand-ins of Discord, Agora and an LLM, all on 127.0.0.1 and without
+any account. This terminal plays a Discord member (type help for the commands); call prints the link of the
+call page, where you type instead of speaking. Set LLM_BASE_URL and LLM_API_KEY (and LLM_MODEL) to use a real model
+instead of the scripted one."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 tasks.py demo", description=__doc__)
-    parser.add_argument("--data", type=Path, help="keep the bot's data in DIR (default: a folder deleted on quit)")
+    parser = argparse.ArgumentParser(prog="python3 tasks.py demo", description=DESCRIPTION)
+    parser.add_argument(
+        "--data", type=Path, metavar="DIR", help="keep the bot's data in DIR (default: a folder deleted on quit)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        metavar="N",
+        help=f"serve the call page on port N of 127.0.0.1 (default: {DEFAULT_WEB_PORT} when free, else any free port)",
+    )
+    parser.add_argument("--no-setup", action="store_true", help="use .venv as it is, without installing anything")
     args = parser.parse_args(argv)
-    return asyncio.run(run(DemoSession(args.data, dict(os.environ))))
+    try:
+        session = DemoSession(args.data, dict(os.environ), args.port)
+    except BotDidNotStart as exc:
+        write(f"The demo cannot start: {exc}")
+        return 2
+    return asyncio.run(run(session))
 
 
 if __name__ == "__main__":

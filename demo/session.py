@@ -18,6 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -39,6 +40,9 @@ BOT_STOP_SECONDS = 20.0
 COMMANDS_FILE = "discord-commands.json"
 """The slash commands the bot synced, kept in a kept data folder: the bot syncs only when they change, and each
 run's fake Discord starts empty (its ids are the same every run)."""
+DEFAULT_WEB_PORT = 8080
+DOWNLOADS = "downloads"
+"""Where files the bot sends the member (an export) are saved, in the data folder."""
 SETTINGS_PREFIXES = ("DISCORD_", "AGORA_", "WEB_", "MEMORY_", "LLM_", "CALLS_", "LOG_", "BOT_CONFIG")
 
 
@@ -54,10 +58,25 @@ class RealLLM:
     model: str
 
 
-def free_port() -> int:
+def free_port(port: int = 0) -> int:
+    """``port`` on 127.0.0.1 when it is free (0: any free port); raises OSError when it is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", port))
         return int(sock.getsockname()[1])
+
+
+def call_page_port(wanted: int | None) -> int:
+    """The port of the call page: ``wanted`` (``--port``), else DEFAULT_WEB_PORT when it is free, so its links stay
+    the same from run to run, else any free one."""
+    if wanted is not None:
+        try:
+            return free_port(wanted)
+        except OSError:
+            raise BotDidNotStart(f"port {wanted} is already in use on 127.0.0.1; choose another with --port") from None
+    try:
+        return free_port(DEFAULT_WEB_PORT)
+    except OSError:
+        return free_port()
 
 
 def real_llm(environ: dict[str, str]) -> RealLLM | None:
@@ -86,13 +105,14 @@ def _die_with_parent() -> None:
 class DemoSession:
     """``await start()`` brings everything up, ``await stop()`` takes all of it down again (idempotent)."""
 
-    def __init__(self, data: Path | None, environ: dict[str, str]) -> None:
+    def __init__(self, data: Path | None, environ: dict[str, str], web_port: int | None = None) -> None:
+        """``web_port``: the call page's port (``--port``); see ``call_page_port``."""
         self.keep_data = data is not None
         self.data = data.resolve() if data is not None else Path(tempfile.mkdtemp(prefix="memory-call-demo-"))
         self.environ = environ
         self.llm = real_llm(environ)
         self.discord = FakeDiscord()
-        self.web_port = free_port()
+        self.web_port = call_page_port(web_port)
         self.emulator = ControlledAgoraEmulator(webhook_url=f"http://127.0.0.1:{self.web_port}/agora/webhook")
         self.scripted: FakeLLM | None = None if self.llm else FakeLLM(model_ids=(SCRIPTED_MODEL,))
         self.bot: asyncio.subprocess.Process | None = None
@@ -101,6 +121,20 @@ class DemoSession:
     @property
     def log_path(self) -> Path:
         return self.data / "bot.log"
+
+    @property
+    def downloads(self) -> Path:
+        return self.data / DOWNLOADS
+
+    def remote_hint(self) -> str:
+        """How to open the call page from another computer: everything listens on 127.0.0.1 here, so the browser's
+        computer forwards the two ports the page talks to (the bot's, and the emulator's for the voice stand-in)."""
+        emulator = urlsplit(self.emulator.control_url).port
+        return (
+            "On another computer (this one has no browser, or you reached it by SSH)? Forward the call page's ports "
+            f"from yours, then open the link there: ssh -L {self.web_port}:127.0.0.1:{self.web_port} "
+            f"-L {emulator}:127.0.0.1:{emulator} <this machine>"
+        )
 
     async def start(self) -> None:
         self.data.mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,10 @@ checked it against Discord's API description. A message is printed again wheneve
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from standins.discord_gateway import EPHEMERAL, LOADING, FakeDiscord
@@ -28,12 +28,15 @@ HELP = """\
 Commands (what you would type in Discord, without the slash):
   call [private]                 start a voice call; open the link it prints in your browser
   hangup                         end your call
-  memory                         what the agent remembers about you
-  forget item | call | everything
+  memory                         what the agent remembers about you (its Export button saves the JSON file here)
+  remember <text>                have the agent remember something, in your own words
+  forget item [<words>] | call | everything
   chat <text>                    text chat with the same memory
   settings show | calls on|off | persona <text> | greeting <text> | max-minutes <n> | daily-calls <n> | retention <days>
   <number>                       press that button or pick that menu entry
-  help, quit"""
+  help, quit
+Options go first, as name=value (a value with spaces in quotes): chat public=yes Hello, call language=es.
+A yes/no option alone turns it on: call private. The text after them is sent exactly as you typed it."""
 
 
 class CommandError(Exception):
@@ -110,9 +113,11 @@ def form_fields(components: Iterable[Mapping[str, Any]]) -> list[Field]:
 class Screen:
     """Prints what the member sees; ``refresh()`` prints messages that are new or changed since the last call."""
 
-    def __init__(self, fake: FakeDiscord, write: Callable[[str], None]) -> None:
+    def __init__(self, fake: FakeDiscord, write: Callable[[str], None], downloads: Path | None = None) -> None:
+        """``downloads``: where files the bot sends the member (an export) are saved, as a browser would."""
         self.fake = fake
         self.write = write
+        self.downloads = downloads
         self.shown: dict[str, str] = {}
         self.choices: dict[int, Choice | Command] = {}
         self._next_choice = 1
@@ -186,10 +191,27 @@ class Screen:
         for embed in message.get("embeds") or []:
             lines += [f"  | {plain(line)}" for line in embed_text(embed)]
         for attachment in message.get("attachments") or []:
-            lines.append(f"  [file] {attachment['filename']} ({attachment['size']} bytes)")
+            saved = self._download(message["id"], attachment)
+            where = f", saved as {saved}" if saved is not None else ""
+            lines.append(f"  [file] {attachment['filename']} ({attachment['size']} bytes){where}")
         for component in _walk(message.get("components") or []):
             lines += [f"  {line}" for line in self._component(message["id"], component)]
         return lines
+
+    def _download(self, message_id: str, attachment: Mapping[str, Any]) -> Path | None:
+        """The attachment saved in ``downloads`` (named after it, its id first when that name is taken)."""
+        if self.downloads is None:
+            return None
+        uploaded = next((f for f in self.fake.files.get(message_id, []) if f.attachment_id == attachment["id"]), None)
+        if uploaded is None:
+            return None
+        self.downloads.mkdir(parents=True, exist_ok=True)
+        name = Path(str(attachment["filename"])).name or "file"
+        path = self.downloads / name
+        if path.exists() and path.read_bytes() != uploaded.data:
+            path = self.downloads / f"{attachment['id']}-{name}"
+        path.write_bytes(uploaded.data)
+        return path
 
     def _component(self, message_id: str, component: Mapping[str, Any]) -> list[str]:
         kind = component.get("type")
@@ -262,16 +284,36 @@ def _convert(option: Mapping[str, Any], raw: str) -> object:
     return raw
 
 
+WORD = re.compile(r"\S+")
+QUOTED_VALUE = re.compile(r"""(["'])(.*?)\1(?=\s|$)""", re.DOTALL)
+
+
+def _words(line: str) -> Iterator[tuple[str, int, int]]:
+    """The whitespace-separated words of ``line`` with where each starts and ends; an option's value in quotes
+    (``persona="A patient tutor"``) is one word, without its quotes."""
+    at = 0
+    while found := WORD.search(line, at):
+        key, sep, rest = found.group(0).partition("=")
+        quoted = QUOTED_VALUE.match(line, found.start() + len(key) + 1) if sep and rest[:1] in "\"'" else None
+        if quoted is not None:
+            yield f"{key}={quoted.group(2)}", found.start(), quoted.end()
+            at = quoted.end()
+        else:
+            yield found.group(0), found.start(), found.end()
+            at = found.end()
+
+
 def parse_command(commands: list[dict[str, Any]], line: str) -> Command:
     """A typed line read against the synced command definitions: ``name [subcommand] [option=value ...] [free
-    text]``; free text fills the first text option, a bare boolean option's name sets it (``call private``), a
-    single word fills a lone option (``settings calls off``). An option with autocomplete is searched, not filled:
-    what was typed for it (maybe nothing) becomes ``search``, as when typing into it in Discord."""
-    try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
-    name, rest = words[0].lstrip("/").lower(), words[1:]
+    text]``. Options come first (a value with spaces in quotes); the free text is the rest of the line exactly as
+    typed, apostrophes and quotes included, and fills the first text option. A bare boolean option's name sets it
+    (``call private``), a single word fills a lone option (``settings calls off``). An option with autocomplete is
+    searched, not filled: what was typed for it (maybe nothing) becomes ``search``, as when typing into it in
+    Discord."""
+    words = list(_words(line))
+    if not words:
+        raise CommandError("type a command; help lists them")
+    name, rest = words[0][0].lstrip("/").lower(), words[1:]
     command = next((c for c in commands if c["name"] == name), None)
     if command is None:
         raise CommandError(f"there is no /{name}; type help")
@@ -280,28 +322,29 @@ def parse_command(commands: list[dict[str, Any]], line: str) -> Command:
     subs = [o for o in options if o["type"] == 1]
     if subs:
         names = [o["name"] for o in subs]
-        if not rest or rest[0] not in names:
+        if not rest or rest[0][0] not in names:
             raise CommandError(f"/{name} needs one of: {', '.join(names)}")
-        subcommand = rest.pop(0)
+        subcommand = rest.pop(0)[0]
         options = list(next(o for o in subs if o["name"] == subcommand).get("options") or [])
     by_name = {o["name"]: o for o in options}
     values: dict[str, object] = {}
-    free: list[str] = []
-    for word in rest:
+    free = ""
+    for word, begins, _ends in rest:
         key, sep, raw = word.partition("=")
         if sep and key in by_name:
             values[key] = _convert(by_name[key], raw)
         elif word in by_name and by_name[word]["type"] == OPTION_BOOLEAN:
             values[word] = True
         else:
-            free.append(word)
+            free = line[begins:].strip()
+            break
     if free:
         open_options = [o for o in options if o["name"] not in values]
         text_option = next((o for o in open_options if o["type"] == OPTION_STRING), None)
         target = text_option or (open_options[0] if len(open_options) == 1 else None)
         if target is None:
-            raise CommandError(f"/{name} {subcommand or ''} takes no {' '.join(free)!r}".replace("  ", " "))
-        values[target["name"]] = _convert(target, " ".join(free))
+            raise CommandError(f"/{name} {subcommand or ''} takes no {free!r}".replace("  ", " "))
+        values[target["name"]] = _convert(target, free)
     search = next(((o["name"], str(values.pop(o["name"], ""))) for o in options if o.get("autocomplete")), None)
     missing = [o["name"] for o in options if o.get("required") and o["name"] not in values]
     if search is not None and search[0] in missing:

@@ -22,6 +22,7 @@ from bot.memory.service import MemoryService
 from bot.store.postgres import PostgresStore
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
+from standins.discord_gateway import FakeDiscord
 from standins.harness import CallWorld, call_world
 from standins.llm_server import FakeLLM, running_fake_llm
 from standins.postgres import PostgresCluster, database_name, running_cluster
@@ -133,6 +134,19 @@ async def memory(store: Store) -> AsyncIterator[MemoryService]:
     service = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=keys)
     yield service
     await service.wait_scrubbed()
+
+
+@pytest_asyncio.fixture
+async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    """The loopback fake Discord (real HTTP and gateway), discord.py pointed at it; it must answer only with the
+    shapes Discord documents, and never crash."""
+    f = FakeDiscord()
+    await f.start()
+    f.patch(monkeypatch)
+    yield f
+    await f.stop()
+    assert f.invalid_responses == [], "the fake answered with shapes Discord does not document"
+    assert f.internal_errors == []
 
 
 @pytest_asyncio.fixture

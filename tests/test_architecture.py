@@ -23,8 +23,9 @@ SERVICES = [
     "doctor.py",
     "config.py",
     "i18n",
+    "places.py",
 ]
-LEAVES = ["agora", "llm", "store", "web", "config.py", "logs.py", "i18n"]
+LEAVES = ["agora", "llm", "store", "web", "config.py", "logs.py", "i18n", "places.py"]
 
 
 def imports(path: Path) -> set[str]:

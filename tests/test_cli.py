@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from bot.__main__ import main
+from bot.memory.embedded import EMBEDDED_MODEL
 from bot.store.migrations import LATEST_VERSION
+from bot.store.sqlite import SqliteStore
 from standins.harness import free_port
 
 
@@ -199,8 +202,8 @@ def test_check_explains_why_live_recall_is_on_or_off(config: Path, monkeypatch, 
 def test_check_lists_the_languages_calls_can_be_held_in(config: Path, monkeypatch, capsys) -> None:
     out = check_says(config, capsys)
     assert "Call languages (agora.preset, agora.tts_vendor)" in out
-    assert "ok       14 languages: de German, en English, es Spanish, fr French" in out
-    assert "not Hindi, Thai (answered in English)" in out, "the default MiniMax voices have neither"
+    assert "ok       16 languages: de German, en English, es Spanish, fr French, hi Hindi, id Indonesian" in out
+    assert "th Thai" in out and "answered in English" not in out, "MiniMax documents Hindi and Thai voices"
 
     monkeypatch.setenv("AGORA_TTS_VENDOR", "elevenlabs")
     monkeypatch.setenv("AGORA_TTS_PARAMS", '{"key": "k", "voice_id": "v"}')
@@ -286,3 +289,59 @@ def test_check_leaves_no_trace_where_the_database_folder_will_be_created(
     out = capsys.readouterr().out
     assert f"ok       {db} does not exist yet" in out
     assert sorted(tmp_path.iterdir()) == before
+
+
+def _history_with_a_puppy(path: Path) -> Path:
+    """A first call that mentions a puppy, then many calls of chatter that share no word with a question about
+    a dog: only meaning can find the puppy."""
+    from tests.memory.test_context import chatter
+
+    sessions = [
+        {
+            "started_at": "2026-01-05T10:00:00Z",
+            "messages": [{"role": "user", "content": "We adopted a little puppy from the shelter last spring."}],
+        }
+    ]
+    for day, start in enumerate(range(0, 240, 24), start=10):
+        lines = chatter(start + 24)[start:]
+        sessions.append(
+            {
+                "started_at": f"2026-01-{day:02d}T10:00:00Z",
+                "messages": [{"role": role, "content": text} for role, text in lines],
+            }
+        )
+    path.write_text(json.dumps(sessions))
+    return path
+
+
+@pytest.mark.parametrize("semantic", [True, False])
+def test_import_embeds_every_line_and_context_searches_them_as_the_bot_does(
+    config: Path, tmp_path: Path, capsys, semantic: bool
+) -> None:
+    config.write_text(
+        config.read_text().replace("[memory]\n", f"[memory]\nsemantic_search = {str(semantic).lower()}\n")
+    )
+    history = _history_with_a_puppy(tmp_path / "history.json")
+    assert main(["--config", str(config), "import-history", "556", str(history)]) == 0
+    out = capsys.readouterr().out
+    assert "241 messages" in out
+    assert ("Embedded 241 lines and facts for search by meaning." in out) is semantic
+
+    async def vectors() -> tuple[int, int]:
+        store = SqliteStore(tmp_path / "bot.db")
+        await store.open()
+        try:
+            left = await store.unembedded(556, EMBEDDED_MODEL, 1000)
+            return len(left), await store.count_turns(556)
+        finally:
+            await store.close()
+
+    left, lines = asyncio.run(vectors())
+    assert lines == 241
+    assert left == (0 if semantic else 241), "every imported line has its vector"
+
+    assert main(["--config", str(config), "context", "556", "--budget", "300", "--query", "how is my dog?"]) == 0
+    printed = capsys.readouterr()
+    block = json.loads(printed.out)[1]["content"]
+    assert ("adopted a little puppy" in block) is semantic, "found by meaning, as the running bot finds it"
+    assert "Not learned from yet" in printed.err and "call import-" in printed.err, "the pending post-call jobs"

@@ -2,7 +2,7 @@
 with the master key and the link signing key filled in, so a later copy of the example is not needed; the hints the
 bot prints name the command as it works where the operator is (`.venv/bin/python -m bot ...`, a bare `python -m bot`
 finds no packages after `tasks.py run`; `docker compose ... run --rm bot python -m bot ...` in the image); README
-names no bare `python -m bot` outside Docker."""
+and the operator guide name no bare `python -m bot` outside Docker."""
 
 from __future__ import annotations
 
@@ -78,11 +78,12 @@ def test_the_hint_run_prints_works_as_written(tmp_path: Path) -> None:
     assert "No module named" not in check.stderr and "Settings" in check.stdout
 
 
-def test_readme_names_no_bare_python_m_bot_outside_docker() -> None:
-    for number, line in enumerate((ROOT / "README.md").read_text().splitlines(), start=1):
+@pytest.mark.parametrize("page", ["README.md", "docs/operator-guide.md"])
+def test_the_docs_name_no_bare_python_m_bot_outside_docker(page: str) -> None:
+    for number, line in enumerate((ROOT / page).read_text().splitlines(), start=1):
         bare = re.findall(r"(?<![/\w])python -m bot", line)
         if bare and "docker" not in line.lower() and "See the whole flow" not in line:
-            pytest.fail(f"README line {number} says `python -m bot`, which fails outside .venv: {line}")
+            pytest.fail(f"{page} line {number} says `python -m bot`, which fails outside .venv: {line}")
 
 
 def test_a_bare_python_m_bot_without_the_packages_says_what_to_run_not_a_traceback(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from bot.config import ConfigError, all_settings, env_name, load_settings
 
 APP_ID = "970CA35de60c44645bbae8a215061b33"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -83,13 +86,50 @@ def test_dotenv_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("LLM_API_KEY")
 
 
+def configuration_table() -> dict[str, list[str]]:
+    """The operator guide's configuration table: setting -> its cells (environment, default, secret, meaning)."""
+    guide = (ROOT / "docs" / "operator-guide.md").read_text()
+    section = guide[guide.index("## Configuration\n") :]
+    table = section[section.index("| Setting | Environment | Default | Secret | Meaning |") :]
+    rows: dict[str, list[str]] = {}
+    for line in table.splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def documented_default(default: object, secret: bool) -> set[str]:
+    """How the table may write a setting's default (a setting whose default is described in words is not here)."""
+    if default is None:
+        return {"—"} if secret else {"none", "—"}
+    if isinstance(default, bool):
+        return {str(default).lower(), f"`{str(default).lower()}`"}
+    if isinstance(default, float) and default.is_integer():
+        default = int(default)
+    if isinstance(default, dict):
+        default = json.dumps(default)
+    return {str(default), f"`{default}`"}
+
+
+DESCRIBED_DEFAULTS = {"memory.key_store", "memory.persona", "memory.live_recall"}
+"""Defaults computed at start-up or too long for a cell: the table says them in words."""
+
+
 def test_example_config_is_valid_and_documents_every_setting() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     load_settings(root / "config.example.toml", {})
-    readme = (root / "README.md").read_text()
-    for section, key, _default, _secret in all_settings():
-        assert f"`{section}.{key}`" in readme, f"README's configuration table lacks {section}.{key}"
-        assert f"`{env_name(section, key)}`" in readme
+    table = configuration_table()
+    settings = {f"{section}.{key}": (section, key, default, secret) for section, key, default, secret in all_settings()}
+    assert sorted(table) == sorted(settings), "the operator guide's configuration table lists exactly the settings"
+    for name, (section, key, default, secret) in settings.items():
+        environment, written_default, written_secret, meaning = table[name]
+        assert environment == f"`{env_name(section, key)}`", name
+        assert written_secret == ("yes" if secret else "no"), name
+        assert meaning, name
+        if name not in DESCRIBED_DEFAULTS:
+            assert written_default in documented_default(default, secret), (name, written_default, default)
     env_example = (root / ".env.example").read_text()
     for section, key, _default, secret in all_settings():
         if secret:

@@ -3,11 +3,16 @@ as the member would read it, with numbered choices and forms (demo/terminal.py).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.memory.block import BudgetedBlock
+from bot.store.models import FactRecord, TurnRecord
 from demo.scripted import extraction_reply, respond
 from demo.terminal import (
     Choice,
@@ -21,7 +26,9 @@ from demo.terminal import (
 )
 from standins.discord_gateway import FakeDiscord
 
+ROOT = Path(__file__).resolve().parents[1]
 STRING, BOOLEAN, INTEGER, SUBCOMMAND = 3, 5, 4, 1
+T = 1_780_000_000.0
 
 
 def subcommand(name: str, *options: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +73,34 @@ def test_typed_lines_become_the_commands_discord_sends() -> None:
     assert parse_command(COMMANDS, "settings max-minutes 10").options == {"minutes": 10}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what's my cat called?",
+        "My daughter's birthday is on 4 May",
+        'She said "see you" and left',
+        '"unclosed',
+        "it's 50% off — the 'new' one",
+        "  spaced   out  ",
+    ],
+)
+def test_free_text_is_taken_as_typed_with_its_apostrophes_and_quotes(text: str) -> None:
+    assert parse_command(COMMANDS, f"chat {text}").options == {"message": text.strip()}
+    assert parse_command(COMMANDS, f"chat public=yes {text}").options == {"public": True, "message": text.strip()}
+    assert parse_command(COMMANDS, f"forget item {text}").search == ("item", text.strip())
+
+
+def test_an_option_value_with_spaces_goes_in_quotes() -> None:
+    persona = {"name": "persona", "type": STRING, "required": True}
+    commands = [{"name": "settings", "options": [subcommand("persona", persona)]}]
+    assert parse_command(commands, 'settings persona persona="A patient tutor" ').options == {
+        "persona": "A patient tutor"
+    }
+    assert parse_command(commands, "settings persona You're a 'patient' tutor").options == {
+        "persona": "You're a 'patient' tutor"
+    }
+
+
 def test_an_autocomplete_option_is_searched_not_filled() -> None:
     assert parse_command(COMMANDS, "forget item").search == ("item", "")
     searched = parse_command(COMMANDS, "forget item hiking trips")
@@ -81,7 +116,7 @@ def test_an_autocomplete_option_is_searched_not_filled() -> None:
         ("settings max-minutes ten", "minutes must be a number"),
         ("settings calls maybe", "enabled is on or off"),
         ("hangup now", "/hangup takes no 'now'"),
-        ('chat "unclosed', "No closing quotation"),
+        ("   ", "type a command"),
     ],
 )
 def test_what_the_bot_does_not_offer_is_explained(line: str, why: str) -> None:
@@ -175,11 +210,37 @@ def test_a_form_asks_each_field_and_keeps_what_enter_keeps() -> None:
 
 def test_the_scripted_llm_is_clearly_canned_and_quotes_only_the_members_lines() -> None:
     body = {"model": "m", "messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "Hi  there"}]}
-    assert respond(body) == "(scripted reply, no real model) I heard: “Hi there”"
+    assert respond(body) == "(scripted reply, no real model) I heard: “Hi there” — my memory of you is empty so far"
     prompt = (
-        "Existing facts (for duplicate_of and replaces only, NOT a source of facts):\n[4] The user said: Hello.\n\n"
+        "Existing facts (for duplicate_of and replaces only, NOT a source of facts):\n[4] You said: Hello.\n\n"
         "<transcript>\nASSISTANT: Hi! Good to hear from you.\nUSER: Hello.\nUSER: I teach chemistry.\n</transcript>"
     )
     reply = extraction_reply(prompt)
     assert '"duplicate_of": 4' in reply and '"evidence": "I teach chemistry."' in reply
     assert "Good to hear" not in reply
+
+
+def test_the_scripted_agent_says_back_what_the_memory_message_holds() -> None:
+    """The bot's own memory message (``bot.memory.block``), with quotes and apostrophes in what it holds."""
+    block = BudgetedBlock(4000)
+    block.add_fact(FactRecord(1, 7, 'Your cat is called "Miso".', None, None, T, T, T, 1))
+    block.add_fact(FactRecord(2, 7, "You're learning Portuguese.", None, None, T, T, T + 1, 1))
+    said = TurnRecord(9, 7, "c1", None, 1, "user", "My daughter's birthday is on 4 May.", T, "voice")
+    body = {"messages": [{"role": "system", "content": block.render()}, {"role": "user", "content": "what's new?"}]}
+
+    assert respond(body) == (
+        "(scripted reply, no real model) I heard: “what's new?” — from my memory: “You're learning Portuguese.”; "
+        '“Your cat is called "Miso".”'
+    )
+    lines_only = BudgetedBlock(4000)
+    assert lines_only.add_turn(said)
+    body["messages"][0]["content"] = lines_only.render()
+    assert respond(body).endswith("— you told me before: “My daughter's birthday is on 4 May.”")
+
+
+def test_demo_help_reads_as_plain_text() -> None:
+    shown = subprocess.run(
+        [sys.executable, "-m", "demo", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert "--port N" in shown and "--data DIR" in shown and "--no-setup" in shown
+    assert "``" not in shown and "**" not in shown, shown

@@ -81,7 +81,13 @@ def test_every_docker_compose_command_shown_carries_the_env_file() -> None:
     """compose.yaml needs DOMAIN from the repository's .env, which `docker compose -f deploy/compose.yaml` alone does
     not read (it looks beside the compose file): a hint without `--env-file .env` fails with "set DOMAIN". The
     shorthand `docker compose ...` is used only where the full form is given first."""
-    shown = [ROOT / "README.md", DEPLOY / "compose.yaml", DEPLOY / "Dockerfile", *sorted((ROOT / "bot").rglob("*.py"))]
+    shown = [
+        ROOT / "README.md",
+        ROOT / "docs" / "operator-guide.md",
+        DEPLOY / "compose.yaml",
+        DEPLOY / "Dockerfile",
+        *sorted((ROOT / "bot").rglob("*.py")),
+    ]
     for path in shown:
         for command in re.findall(r"docker compose [^`'\"\n]*", path.read_text()):
             if command.startswith("docker compose ..."):

@@ -179,6 +179,25 @@ def test_check_never_creates_the_database(workdir: Path, discord_fake: FakeDisco
     assert not (workdir / "bot.db").exists()
 
 
+def test_check_prints_the_server_and_the_user_install_links(
+    workdir: Path, discord_fake: FakeDiscord, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(workdir)
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    authorize = f"https://discord.com/oauth2/authorize?client_id={discord_fake.application_id}"
+    server = f"{authorize}&scope=bot+applications.commands&permissions=0&integration_type=0"
+    user = f"{authorize}&scope=applications.commands&integration_type=1"
+    assert f"  invite   {server}  (a server admin adds the bot to the server)" in out
+    assert f"  invite   {user}  (a member adds it to their own account;" in out
+
+    monkeypatch.setenv("DISCORD_USER_INSTALLS", "false")
+    main(["--config", str(config), "check"])
+    out = capsys.readouterr().out
+    assert server in out and user not in out
+    assert "  off      discord.user_installs is false: members cannot add the bot to their own account" in out
+
+
 def test_check_reports_what_migrate_would_apply_and_changes_nothing(workdir: Path, capsys) -> None:
     db = workdir / "bot.db"
     sqlite3.connect(db).close()  # an empty database file, e.g. created by hand

@@ -7,7 +7,8 @@ the call says so (``CallLanguage.fallback_from``).
 
 The table names, per language, what Agora's documented ``asr.language`` values call it (the ``AsrLanguage`` list of
 Agora's SDK, ``agora-agents``), the Deepgram language code Agora's SDK puts in ``asr.params.language``, a MiniMax
-system voice and ``language_boost`` for the managed MiniMax presets, and what the agent says first and when its LLM
+system voice and ``language_boost`` for the managed MiniMax presets (voices from MiniMax's system voice list; Hindi's
+and Thai's are the ones the Agora spec's §13.2 names), and what the agent says first and when its LLM
 fails. English keeps the bot-wide settings (``agora.asr_language``, ``agora.tts_voice``, ``agora.greeting``), so an
 English call's join request is what it always was.
 
@@ -39,7 +40,7 @@ class Language:
     deepgram: str
     """``asr.params.language`` with a Deepgram preset."""
     minimax_voice: str | None
-    """A MiniMax system voice for this language (None: MiniMax has none we know of)."""
+    """A MiniMax system voice for this language (None: MiniMax documents none, and the call falls back to English)."""
     minimax_boost: str | None
     """MiniMax's ``language_boost`` for this language."""
     greeting: str
@@ -216,7 +217,7 @@ LANGUAGES: dict[str, Language] = {
             "Hindi",
             "हिन्दी",
             "hi-IN",
-            None,
+            "hindi_female_2_v1",
             "Hindi",
             "नमस्ते! आपकी आवाज़ सुनकर अच्छा लगा। आप किस बारे में बात करना चाहेंगे?",
             "माफ़ कीजिए, मेरा ध्यान एक पल के लिए भटक गया। क्या आप फिर से कह सकते हैं?",
@@ -226,7 +227,7 @@ LANGUAGES: dict[str, Language] = {
             "Thai",
             "ไทย",
             "th-TH",
-            None,
+            "Thai_female_1_sample1",
             "Thai",
             "สวัสดี! ดีใจที่ได้ยินเสียงคุณ อยากคุยเรื่องอะไรดี?",
             "ขอโทษนะ เมื่อกี้หลุดไปนิดหนึ่ง พูดอีกครั้งได้ไหม?",

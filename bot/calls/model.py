@@ -39,6 +39,8 @@ class StartedCall:
     """The language the call is held in (`bot.calls.language`)."""
     language_wanted: str | None = None
     """The language the member would have had, when this bot's voice settings cannot hold calls in it."""
+    remembers_earlier: bool = False
+    """The agent starts with something remembered of the member (not their first remembered call)."""
 
 
 @dataclass(frozen=True)

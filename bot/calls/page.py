@@ -27,13 +27,23 @@ class PageStore(LearnedStore, Protocol):
 
 
 class CallPageAdapter:
-    def __init__(self, calls: CallService, store: PageStore, *, app_id: str, page_close_grace_seconds: float):
+    def __init__(
+        self,
+        calls: CallService,
+        store: PageStore,
+        *,
+        app_id: str,
+        page_close_grace_seconds: float,
+        rejoin_seconds: int = 0,
+    ):
         """``app_id``: the Agora project the page joins; ``page_close_grace_seconds``: with a grace, a closed tab
-        ends its call only after it (a reload keeps it), without one at once."""
+        ends its call only after it (a reload keeps it), without one at once; ``rejoin_seconds``: how long the
+        agent waits in an empty channel (``agora.idle_timeout_seconds``), which a reloaded page tells the member."""
         self.calls = calls
         self.store = store
         self.app_id = app_id
         self.page_close_grace_seconds = page_close_grace_seconds
+        self.rejoin_seconds = rejoin_seconds
 
     async def open_page(self, link_token: str, *, browser: str | None = None) -> PageSession | None:
         call = await self.calls.call_for_link(link_token, browser=browser)
@@ -57,6 +67,7 @@ class CallPageAdapter:
             browser_key=key,
             reopened=reopened,
             elapsed_seconds=self.calls.elapsed_seconds(call),
+            rejoin_seconds=self.rejoin_seconds,
         )
 
     async def renew_token(self, link_token: str, *, browser: str | None = None) -> str | None:

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from bot.agora import AgoraError, AgoraLimitExceeded, ConvoAIClient
+from bot.agora import AgentStarted, AgoraError, AgoraLimitExceeded, ConvoAIClient
 from bot.calls.agent import join_properties, preset_for
 from bot.calls.agent_control import AgentControl
 from bot.calls.checkpoints import Checkpoints
@@ -21,7 +21,7 @@ from bot.calls.errors import (
     QuotaReached,
     VoiceUnavailable,
 )
-from bot.calls.language import ENGLISH, call_language, greeting_for, persona_for
+from bot.calls.language import ENGLISH, LANGUAGES, CallLanguage, call_language, greeting_for, persona_for, tts_kind
 from bot.calls.leases import Leases
 from bot.calls.links import LinkTokens
 from bot.calls.llm_keys import call_id_of, hash_llm_key, key_matches, new_llm_key
@@ -170,31 +170,10 @@ class CallStarter:
                 active = await self.store.open_call_for_user(user_id)
                 raise CallAlreadyActive(active.call_id if active else "") from exc
 
-            persona = persona_for(guild.persona or self.settings.memory.persona, language.language)
-            if remember:
-                system_messages = await self.memory.build_context(user_id, persona=persona, memory_enabled=True)
-            else:
-                system_messages = [{"role": "system", "content": persona}]
             try:
-                agent_token = self.agents.agent_token(call)
-                properties = join_properties(
-                    agora,
-                    channel=call.channel,
-                    agent_token=agent_token,
-                    agent_uid=agent_uid,
-                    user_uid=user_uid,
-                    system_messages=system_messages,
-                    greeting=greeting_for(
-                        language.language,
-                        bot_greeting=agora.greeting,
-                        server_greeting=guild.greeting,
-                        server_language=guild.language or ENGLISH,
-                    ),
-                    labels={"call_id": call_id},
-                    live_llm=(self.live_llm_url, llm_key) if llm_key else None,
-                    language=language.language,
+                (started, remembers_earlier), language = await self._join_or_english(
+                    call, language, guild=guild, remember=remember, llm_key=llm_key
                 )
-                started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
             except AgoraLimitExceeded as exc:
                 await self.abandon(call, f"agora refused: {exc}")
                 raise CapacityReached() from exc
@@ -211,6 +190,7 @@ class CallStarter:
                 "active",
                 agent_id=started.agent_id,
                 lease_until=self.clock() + self.leases.seconds,
+                language=language.code,
             ):
                 # Someone ended it meanwhile (e.g. /forget everything): the agent must not outlive the call.
                 await self.agents.leave_quietly(started.agent_id)
@@ -227,9 +207,65 @@ class CallStarter:
                 memory_paused=not private and user is not None and not user.memory_enabled,
                 language=language.code,
                 language_wanted=language.fallback_from.code if language.fallback_from else None,
+                remembers_earlier=remembers_earlier,
             )
         finally:
             self._starting.discard(call_id)
+
+    async def _join_or_english(
+        self, call: CallRecord, language: CallLanguage, *, guild: GuildSettings, remember: bool, llm_key: str | None
+    ) -> tuple[tuple[AgentStarted, bool], CallLanguage]:
+        """The agent's join in the call's language. When Agora refuses (400) the join of a call held in another
+        language than English with one of our MiniMax voices, the call is held in English instead and says so
+        (`CallLanguage.fallback_from`): Agora spec §13.2, "No Agora page lists which voices a managed MiniMax
+        preset accepts: treat the documented system voices as accepted and keep a clear fallback when the engine
+        refuses one"."""
+        try:
+            return await self._join(call, language, guild=guild, remember=remember, llm_key=llm_key), language
+        except AgoraError as exc:
+            voiced = language.code != ENGLISH and tts_kind(self.settings.agora) == "minimax"
+            if isinstance(exc, AgoraLimitExceeded) or exc.status != 400 or not voiced:
+                raise
+            log.warning(
+                "Agora refused the %s join of call %s (%s): the call is held in English",
+                language.language.name,
+                call.call_id,
+                exc,
+                extra={"call_id": call.call_id},
+            )
+        english = CallLanguage(LANGUAGES[ENGLISH], language.source, fallback_from=language.language)
+        return await self._join(call, english, guild=guild, remember=remember, llm_key=llm_key), english
+
+    async def _join(
+        self, call: CallRecord, language: CallLanguage, *, guild: GuildSettings, remember: bool, llm_key: str | None
+    ) -> tuple[AgentStarted, bool]:
+        """The agent started, and whether its instructions carry memory of earlier conversations."""
+        agora = self.settings.agora
+        persona = persona_for(guild.persona or self.settings.memory.persona, language.language)
+        if remember:
+            system_messages = await self.memory.build_context(call.user_id, persona=persona, memory_enabled=True)
+        else:
+            system_messages = [{"role": "system", "content": persona}]
+        properties = join_properties(
+            agora,
+            channel=call.channel,
+            agent_token=self.agents.agent_token(call),
+            agent_uid=call.agent_uid,
+            user_uid=call.user_uid,
+            system_messages=system_messages,
+            greeting=greeting_for(
+                language.language,
+                bot_greeting=agora.greeting,
+                server_greeting=guild.greeting,
+                server_language=guild.language or ENGLISH,
+            ),
+            labels={"call_id": call.call_id},
+            live_llm=(self.live_llm_url, llm_key) if llm_key else None,
+            language=language.language,
+        )
+        live = self.settings.live_recall_enabled
+        started = await self.agora.join(call.agent_name, properties, preset=preset_for(agora, live_recall=live))
+        return started, len(system_messages) > 1
 
     async def abandon(self, call: CallRecord, why: str) -> None:
         """A start failed after the call row existed: mark it failed and stop any agent it may have created."""

@@ -168,7 +168,7 @@ def _unpacked(archive: Path, scratch_in: Path) -> Iterator[tuple[Path, Contents]
     backup holds are read out, by name: nothing in an archive can write anywhere else."""
     private_folder(scratch_in)
     with tempfile.TemporaryDirectory(prefix=".restore-", dir=scratch_in) as scratch:
-        work = Path(scratch)
+        work = Path(scratch).absolute()  # a relative memory.database_path (data/bot.db) has no file URI
         try:
             with tarfile.open(archive, "r:*") as tar:
                 manifest = _manifest(tar, archive)

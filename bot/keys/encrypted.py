@@ -287,8 +287,14 @@ class EncryptedStore(EncryptedConversations, EncryptedVectors):
     async def forget_preview(self, convo: Conversation) -> ForgetResult:
         return await self.backend.forget_preview(convo)
 
-    async def forget_user(self, user_id: int) -> ForgetResult:
-        return await self.backend.forget_user(user_id)
+    async def begin_forget(self, user_id: int) -> int:
+        return await self.backend.begin_forget(user_id)
+
+    async def forget_user(self, user_id: int, *, begun: int | None = None) -> ForgetResult:
+        return await self.backend.forget_user(user_id, begun=begun)
+
+    async def interrupted_forgets(self) -> list[int]:
+        return await self.backend.interrupted_forgets()
 
     async def scrub(self) -> bool:
         return await self.backend.scrub()

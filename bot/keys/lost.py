@@ -1,17 +1,17 @@
 """Members whose memory the key store in use cannot open: encrypted rows, and no key for their member.
 
-A forget deletes the member's key and then their rows (``MemoryService.forget_everything``), so a member forgotten
-on purpose has neither. Encrypted rows without a key mean the key store is not the one this memory was encrypted
+A forget deletes the member's key and then their rows (``bot.memory.forget_all``), so a member forgotten on purpose
+has neither. Encrypted rows without a key mean the key store is not the one this memory was encrypted
 with: the memory database restored alone, a moved volume, a wrong ``memory.key_store`` (or
 ``memory.key_store_url``). Starting anyway would create an empty key store, answer every such member "Something
 went wrong", and the first write would make them a new key and leave their old rows unreadable for good. So
 ``check`` fails, and ``run`` and every command that opens memory stop (exit status 2) with the settings to fix,
 before the key store is created or anything is written.
 
-A member whose key a forget deleted is recorded in the key store (``bot.keys.store``): rows of theirs
-that are still there (a forget interrupted between the key and the rows, a backup of the memory database from
-before the forget restored) are forgotten data, unreadable by design and left out of every read; they do not stop
-the start. ``python -m bot forget-unreadable --yes`` deletes the rows of every member without a key: those, and
+A member whose key a forget deleted is recorded in the key store (``bot.keys.store``): rows of theirs that are
+still there (a forget killed between the key and the rows, until it is finished; a backup of the memory database
+from before the forget restored) are forgotten data, unreadable by design and left out of every read; they do not
+stop the start. ``python -m bot forget-unreadable --yes`` deletes the rows of every member without a key: those, and
 those whose keys are truly lost. Both databases are read here without writing a byte.
 """
 
@@ -83,6 +83,37 @@ async def encrypted_members(memory: MemorySettings) -> set[int]:
         await db.close()
 
 
+_HALF_FORGOTTEN = "SELECT user_id FROM memory_fences WHERE forget_begun IS NOT NULL ORDER BY user_id"
+_SCHEMA_VERSION = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
+
+
+def _sqlite_half_forgotten(path: Path) -> tuple[list[int], int]:
+    if not path.exists():
+        return [], 0
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        if db.execute("SELECT 1 FROM pragma_table_info('memory_fences') WHERE name = 'forget_begun'").fetchone():
+            return [int(row[0]) for row in db.execute(_HALF_FORGOTTEN)], int(db.execute(_SCHEMA_VERSION).fetchone()[0])
+    return [], 0
+
+
+async def half_forgotten_members(memory: MemorySettings) -> tuple[list[int], int]:
+    """The members whose forget of everything has begun and not ended (``bot.memory.forget_all``: a process killed
+    part-way, or one under way right now), and the database's schema version, read without writing; no members
+    before migration 19."""
+    if memory.database_url is None:
+        return await asyncio.to_thread(_sqlite_half_forgotten, memory.database_path)
+    db = await asyncpg.connect(memory.database_url.get_secret_value())
+    try:
+        if not await db.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'memory_fences' AND column_name = 'forget_begun')"
+        ):
+            return [], 0
+        return [int(r["user_id"]) for r in await db.fetch(_HALF_FORGOTTEN)], int(await db.fetchval(_SCHEMA_VERSION))
+    finally:
+        await db.close()
+
+
 async def accounted_members(memory: MemorySettings) -> tuple[set[int], set[int]]:
     """(members with a key, members whose key a forget deleted) in the key store; empty when there is none yet."""
     if memory.key_store_url is not None:
@@ -139,6 +170,7 @@ __all__ = [
     "accounted_members",
     "check_keys_present",
     "encrypted_members",
+    "half_forgotten_members",
     "missing_keys_message",
     "unreadable_members",
 ]

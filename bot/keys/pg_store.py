@@ -12,7 +12,7 @@ default (``on``) it renames them for reuse and their bytes stay in ``pg_wal`` un
 checkpoint need the ``pg_checkpoint`` role and EXECUTE on ``pg_switch_wal()`` (or a superuser); without them the
 key is still deleted and unreadable through PostgreSQL, and a warning says what remains. Outside the data
 directory nothing can be promised: WAL archives, replicas and backups of the key store keep it for as long as they
-are kept (the README says to keep them briefly), and the file system may keep freed blocks.
+are kept (the operator guide says to keep them briefly), and the file system may keep freed blocks.
 """
 
 from __future__ import annotations

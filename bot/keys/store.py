@@ -10,8 +10,8 @@ missing or wrong ``MEMORY_MASTER_KEY`` raises ``KeyStoreLocked`` and the file is
 
 ``forgotten_keys`` records whose key a forget deleted (the member ID and when, nothing else; the memory database
 keeps the same IDs in its fences): their encrypted rows, if any are left (a forget interrupted between the key
-and the rows, a backup of the memory database restored), are forgotten data, not keys lost with a missing key
-store (``bot.keys.lost``).
+and the rows, until it is finished; a backup of the memory database restored), are forgotten data, not keys
+lost with a missing key store (``bot.keys.lost``).
 """
 
 from __future__ import annotations
@@ -102,14 +102,15 @@ class CachingKeyStore(ABC):
     A backend supplies ``label``, ``_wrapped`` (the stored wrapped key) and ``_create`` (make and commit one).
 
     Several processes share one key store (the bot and a shell's ``forget-user``, two bot processes), and a
-    forget deletes the key in one of them only. The cache is tied to the member's memory generation, which every
-    forget bumps in the memory database right after the key is deleted (``MemoryService.forget_everything``):
+    forget deletes the key in one of them only. The cache is tied to the member's memory generation, which a
+    forget moves in the memory database before the key is deleted, and again after (``bot.memory.forget_all``):
 
     - a write passes the generation its fence checks (``cipher(generation=...)``); the cached cipher serves it
-      only when it was read from the key store after that generation was seen, else the key is read again. A
-      key read after a forget's bump was seen is never the deleted one (the key went first), and a write fenced
-      by an older generation is refused by its own transaction, or its rows are deleted by the forget still
-      under way, so nothing is ever sealed, and kept, under a deleted key;
+      only when it was read from the key store after that generation was seen, else the key is read again.
+      Between the forget's first move and its last, every write of the member is refused by its own transaction
+      (the forget is recorded as under way, also when the process forgetting was killed); a key read after the
+      last move was seen is never the deleted one (the key went before it), and a write fenced by an older
+      generation is refused, so nothing is ever sealed, and kept, under a deleted key;
     - every generation the encrypting layer reads on the way (``observe``) drops a cipher read before it, so
       reads in the other processes take the key afresh too (``bot.keys.reading`` also reads it again when a
       value does not open with the cached one)."""

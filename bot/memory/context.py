@@ -11,12 +11,13 @@ index while they are in a call), ordered by relevance and priors (``bot.memory.p
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from bot.memory.block import MEMORY_HEADER, BudgetedBlock, content_words, quoted, render_fact_line, render_turn_line
 from bot.memory.index import MemberIndexes, Renderer
-from bot.memory.priors import QueryBase, by_score
-from bot.memory.recall import keep_core
+from bot.memory.priors import by_score
+from bot.memory.recall import asks_something, distinctive, earned, keep_core, with_neighbours, word_set
 from bot.memory.sources import (
     CALL_START_LINES,
     ContextStore,
@@ -39,7 +40,7 @@ __all__ = ["CALL_START_LINES", "MEMORY_HEADER", "TEXT_CACHES", "ContextBuilder",
 
 FACT_CANDIDATES = 50
 MIN_LINE_CANDIDATES = 40
-TOKENS_PER_CANDIDATE = 20
+TOKENS_PER_CANDIDATE = 10
 """Lines fetched from the index for a query: one per this many tokens of budget (lines average about 30,
 and the specifics prior brings in more)."""
 CALL_START_FACT_SHARE = 0.5
@@ -97,6 +98,8 @@ class ContextBuilder:
         on every utterance."""
         query = query[:MAX_QUERY_CHARS] if query else None
         terms = content_query(query) if query else ""
+        if not asks_something(terms):  # "hi", "thanks, bye": what a call start shows
+            terms = ""
         source: MemorySource
         if exclude_call_id is None:
             source = StoredMemory(self.store, user_id, None)
@@ -114,13 +117,16 @@ class ContextBuilder:
     async def _fill_for_query(
         self, block: BudgetedBlock, source: MemorySource, user_id: int, terms: str, exclude: str | None, query: str
     ) -> None:
-        """Facts matching the utterance, the call start's core (``bot.memory.recall``), then the member's lines by
-        relevance (BM25 from the stemmed index, fused with the nearest by meaning) plus a smaller prior for lines
-        that carry specifics (see ``bot.memory.priors``), each retrieved line with its neighbours; then the rest of
-        the facts, summaries and the latest lines while anything fits."""
+        """Told facts and the latest exchange (``keep_core``), facts matching the utterance, then the member's lines
+        by relevance: BM25 from the stemmed index plus the nearest by meaning (``DenseRetriever.fuse``), words the
+        member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
+        and the best bringing their neighbours (``bot.memory.recall``); then the rest of the facts, summaries and
+        the latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
+        lines, priors, base = await source.recent()
+        terms, query = distinctive(terms, query, lines)
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
         ranked_facts, ranked = await source.rank(terms, FACT_CANDIDATES, candidates)
-        if self.dense is not None:  # fused with the nearest by embedding (reciprocal rank fusion)
+        if self.dense is not None:
             ranked_facts, ranked = await self.dense.fuse(
                 user_id,
                 query,
@@ -130,20 +136,32 @@ class ContextBuilder:
                 exclude_call_id=exclude,
                 lines_by_id=source.lines_by_id,
             )
-        lines, priors, base = await source.recent()
+        ranked = with_neighbours(ranked)
+        if not ranked and not ranked_facts:
+            await self._fill_for_call_start(block, source)
+            return
         around = await source.around([t for t, _ in ranked])
-        # the core is the same for every utterance of a call: kept with the member's index
-        await keep_core(block, lambda: self._fill_for_call_start(block, source), kept=source.kept)
+        # told facts and the latest exchange: the same for every utterance of a call, kept with the member's index
+        await keep_core(block, lambda: self._fill_core(block, source), kept=source.kept)
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
-        for turn, hit in by_score(ranked, priors, QueryBase((), base.positions), lines):  # the core has the rest
+        strong, weak = earned(ranked)
+        for turn, _ in chain(((turn, True) for turn, _ in strong), by_score(weak, priors, base, lines)):
             if block.full:
                 break
-            if block.add_turn(turn) and hit:
+            if block.add_turn(turn):
                 for near in around.get(turn.turn_id, ()):
                     block.add_turn(near)
         await self._fill_rest(block, source, reversed(lines))
+
+    async def _fill_core(self, block: BudgetedBlock, source: MemorySource) -> None:
+        """What a query-aware block keeps whatever the utterance: the facts the member told it, then what a call
+        start shows first, as far as the core's share allows."""
+        start = await source.call_start(max(block.budget // 8, 16))
+        async for fact in current_facts(start.facts):
+            if fact.told and not block.add_fact(fact):
+                break
 
     async def _fill_for_call_start(self, block: BudgetedBlock, source: MemorySource) -> None:
         """Current facts first, then the latest exchange, then the lines most likely to matter again (names,
@@ -198,6 +216,6 @@ class ContextBuilder:
             block.add_turn(turn)
 
 
-TEXT_CACHES = (quoted, content_words, count_tokens, specifics, stem)
+TEXT_CACHES = (quoted, content_words, count_tokens, specifics, stem, word_set)
 """The process-wide caches keyed by what members said (quoted lines, their words, token counts, specifics, stems):
 emptied whole when anything is forgotten (``ContextBuilder.forget``)."""

@@ -13,8 +13,8 @@ the ``/embeddings`` endpoint of ``llm.embedding_model`` when that is set (``bot.
 - For a query-aware build (text chat, each utterance of a live call), ``DenseRetriever.fuse`` embeds the utterance
   (one ``embed`` call, at most ``QUERY_TIMEOUT_SECONDS``; on any failure the build stays lexical and the failure is
   logged once until embeddings work again), scores the member's vectors by cosine similarity (one float32 matrix
-  per member, cached and checked against ``vectors_stamp`` on each build, dropped on forget) and merges the nearest
-  lines and facts with the BM25 rankings by reciprocal rank fusion (``RRF_K``).
+  per member, cached and checked against ``vectors_stamp`` on each build, dropped on forget) and adds the nearest
+  lines and facts to the BM25 candidates, each scored by both (``fused_scores``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -37,19 +37,17 @@ from bot.store.vectors import EmbedItem, ItemKind, StoredVector, pack, unpack
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60
-"""Reciprocal rank fusion's constant (the usual 60): an item's fused score is the sum of 1 / (RRF_K + rank)."""
+DENSE_WEIGHT = 0.25
+"""Weight of an item's similarity z-score next to its BM25 score scaled to the best match's (``fused_scores``):
+best on the real conversations of bench/locomo.py among 0.1-0.5."""
 QUERY_TIMEOUT_SECONDS = 1.5
 """How long a build waits for the utterance's embedding before it goes on with BM25 alone."""
 EMBED_BATCH = 64
 EMBED_BATCHES_PER_JOB = 8
 MAX_EMBED_CHARS = 8000
 """Longer texts are cut before embedding (models have an input limit; lines are far shorter)."""
-DENSE_LINES = 20
 DENSE_FACTS = 10
-"""Lines and facts taken from the dense ranking. The BM25 side lists only lines sharing a word with the query,
-but every line has some cosine similarity to it; with RRF_K = 60 even rank 100 would score more than half of
-rank 1, so only the head of the dense ranking takes part."""
+"""Facts taken from the head of the dense ranking (lines: as many as the build asks BM25 for)."""
 REPEATS_SLACK = 4
 """The nearest ``limit * REPEATS_SLACK`` rows are read to keep ``limit`` distinct ones: a text said many times (an
 assistant's "That sounds lovely.") has as many identical vectors, which would otherwise fill the whole head."""
@@ -83,15 +81,6 @@ class Embedder(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def fuse(*rankings: Sequence[int], k: int = RRF_K) -> dict[int, float]:
-    """Reciprocal rank fusion of rankings (ids, best first): id -> sum over rankings of 1 / (k + rank)."""
-    scores: dict[int, float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    return scores
 
 
 def _unit(matrix: Matrix) -> Matrix:
@@ -144,6 +133,16 @@ class MemberEmbedder:
             if len(items) < self.batch:
                 return stored, False
         return stored, bool(await self.store.unembedded(user_id, model, 1))
+
+    async def embed_all(self, user_id: int) -> int:
+        """Embed every line and fact of the member still without a vector (``import-history``: what it imports is
+        searchable by meaning at once, not after the running bot's post-call queue got to it)."""
+        total = 0
+        more = True
+        while more:
+            stored, more = await self.embed_member(user_id)
+            total += stored
+        return total
 
 
 @dataclass(frozen=True)
@@ -296,26 +295,6 @@ class DenseRetriever:
             self._checked.pop(dropped, None)
         return entry
 
-    @staticmethod
-    async def _nearest(ids: npt.NDArray[np.int64], matrix: Matrix, query: Matrix, limit: int) -> list[int]:
-        """Ids of the ``limit`` rows most similar to ``query`` (cosine above zero), best first.
-
-        The product is numpy's own single-threaded loop (einsum), not BLAS: on a small shared machine a
-        multi-threaded BLAS matrix-vector product was several times slower (bench/dense_retrieval.py). A large
-        matrix is scored in a worker thread (the loop releases the GIL), so other calls' requests go on."""
-        if not len(ids) or matrix.shape[1] != query.shape[0] or limit <= 0:
-            return []
-        if matrix.size >= THREAD_SCORING_SIZE:
-            scores = await asyncio.to_thread(np.einsum, "ij,j->i", matrix, query)
-        else:
-            scores = np.einsum("ij,j->i", matrix, query)
-        depth = limit * REPEATS_SLACK
-        top = np.argpartition(-scores, depth - 1)[:depth] if depth < len(ids) else np.arange(len(ids))
-        best = top[np.argsort(-scores[top], kind="stable")]
-        ordered = scores[best]
-        best = best[np.concatenate(([True], ordered[1:] != ordered[:-1]))][:limit]  # a repeated text once
-        return [int(ids[i]) for i in best if scores[i] > 0]
-
     async def fuse(
         self,
         user_id: int,
@@ -327,40 +306,93 @@ class DenseRetriever:
         exclude_call_id: str | None = None,
         lines_by_id: Callable[[Sequence[int]], list[TurnRecord]] | None = None,
     ) -> tuple[list[tuple[FactRecord, float]], list[tuple[TurnRecord, float]]]:
-        """The BM25 rankings of facts and lines fused with the dense ones (scores: RRF), or as they are when the
-        member has no vectors or the utterance cannot be embedded. ``lines_by_id``: where the nearest lines are
-        read (the member's index on the live path), instead of the store."""
+        """The BM25 rankings of facts and lines fused with the dense ones by score (``fused_scores``), or as they
+        are when the member has no vectors or the utterance cannot be embedded. ``lines_by_id``: where the nearest
+        lines are read (the member's index on the live path), instead of the store."""
         member = await self._matrix(user_id)
         if member is None:
             return facts, turns
         vector = await self.embed_query(query)
         if vector is None:
             return facts, turns
-        wanted = min(limit, DENSE_LINES)
-        near_turns = await self._nearest(member.turn_ids, member.turns, vector, 2 * wanted)
-        near_facts = await self._nearest(member.fact_ids, member.facts, vector, DENSE_FACTS)
+        turn_scores = await self._similarities(member.turns, vector)
+        fact_scores = await self._similarities(member.facts, vector)
+        near_turns = _head(member.turn_ids, turn_scores, limit)
+        near_facts = _head(member.fact_ids, fact_scores, DENSE_FACTS)
 
         known_turns = {t.turn_id: t for t, _ in turns}
         missing = [i for i in near_turns if i not in known_turns]
         found = lines_by_id(missing) if lines_by_id is not None else await self.store.turns_by_id(user_id, missing)
         for turn in found:
             known_turns[turn.turn_id] = turn
-        near_turns = [
-            i
-            for i in near_turns
-            if i in known_turns and (exclude_call_id is None or known_turns[i].call_id != exclude_call_id)
-        ][:wanted]
+        if exclude_call_id is not None:
+            known_turns = {i: t for i, t in known_turns.items() if t.call_id != exclude_call_id}
 
         known_facts = {f.fact_id: f for f, _ in facts}
         missing = [i for i in near_facts if i not in known_facts]
         for fact in await self.store.facts_by_id(user_id, missing):
             known_facts[fact.fact_id] = fact
-        near_facts = [i for i in near_facts if i in known_facts and known_facts[i].current]
+        known_facts = {i: f for i, f in known_facts.items() if f.current}
 
         return (
-            _ranked(known_facts, fuse([f.fact_id for f, _ in facts], near_facts)),
-            _ranked(known_turns, fuse([t.turn_id for t, _ in turns], near_turns)),
+            _ranked(known_facts, fused_scores(facts, member.fact_ids, fact_scores, known_facts)),
+            _ranked(known_turns, fused_scores(turns, member.turn_ids, turn_scores, known_turns)),
         )
+
+    @staticmethod
+    async def _similarities(matrix: Matrix, query: Matrix) -> npt.NDArray[np.float32]:
+        """Cosine similarity of every row to ``query``. numpy's own single-threaded loop (einsum), not BLAS: on a
+        small shared machine a multi-threaded BLAS matrix-vector product was several times slower
+        (bench/dense_retrieval.py). A large matrix is scored in a worker thread (the loop releases the GIL), so
+        other calls' requests go on."""
+        if not len(matrix) or matrix.shape[1] != query.shape[0]:
+            return np.zeros(0, dtype=np.float32)
+        if matrix.size >= THREAD_SCORING_SIZE:
+            scores: npt.NDArray[np.float32] = await asyncio.to_thread(np.einsum, "ij,j->i", matrix, query)
+        else:
+            scores = np.einsum("ij,j->i", matrix, query)
+        return scores
+
+
+def _head(ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], limit: int) -> list[int]:
+    """Ids of the ``limit`` rows most similar to the query (cosine above zero), best first; a text repeated (an
+    assistant's "That sounds lovely." said many times has as many identical vectors) only once."""
+    if not len(scores) or limit <= 0:
+        return []
+    depth = limit * REPEATS_SLACK
+    top = np.argpartition(-scores, depth - 1)[:depth] if depth < len(ids) else np.arange(len(ids))
+    best = top[np.argsort(-scores[top], kind="stable")]
+    ordered = scores[best]
+    best = best[np.concatenate(([True], ordered[1:] != ordered[:-1]))][:limit]
+    return [int(ids[i]) for i in best if scores[i] > 0]
+
+
+def fused_scores(
+    lexical: Sequence[tuple[object, float]],
+    ids: npt.NDArray[np.int64],
+    similarities: npt.NDArray[np.float32],
+    candidates: Mapping[int, object],
+) -> dict[int, float]:
+    """Each candidate's score: its BM25 score scaled so the best match scores 1 (0 when it shares no word with the
+    query), plus ``DENSE_WEIGHT`` times how far its similarity to the query stands above the member's other items
+    (a z-score over all of them). Measured on real conversations (bench/locomo.py): reciprocal rank fusion, which
+    ignores how much better a match is, lowered recall below BM25 alone; this fusion raises it."""
+    if not len(similarities):
+        return {}
+    mean, spread = float(similarities.mean()), float(similarities.std()) or 1.0
+    position = {int(item_id): at for at, item_id in enumerate(ids)}
+    top = max((score for _, score in lexical), default=0.0) or 1.0
+    words = {_item_id(item): score / top for item, score in lexical}
+    scores = {}
+    for item_id in candidates:
+        at = position.get(item_id)
+        meaning = (float(similarities[at]) - mean) / spread if at is not None else 0.0
+        scores[item_id] = words.get(item_id, 0.0) + DENSE_WEIGHT * meaning
+    return scores
+
+
+def _item_id(item: object) -> int:
+    return item.turn_id if isinstance(item, TurnRecord) else item.fact_id  # type: ignore[attr-defined]
 
 
 def _ranked(records: dict[int, T], scores: dict[int, float]) -> list[tuple[T, float]]:

@@ -8,9 +8,11 @@ memory."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from bot.memory.forgetting import FactTraces
 from bot.memory.service import MemoryService
@@ -18,7 +20,14 @@ from bot.store.models import CallRecord, ChatRecord, Conversation, ConversationS
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 CLOSED_CALL_STATES = ("ended", "failed")
+OFFER_WAIT_SECONDS = 2.0
+"""How long `/forget`'s suggestions wait for the store. Discord wants the first answer to every interaction within
+3 s ("you must send an initial response within 3 seconds", discord-testing §4.3) and an autocomplete cannot be
+deferred: its answer is the suggestions themselves (callback 8, §5). The store may wait 4-5 s behind another
+writer's lock (`memory.lock_timeout_seconds`), so past this the suggestions say the memory is busy, in time."""
 Refusal = Literal["not_found", "still_running"]
 """Why a conversation cannot be forgotten: not the member's (or not there), or a call still running."""
 
@@ -86,9 +95,10 @@ class ForgetRequests:
         )
         return traces
 
-    async def facts(self, user_id: int, limit: int) -> list[FactRecord]:
-        """The member's current facts, newest first: what `/forget item` offers."""
-        return await self.store.list_facts(user_id, limit=limit)
+    async def facts(self, user_id: int, limit: int) -> list[FactRecord] | None:
+        """The member's current facts, newest first: what `/forget item` offers; None when the store did not answer
+        within ``OFFER_WAIT_SECONDS``."""
+        return await self._in_time(self.store.list_facts(user_id, limit=limit), user_id)
 
     # ---- one call or chat ------------------------------------------------------------------------------
 
@@ -131,9 +141,23 @@ class ForgetRequests:
         )
         return found, result
 
-    async def conversations(self, user_id: int, limit: int) -> list[ConversationSummary]:
-        """The member's calls and chats, newest first: what `/forget call` offers."""
-        return await self.store.list_conversations(user_id, limit=limit)
+    async def conversations(self, user_id: int, limit: int) -> list[ConversationSummary] | None:
+        """The member's calls and chats, newest first: what `/forget call` offers; None when the store did not
+        answer within ``OFFER_WAIT_SECONDS``."""
+        return await self._in_time(self.store.list_conversations(user_id, limit=limit), user_id)
+
+    @staticmethod
+    async def _in_time(read: Awaitable[T], user_id: int) -> T | None:
+        try:
+            async with asyncio.timeout(OFFER_WAIT_SECONDS):
+                return await read
+        except TimeoutError:
+            log.warning(
+                "the store did not answer within %.1f s: user %s was told their memory is busy",
+                OFFER_WAIT_SECONDS,
+                user_id,
+            )
+            return None
 
     # ---- everything ------------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from bot.memory.service import MemoryService
-from bot.store.models import CallRecord, Role
+from bot.store.models import CallRecord, ConversationSummary, Role
 
 
 class ImportStore(Protocol):
@@ -19,6 +19,7 @@ class ImportStore(Protocol):
 
 
 POST_CALL_JOB = "post_call"
+POST_CHAT_JOB = "post_chat"
 
 
 class ImportFormatError(ValueError):
@@ -90,3 +91,23 @@ async def import_conversations(
         await store.enqueue_job(POST_CALL_JOB, call_id, convo.started_at)
         call_ids.append(call_id)
     return call_ids
+
+
+class PendingStore(Protocol):
+    async def list_conversations(
+        self, user_id: int, *, offset: int = 0, limit: int = 10
+    ) -> list[ConversationSummary]: ...
+    async def count_conversations(self, user_id: int) -> int: ...
+    async def job_state(self, kind: str, ref_id: str) -> str | None: ...
+
+
+async def pending_learning(store: PendingStore, user_id: int) -> list[str]:
+    """The member's conversations whose post-call job (facts, summary: the running bot's, with an LLM) has not
+    finished yet, as ``call <id>`` / ``chat <id>``: a block built now lacks what they will teach."""
+    conversations = await store.list_conversations(user_id, limit=await store.count_conversations(user_id))
+    pending = []
+    for convo in conversations:
+        kind = POST_CALL_JOB if convo.kind == "call" else POST_CHAT_JOB
+        if await store.job_state(kind, convo.ref_id) in ("pending", "running"):
+            pending.append(f"{convo.kind} {convo.ref_id}")
+    return pending

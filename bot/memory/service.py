@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from bot.keys import MemberKeys
 from bot.memory.context import ContextBuilder, ContextStore
+from bot.memory.forget_all import ForgetAllStore, forget_in_steps
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
 from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
 from bot.memory.own_words import OwnWordsStore
@@ -32,7 +33,7 @@ from bot.store.models import (
 from bot.store.repository import TurnsChanged
 
 
-class MemoryStore(ContextStore, OwnWordsStore, Protocol):
+class MemoryStore(ContextStore, OwnWordsStore, ForgetAllStore, Protocol):
     """What the memory service reads, merges and forgets, with what the parts built on it read and write: its
     context builder (``ContextStore``) and ``OwnWords`` (``OwnWordsStore``)."""
 
@@ -59,11 +60,11 @@ class MemoryStore(ContextStore, OwnWordsStore, Protocol):
     async def forget_fact(
         self, user_id: int, fact_id: int, *, turn_ids: Sequence[int] = (), summaries: Sequence[Conversation] = ()
     ) -> FactRecord | None: ...
-    async def forget_user(self, user_id: int) -> ForgetResult: ...
     async def get_call(self, call_id: str) -> CallRecord | None: ...
     async def list_conversations(
         self, user_id: int, *, offset: int = 0, limit: int = 10
     ) -> list[ConversationSummary]: ...
+    async def interrupted_forgets(self) -> list[int]: ...
     async def pending_scrub(self) -> bool: ...
     async def purge_transcripts(self, *, guild_id: int | None, older_than: float) -> int: ...
     async def scrub(self) -> bool: ...
@@ -502,14 +503,19 @@ class MemoryService:
         return result
 
     async def forget_everything(self, user_id: int) -> ForgetResult:
-        """The member's key is destroyed first, in its own committed transaction (from then on nothing of theirs
-        can be decrypted, in any copy), then their rows are deleted and the files scrubbed."""
-        if self.keys is not None:
-            await self.keys.delete(user_id)
-        result = await self.store.forget_user(user_id)
+        """Each step committed on its own, so a kill is finished later (``bot.memory.forget_all``); then a scrub."""
+        result = await forget_in_steps(self.store, self.keys, user_id)
         self.context.forget(user_id)
         self._schedule_scrub()
         return result
+
+    async def finish_interrupted_forgets(self) -> list[int]:
+        """Finishes the forgets a kill left part-way (start-up, sweep, `check`, forget-user); returns whose."""
+        members = await self.store.interrupted_forgets()
+        for user_id in members:
+            log.warning("finishing the forget of member %d, which was interrupted part-way", user_id)
+            await self.forget_everything(user_id)
+        return members
 
     async def purge_expired(self, guild_id: int | None, retention_days: int, *, now: float | None = None) -> int:
         now = time.time() if now is None else now

@@ -22,6 +22,14 @@ MAX_CALLS = 4
 looping or words steering it, and the rest are answered as not done."""
 
 
+FACT_FOR_THE_USER = (
+    "One short statement written to the user, as it will be shown to them: in the second person and in the language "
+    "you are speaking with them (for example 'Your daughter's birthday is 4 May.', 'Tu hija cumple años el 4 de "
+    "mayo.')."
+)
+"""How a remembered fact is written, as extraction writes them (``bot.memory.extraction``)."""
+
+
 def _tool(name: str, description: str, properties: dict[str, str]) -> dict[str, Any]:
     return {
         "type": "function",
@@ -43,7 +51,7 @@ MEMORY_TOOLS = [
         REMEMBER,
         "Save something the user explicitly asks you to remember about them (for example 'remember that my "
         "daughter's birthday is 4 May'). Only for what the user asks you to remember.",
-        {"fact": "What to remember, as one short statement in the user's own words."},
+        {"fact": FACT_FOR_THE_USER},
     ),
     _tool(
         CORRECT,
@@ -51,7 +59,7 @@ MEMORY_TOOLS = [
         "moved to Leeds').",
         {
             "wrong": "The remembered fact that is wrong, as it appears in your notes.",
-            "right": "The correct fact, as one short statement in the user's own words.",
+            "right": f"The correct fact. {FACT_FOR_THE_USER}",
         },
     ),
     _tool(

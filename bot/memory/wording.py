@@ -1,11 +1,13 @@
 """How a remembered fact reads to the member it is about: in the second person.
 
-Facts are stored as the extractor writes them, about "the user" in the third person ("The user's dog is called
-Biscuit."), because the agent reads them as notes about the person it talks to. Shown to that person (``/memory``,
-the call card, the call page), "The user is learning Portuguese" reads like a note about a stranger; it is shown
-as "You are learning Portuguese". Only unambiguous references are turned: "the user" anywhere, and "they"/"their"
-only as a fact's first word (further in, they may be about someone else). Facts the member told in their own
-words are shown as they said them.
+Facts are written to the member they are about, in the second person and the conversation's language ("Your dog is
+called Biscuit.", "Tu perro se llama Biscuit."): by extraction (``bot.memory.extraction``) and by the remember and
+correct tools (``bot.memory.tools``), and the agent's memory message says so (``bot.memory.block``). Facts stored
+before were notes about "the user" in the third person; shown to that person (``/memory``, the call card, the call
+page), "The user is learning Portuguese" reads like a note about a stranger, so such a fact is shown as "You are
+learning Portuguese". Only unambiguous references are turned: "the user" anywhere, and "they"/"their" only as a
+fact's first word (further in, they may be about someone else); a fact written to the member has neither and is
+shown as it is. Facts the member told in their own words are shown as they said them.
 """
 
 from __future__ import annotations

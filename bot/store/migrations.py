@@ -511,6 +511,18 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE users ADD COLUMN locale TEXT;
         """,
     ),
+    (
+        19,
+        "a forget of everything under way is recorded, so a kill part-way is finished and fences writes meanwhile",
+        """
+        -- The generation a forget of everything set when it began (bot.memory.service.forget_everything: the
+        -- generation moves and this is set, then the member's key is deleted, then the rows, which clears it).
+        -- While it is set every write of the member's memory is refused, and whoever finds it set (the next
+        -- start, the periodic sweep, `check`, the next forget-user) finishes the forget. NULL: none under way.
+        ALTER TABLE memory_fences ADD COLUMN forget_begun INTEGER;
+        CREATE INDEX memory_fences_forget_begun ON memory_fences (user_id) WHERE forget_begun IS NOT NULL;
+        """,
+    ),
 ]
 
 # Steps of a migration that run only where a query finds them needed (SQLite cannot add a column "if missing"):

@@ -426,6 +426,16 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE users ADD COLUMN locale TEXT;
         """,
     ),
+    (
+        19,
+        "a forget of everything under way is recorded, so a kill part-way is finished and fences writes meanwhile",
+        """
+        -- As SQLite's migration 19: the generation a forget of everything under way set when it began (every write
+        -- of the member's memory is refused meanwhile, and whoever finds it finishes the forget); NULL: none.
+        ALTER TABLE memory_fences ADD COLUMN forget_begun INTEGER;
+        CREATE INDEX memory_fences_forget_begun ON memory_fences (user_id) WHERE forget_begun IS NOT NULL;
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

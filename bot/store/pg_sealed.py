@@ -28,7 +28,7 @@ async def reseal_texts(pool: asyncpg.Pool, reseal: Callable[[int, str, str], Awa
     """Rewrites every member text through ``reseal(user_id, column, value)`` in one transaction (None leaves a
     value as it is), then rewrites the changed tables (``VACUUM (FULL)``, with the vectors the changes deleted) so
     the plain versions leave their table files. Returns how many values changed. What the WAL still holds is said
-    in the README."""
+    in the operator guide (docs/operator-guide.md, "Member keys")."""
     changed_tables = []
     async with pool.acquire() as db:
         async with db.transaction():

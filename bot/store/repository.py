@@ -309,7 +309,22 @@ class PrivacyStore(Protocol):
         counts only, for the member to confirm first."""
         ...
 
-    async def forget_user(self, user_id: int) -> ForgetResult: ...
+    async def begin_forget(self, user_id: int) -> int:
+        """The first step of forgetting everything of the member, committed on its own: their generation moves
+        (fencing off writes in flight) and the forget is recorded as under way, which refuses every write of
+        their memory until ``forget_user(begun=...)`` ends it. Returns the generation it set (``begun``)."""
+        ...
+
+    async def forget_user(self, user_id: int, *, begun: int | None = None) -> ForgetResult:
+        """Deletes every row of the member in one transaction and moves their generation; with ``begun`` (what
+        ``begin_forget`` returned), ends that forget, unless another one has begun since."""
+        ...
+
+    async def interrupted_forgets(self) -> list[int]:
+        """The members whose forget of everything has begun and not ended (a process killed part-way, or one
+        still under way), in order."""
+        ...
+
     async def scrub(self) -> bool:
         """Remove residue of deleted text from indexes, free pages and the write-ahead log. False when it could
         not complete yet (another connection holds a read transaction); the pending scrub stays recorded."""

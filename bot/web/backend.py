@@ -46,6 +46,9 @@ class PageSession:
     the page offers Rejoin and restores the timer and the transcript so far."""
     elapsed_seconds: float = 0.0
     """How long the call has run, for the page's timer."""
+    rejoin_seconds: int = 0
+    """How long the call keeps running with nobody in it (Agora's idle timeout), for a reloaded page to say how long
+    Rejoin stays possible; 0: no idle exit."""
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,7 @@ def page_config(
         "pageId": session.page_id,
         "reopened": session.reopened,
         "elapsedSeconds": round(session.elapsed_seconds),
+        "rejoinSeconds": session.rejoin_seconds,
     }
     if emulator_controls_url is not None:
         config["typeUrl"] = f"{emulator_controls_url}/channels/{quote(session.channel, safe='')}/user_says"

@@ -28,7 +28,14 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
   as ``asr.language`` ("es" or "es-ES" with "es-ES"): the docs do not say what Agora does with two different
   languages (UNVERIFIED), so the emulator refuses them, which catches a body whose recognizer and turn detection
   disagree. A MiniMax preset's ``tts.params.language_boost``, when sent, must be one of MiniMax's values
-  (``MINIMAX_LANGUAGE_BOOSTS``).
+  (``MINIMAX_LANGUAGE_BOOSTS``), and its ``voice_setting.voice_id`` one of the system voices the spec documents
+  (``MINIMAX_SYSTEM_VOICES``, §13.2); a Deepgram preset's ``asr.params.language`` one of Agora's documented
+  ``asr.language`` tags or the bare language of one (``DEEPGRAM_LANGUAGE_CODES``). Else 400 ``InvalidFieldValue``.
+* ``llm.mcp_servers``: each needs a ``name`` of at most 48 English letters and numbers (§13.1) and an http(s)
+  ``endpoint``; ``advanced_features.enable_tools`` is a boolean. With both, the agent's custom LLM is offered the
+  tools a test serves for those endpoints (:meth:`AgoraEmulator.serve_mcp_tools`) and the engine runs the calls
+  the LLM streams back for them, then asks again (``engine_tools``). An answer of tool calls alone is counted as
+  one (``LLMTurn.kind``): nothing is spoken and the history gets no empty reply.
 * The (*) rule for ``llm``/``tts``: an LLM preset, a non-null ``pipeline_id`` or ``mllm.enable: true`` makes
   ``llm`` optional, otherwise ``llm.url`` is required; a TTS preset, ``pipeline_id`` or ``mllm.enable:
   true`` makes ``tts`` optional, otherwise ``tts.vendor`` (one of the documented vendors) is required.
@@ -76,8 +83,9 @@ UNVERIFIED, the choice made here is written down next to the code that makes it.
 
 The package: ``contract`` (credentials, limits, presets), ``agents`` (an agent and its conversation), ``fields`` and
 ``join_validation`` (request checks), ``rest_api`` (the ConvoAI routes), ``webhooks`` (NCS), ``custom_llm`` (the
-agent's LLM client), ``turns`` (``/turns``), ``faults`` (injected failures), ``emulator`` (:class:`AgoraEmulator`,
-made of those) and ``controls`` (HTTP test controls and ``python -m standins.agora_emulator``).
+agent's LLM client), ``engine_tools`` (the engine as an MCP client), ``turns`` (``/turns``), ``faults`` (injected
+failures), ``emulator`` (:class:`AgoraEmulator`, made of those) and ``controls`` (HTTP test controls and
+``python -m standins.agora_emulator``).
 """
 
 from standins.agora_emulator.agents import EmulatedAgent, LLMTurn, Message
@@ -92,6 +100,7 @@ from standins.agora_emulator.contract import (
 )
 from standins.agora_emulator.controls import CONTROL_PREFIX, SDK_PARTS, ControlledAgoraEmulator, main
 from standins.agora_emulator.emulator import AgoraEmulator, make_join_properties, running_emulator
+from standins.agora_emulator.engine_tools import EngineTool, ToolCall, ToolRun
 from standins.agora_emulator.faults import ResponseGate
 from standins.agora_emulator.fields import ApiError
 from standins.agora_emulator.rest_api import CallRecord, RequestRecord
@@ -113,10 +122,13 @@ __all__ = [
     "CallRecord",
     "ControlledAgoraEmulator",
     "EmulatedAgent",
+    "EngineTool",
     "LLMTurn",
     "Message",
     "RequestRecord",
     "ResponseGate",
+    "ToolCall",
+    "ToolRun",
     "WebhookAttempt",
     "main",
     "make_join_properties",

@@ -6,9 +6,12 @@ from __future__ import annotations
 import secrets
 import string
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from standins.agora_emulator.contract import ACTIVE_STATUSES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_HISTORY
+
+if TYPE_CHECKING:
+    from standins.agora_emulator.engine_tools import ToolCall
 
 
 @dataclass
@@ -63,6 +66,17 @@ class LLMTurn:
     seconds: float = 0.0
     deltas: tuple[str, ...] = ()
     """The content deltas received, in order."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls the answer streamed, assembled from their pieces (spec §13.1)."""
+    finish_reason: str | None = None
+    """The last ``finish_reason`` the answer gave (``"tool_calls"`` when it asks the engine to run its calls)."""
+
+    @property
+    def kind(self) -> Literal["speech", "tool_calls", "mixed", "empty"]:
+        """What the answer is: words to speak, tool calls only (nothing to speak), both, or nothing."""
+        if self.tool_calls:
+            return "mixed" if self.reply else "tool_calls"
+        return "speech" if self.reply else "empty"
 
 
 @dataclass

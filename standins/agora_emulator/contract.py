@@ -1,5 +1,6 @@
 """What the ConvoAI contract fixes and the emulator checks against: the test project's credentials, the API's path
-prefix, the agent statuses and limits, and the presets, languages and vendors a join may name (spec §4, §12)."""
+prefix, the agent statuses and limits, and the presets, languages, voices and vendors a join may name (spec §4, §12,
+§13)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,45 @@ MINIMAX_LANGUAGE_BOOSTS = frozenset(
     "Afrikaans".split(" ")
 )
 """MiniMax's ``language_boost`` values (its T2A API reference)."""
+MINIMAX_SYSTEM_VOICES = frozenset(
+    {
+        # Spec §4.1 (the join agora-agents 2.12.0 sends) and §8 (its MiniMaxTTS example).
+        "English_captivating_female1",
+        # Spec §13.2: "System voices include Hindi (`hindi_male_1_v2`, `hindi_female_2_v1`, `hindi_female_1_v2`)
+        # and Thai (`Thai_male_1_sample8`, `Thai_male_2_sample2`, `Thai_female_1_sample1`, `Thai_female_2_sample2`),
+        # beside the ones the bot uses for the other languages."
+        "hindi_male_1_v2",
+        "hindi_female_2_v1",
+        "hindi_female_1_v2",
+        "Thai_male_1_sample8",
+        "Thai_male_2_sample2",
+        "Thai_female_1_sample1",
+        "Thai_female_2_sample2",
+        # ... and the ones the bot used for its other languages when §13.2 was written.
+        "Spanish_SereneWoman",
+        "German_SweetLady",
+        "French_FemaleAnchor",
+        "Portuguese_SentimentalLady",
+        "Italian_BraveHeroine",
+        "Dutch_kindhearted_girl",
+        "Russian_BrightHeroine",
+        "Turkish_CalmWoman",
+        "Japanese_KindLady",
+        "Korean_SweetGirl",
+        "Chinese (Mandarin)_Sweet_Lady",
+        "Indonesian_CalmWoman",
+        "Vietnamese_kindhearted_girl",
+    }
+)
+"""The MiniMax system voices the spec documents. §13.2: "No Agora page lists which voices a managed MiniMax preset
+accepts: treat the documented system voices as accepted", so a managed MiniMax preset refuses any other (the
+harshest reading: a voice the docs do not name is one the engine may refuse)."""
+DEEPGRAM_LANGUAGE_CODES = frozenset(ASR_LANGUAGES | {tag.split("-", 1)[0] for tag in ASR_LANGUAGES})
+"""What ``asr.params.language`` may say with a Deepgram preset. The spec documents no Deepgram list of its own: its
+join examples pair ``asr.language`` (one of ``ASR_LANGUAGES``, §4.1 and the SDK's ``AsrLanguage``) with
+``"params": {"language": "en"}`` (§4.1's captured request, §8's ``DeepgramSTT(language="en")``), so a code is
+documented when it is one of those tags or the bare language of one, exactly as written ("es", "es-ES", "zh-CN");
+anything else ("es-MX", "EN", "english") is refused."""
 PARAMLESS_LLM_PRESETS = frozenset({"openai_gpt_5_nano", "openai_gpt_5_mini"})
 TTS_VENDORS = frozenset(
     {

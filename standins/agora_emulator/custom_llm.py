@@ -7,17 +7,27 @@ import asyncio
 import copy
 import json
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 import aiohttp
 
 from standins.agora_emulator.agents import LLMTurn, Message
+from standins.agora_emulator.engine_tools import (
+    MAX_TOOL_ROUNDS,
+    EngineTool,
+    EngineTools,
+    ToolCallPieces,
+    pieces_problem,
+)
 
 
-class CustomLLMClient:
+class CustomLLMClient(EngineTools):
     """What the emulator's agents send to their custom LLM, and how they take its answer."""
 
     def _init_custom_llm(self) -> None:
+        self._init_engine_tools()
         self._llm_session: aiohttp.ClientSession | None = None
         self.llm_timeout = 15.0
         self.llm_context: dict[str, Any] | None = None
@@ -61,18 +71,30 @@ class CustomLLMClient:
             )
             if self.llm_context is not None:
                 body["context"] = copy.deepcopy(self.llm_context)
+        engine_tools = self.engine_tools(agent)
+        if engine_tools:
+            body["tools"] = [*(body.get("tools") or []), *(tool.as_openai() for tool in engine_tools.values())]
         headers = {"Content-Type": "application/json", **dict(agent.llm.get("headers") or {})}
         if agent.llm.get("api_key"):
             headers["Authorization"] = f"Bearer {agent.llm['api_key']}"
         turn = await self.post_llm_request(url, body, headers, interrupt_after=interrupt_after)
         agent.llm_turns.append(turn)
+        for rounds in range(MAX_TOOL_ROUNDS + 1):
+            if not (engine_tools and runs_engine_calls(turn, engine_tools)):
+                break
+            if rounds == MAX_TOOL_ROUNDS:
+                turn = replace(turn, outcome="failed", error=f"still calling tools after {MAX_TOOL_ROUNDS} rounds")
+                break
+            body = {**body, "messages": [*body["messages"], *self.run_tool_calls(agent, turn.tool_calls)]}
+            turn = await self.post_llm_request(url, body, headers, interrupt_after=interrupt_after)
+            agent.llm_turns.append(turn)
         if turn.outcome == "failed":
             self._append(agent, "assistant", str(agent.llm.get("failure_message") or ""), "llm_failure")
         elif turn.outcome == "interrupted":
             spoken = heard if heard is not None else "".join(turn.deltas[:-1])
             reply = self._append(agent, "assistant", turn.reply, "llm")
             self._cut(reply, spoken)
-        elif turn.reply or turn.outcome == "ok":
+        elif turn.kind != "tool_calls":  # an answer of tool calls alone has nothing to speak
             self._append(agent, "assistant", turn.reply, "llm")
         return turn
 
@@ -98,10 +120,14 @@ class CustomLLMClient:
         started = time.monotonic()
         status: int | None = None
         parts: list[str] = []
+        pieces = ToolCallPieces()
+        finish_reason: str | None = None
 
         def ended(outcome: Literal["ok", "interrupted", "failed"], error: str | None = None) -> LLMTurn:
+            seconds = time.monotonic() - started
+            text = "".join(parts)
             return LLMTurn(
-                body, headers, outcome, status, "".join(parts), error, time.monotonic() - started, tuple(parts)
+                body, headers, outcome, status, text, error, seconds, tuple(parts), pieces.calls(), finish_reason
             )
 
         try:
@@ -133,6 +159,10 @@ class CustomLLMClient:
                         if problem is not None:
                             return ended("failed", problem)
                         choices = json.loads(data)["choices"]
+                        if choices and choices[0].get("delta", {}).get("tool_calls"):
+                            pieces.add(choices[0]["delta"]["tool_calls"])
+                        if choices and choices[0].get("finish_reason"):
+                            finish_reason = choices[0]["finish_reason"]
                         delta = choices[0].get("delta", {}).get("content") if choices else None
                         if delta:
                             parts.append(delta)
@@ -166,4 +196,18 @@ def chunk_problem(data: str) -> str | None:
         content = choice.get("delta", {}).get("content")
         if content is not None and not isinstance(content, str):
             return "a chunk whose delta content is not a string"
+        tool_calls = choice.get("delta", {}).get("tool_calls")
+        if tool_calls is not None and (problem := pieces_problem(tool_calls)) is not None:
+            return problem
     return None
+
+
+def runs_engine_calls(turn: LLMTurn, engine_tools: Mapping[str, EngineTool]) -> bool:
+    """Whether the engine runs the answer's tool calls: it ended asking for them (``finish_reason:
+    "tool_calls"``) and every one names a tool the engine offered (spec §13.1 (b))."""
+    return (
+        turn.outcome == "ok"
+        and bool(turn.tool_calls)
+        and turn.finish_reason == "tool_calls"
+        and all(call.name in engine_tools for call in turn.tool_calls)
+    )

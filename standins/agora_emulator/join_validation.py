@@ -10,12 +10,14 @@ from typing import Any
 from standins.agora_emulator.contract import (
     ASR_LANGUAGES,
     ASR_PRESETS,
+    DEEPGRAM_LANGUAGE_CODES,
     LLM_PRESETS,
     LLM_STYLES,
     LLM_VENDORS,
     MAX_CHANNEL_BYTES,
     MINIMAX_LANGUAGE_BOOSTS,
     MINIMAX_PRESETS,
+    MINIMAX_SYSTEM_VOICES,
     PARAMLESS_LLM_PRESETS,
     TTS_PRESETS,
     TTS_VENDORS,
@@ -135,6 +137,7 @@ class JoinValidator:
             return False
         check_object(raw, "properties.advanced_features")
         check_optional_bool(raw, "enable_rtm", "properties.advanced_features.enable_rtm")
+        check_optional_bool(raw, "enable_tools", "properties.advanced_features.enable_tools")
         return bool(raw.get("enable_rtm"))
 
     @staticmethod
@@ -168,6 +171,8 @@ class JoinValidator:
             raise ApiError(400, "InvalidFieldValue", f"properties.llm.vendor must be one of {sorted(LLM_VENDORS)}")
         if raw.get("style") is not None and raw["style"] not in LLM_STYLES:
             raise ApiError(400, "InvalidFieldValue", f"properties.llm.style must be one of {sorted(LLM_STYLES)}")
+        if raw.get("mcp_servers") is not None:
+            check_mcp_servers(raw["mcp_servers"])
 
     @staticmethod
     def _preset_needs(presets: set[str], properties: dict[str, Any]) -> None:
@@ -182,9 +187,11 @@ class JoinValidator:
             if params is not None:
                 check_object(params, "properties.asr.params")
                 language = params.get("language")
-                if language is not None and (not isinstance(language, str) or not language.strip()):
+                if language is not None and language not in DEEPGRAM_LANGUAGE_CODES:
                     raise ApiError(
-                        400, "InvalidFieldValue", "properties.asr.params.language must be a Deepgram language code"
+                        400,
+                        "InvalidFieldValue",
+                        f"properties.asr.params.language {language!r} is not a documented Deepgram language code",
                     )
                 heard = asr.get("language")
                 if (
@@ -205,6 +212,12 @@ class JoinValidator:
                     400,
                     "MissingRequiredField",
                     "properties.tts.params.voice_setting.voice_id is required with a MiniMax TTS preset",
+                )
+            if voice not in MINIMAX_SYSTEM_VOICES:
+                raise ApiError(
+                    400,
+                    "InvalidFieldValue",
+                    f"properties.tts.params.voice_setting.voice_id {voice!r} is not a documented MiniMax system voice",
                 )
             if tts.get("vendor") not in (None, "minimax"):
                 raise ApiError(400, "InvalidFieldValue", "properties.tts.vendor must be minimax with a MiniMax preset")
@@ -240,3 +253,39 @@ class JoinValidator:
 def primary_language(language: str) -> str:
     """The language of a BCP-47 tag, without its region: "es" for "es-ES" and "es"."""
     return language.split("-", 1)[0].lower()
+
+
+MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9]{1,48}")
+
+
+def check_mcp_servers(servers: Any) -> None:
+    """``llm.mcp_servers``: spec §4.1, "object[] | `name`, `endpoint`, `transport`, `headers`, `allowed_tools`,
+    `timeout_ms`"; spec §13.1, "`llm.mcp_servers[].name`: at most 48 characters, English letters and numbers only
+    (join.mdx)". The emulator also wants a name and an http(s) ``endpoint`` in each (◇: a server it cannot name
+    or reach is one no engine could use) and each other field of the type its name says."""
+    if not isinstance(servers, list):
+        raise ApiError(400, "InvalidFieldValue", "properties.llm.mcp_servers must be an array")
+    for index, server in enumerate(servers):
+        label = f"properties.llm.mcp_servers[{index}]"
+        check_object(server, label)
+        name = required(server, "name", f"{label}.name")
+        if not isinstance(name, str) or MCP_SERVER_NAME.fullmatch(name) is None:
+            raise ApiError(
+                400,
+                "InvalidFieldValue",
+                f"{label}.name {name!r}: at most 48 characters, English letters and numbers only",
+            )
+        endpoint = required(server, "endpoint", f"{label}.endpoint")
+        if not isinstance(endpoint, str) or not re.match(r"https?://\S+$", endpoint):
+            raise ApiError(400, "InvalidFieldValue", f"{label}.endpoint must be an http(s) URL")
+        if server.get("transport") is not None and not isinstance(server["transport"], str):
+            raise ApiError(400, "InvalidFieldValue", f"{label}.transport must be a string")
+        headers = server.get("headers")
+        if headers is not None and not (
+            isinstance(headers, dict) and all(isinstance(v, str) for v in headers.values())
+        ):
+            raise ApiError(400, "InvalidFieldValue", f"{label}.headers must map strings to strings")
+        allowed = server.get("allowed_tools")
+        if allowed is not None and not (isinstance(allowed, list) and all(isinstance(t, str) for t in allowed)):
+            raise ApiError(400, "InvalidFieldValue", f"{label}.allowed_tools must be an array of strings")
+        check_int_range(server, "timeout_ms", f"{label}.timeout_ms", 0, 2**31 - 1)

@@ -23,22 +23,27 @@ in :attr:`FakeDiscord.invalid_responses`.
 The document is parsed once per process and validators are built lazily per schema location and cached
 (:func:`openapi`), so a test pays roughly 60 ms once and microseconds afterwards.
 
-Known gaps (why this fake is for smoke tests only, spec §1.5.6): one guild, one text channel, no roles or
+Known gaps (why this fake is for smoke tests only, spec §1.5.6): one guild that added the bot (with one text
+channel; besides it, for user installs, one server that never added the bot and one group DM), no roles or
 channel overwrites, no rate limits, no resume/reconnect, no token expiry, unknown JSON fields are accepted
 (the published schemas do not forbid additional properties). Rules it *does* enforce beyond the schema:
 commands must be synced before a user can run them, ``default_member_permissions`` gates invocation, ephemeral
 messages can only be clicked by their recipient, an interaction can be acknowledged once, followups need an
 acknowledged interaction, the first followup after a deferred response edits the loading message and keeps its
-ephemeral flag (as Discord documents), modals can only be submitted by the user they were shown to, and
-bot-authenticated routes need an ``Authorization: Bot ...`` header.
+ephemeral flag (as Discord documents), modals can only be submitted by the user they were shown to,
+bot-authenticated routes need an ``Authorization: Bot ...`` header, and user installs as Discord documents them
+(``places``: a command is offered only where an install reaches and its ``integration_types`` and ``contexts``
+allow, interactions carry ``context``, ``authorizing_integration_owners`` and ``app_permissions`` per place, and the
+app cannot post a channel message where it is no member).
 
 The package: ``protocol`` (Discord's numbers), ``openapi`` and ``schema_errors`` (the schema checks and Discord's
 error shape), ``records`` (what is recorded and passed around), ``payloads`` (payload shapes), ``gateway`` (the
-websocket), ``interactions`` (what a user does), ``rest_pipeline`` and ``rest_routes`` (the REST API), ``messages``
-(the message store) and ``fake`` (:class:`FakeDiscord`, made of those, and ``python -m standins.discord_gateway``).
+websocket), ``interactions`` (what a user does), ``places`` (where they do it, and user installs), ``rest_pipeline``
+and ``rest_routes`` (the REST API), ``messages`` (the message store) and ``fake`` (:class:`FakeDiscord`, made of
+those, ``run_until_ready`` and ``python -m standins.discord_gateway``).
 """
 
-from standins.discord_gateway.fake import FakeDiscord, main
+from standins.discord_gateway.fake import FakeDiscord, main, run_until_ready
 from standins.discord_gateway.openapi import OPENAPI_FILE, SCHEMA_ALLOWANCES, OpenAPI, SchemaAllowance, openapi
 from standins.discord_gateway.protocol import (
     CHANNEL_MESSAGE,
@@ -71,4 +76,5 @@ __all__ = [
     "UploadedFile",
     "main",
     "openapi",
+    "run_until_ready",
 ]

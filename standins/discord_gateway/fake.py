@@ -13,10 +13,12 @@ import discord
 import yarl
 from aiohttp import web
 
+from standins.discord_gateway.contract_rules import FIRST_ANSWER_SECONDS
 from standins.discord_gateway.gateway import GatewaySessions
 from standins.discord_gateway.interactions import UserActions
 from standins.discord_gateway.messages import MessageStore
 from standins.discord_gateway.openapi import openapi
+from standins.discord_gateway.places import Places
 from standins.discord_gateway.protocol import API_PREFIX
 from standins.discord_gateway.records import (
     GatewayConnection,
@@ -33,8 +35,9 @@ from standins.discord_gateway.rest_routes import RestRoutes
 RouteHandler = Callable[[IncomingRequest], Awaitable[tuple[int, Any]]]
 
 
-class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, MessageStore):
-    """Loopback Discord for one bot: REST under ``/api/v10``, gateway at ``/gateway``, one guild, one channel.
+class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, MessageStore, Places):
+    """Loopback Discord for one bot: REST under ``/api/v10``, gateway at ``/gateway``, one guild that added the bot
+    and its channel; besides, for user installs (``places``), a server that never added it and a group DM.
 
     Typical use (pytest)::
 
@@ -45,12 +48,21 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
         fake.assert_no_invalid_requests(); await fake.stop()
     """
 
-    def __init__(self, *, require_synced_commands: bool = True, validate_responses: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        require_synced_commands: bool = True,
+        validate_responses: bool = True,
+        first_answer_seconds: float = FIRST_ANSWER_SECONDS,
+    ) -> None:
         """``require_synced_commands``: :meth:`slash` and :meth:`autocomplete` refuse commands the bot never
         synced (real Discord only offers registered commands) and take option types from the synced payload.
         Turn it off only to test a bot that does not sync; option types are then guessed from Python values.
         ``validate_responses``: check the fake's own JSON answers against the documented response schemas.
+        ``first_answer_seconds``: how long after an interaction its first answer is taken (Discord's 3 s; later,
+        404 ``10062 Unknown interaction``, spec §4.3).
         """
+        self.first_answer_seconds = first_answer_seconds
         self.require_synced_commands = require_synced_commands
         self.validate_responses = validate_responses
         self._ids = itertools.count(1_100_000_000_000_000_000)
@@ -63,6 +75,7 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
         #: None: the user ``owner_id`` owns it.
         self.team_roles: dict[str, str] | None = None
         self.team_id: str = self._snowflake()
+        self._init_places()
         self.bot_username = "FakeBot"
         #: Permissions the bot has in the channel, sent as ``app_permissions`` with every interaction.
         self.app_permissions = "0"
@@ -242,14 +255,7 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
         }
 
     def _channel_payload(self) -> dict[str, Any]:
-        return {
-            "id": self.channel_id,
-            "type": 0,
-            "guild_id": self.guild_id,
-            "name": "general",
-            "position": 0,
-            "permission_overwrites": [],
-        }
+        return self._guild_channel_payload(self.channel_id, self.guild_id)
 
     def dm_channel_id(self, user_id: int | str) -> str:
         """The id of the DM channel between the bot and ``user_id`` (also the one the bot opens itself)."""
@@ -258,6 +264,21 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
             self._dm_channels[key] = self._snowflake()
             self.user(key)
         return self._dm_channels[key]
+
+
+async def run_until_ready(client: discord.Client) -> asyncio.Task[None]:
+    """Start ``client`` on the fake (``client.start``, as the bot starts) and wait until it is ready; returns the
+    running task. Raises why start-up failed, or TimeoutError after 10 s."""
+    task = asyncio.create_task(client.start("fake-token"))
+    ready = asyncio.create_task(client.wait_until_ready())
+    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    if ready not in done:
+        ready.cancel()
+        if task.done():
+            task.result()  # re-raises why startup failed
+        task.cancel()
+        raise TimeoutError("the bot did not become ready on the fake Discord")
+    return task
 
 
 def main(argv: Sequence[str] | None = None) -> int:

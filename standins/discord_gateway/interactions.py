@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from standins.discord_gateway.payloads import find_option, modal_submit_rows, option_payload, walk_components
+from standins.discord_gateway.places import GUILD_INSTALL, Place
 from standins.discord_gateway.protocol import (
     ADMINISTRATOR,
     APPLICATION_COMMAND,
@@ -31,17 +32,22 @@ class UserActions:
         permissions: str | int = "0",
         *,
         shard: int = 0,
+        place: Place = "server",
     ) -> str:
         """Run ``/name [subcommand] options...`` as ``user_id``; returns the interaction token.
 
         ``subcommand`` is ``"sub"`` or ``"group sub"``. ``options`` maps option names to values (str, int,
         float, bool). ``permissions`` is the member's resolved permission bits (decimal string or int; Manage
         Server is ``"32"``); a command whose synced ``default_member_permissions`` the member lacks raises
-        PermissionError, as Discord would not offer it.
+        PermissionError, as Discord would not offer it. ``place``: where the user is (``places.Place``); a
+        command no install of theirs reaches there raises ``places.NotOffered``.
         """
-        command, scope = self._synced_command(name, user_id, permissions)
+        command, scope = self._synced_command(name, user_id, permissions, place)
         data = self._command_data(name, command, scope, options or {}, subcommand, focused=None)
-        return await self._push_interaction(APPLICATION_COMMAND, user_id, permissions, data, shard=shard)
+        owners = self._owners(place, str(user_id), command, name)
+        return await self._push_interaction(
+            APPLICATION_COMMAND, user_id, permissions, data, shard=shard, place=place, owners=owners
+        )
 
     async def autocomplete(
         self,
@@ -53,14 +59,16 @@ class UserActions:
         *,
         options: Mapping[str, Any] | None = None,
         permissions: str | int = "0",
+        place: Place = "server",
     ) -> str:
         """Type ``current`` into the autocomplete option ``option``; returns the token (expect callback 8).
 
         ``options`` are other option values already filled in.
         """
-        command, scope = self._synced_command(name, user_id, permissions)
+        command, scope = self._synced_command(name, user_id, permissions, place)
         data = self._command_data(name, command, scope, options or {}, subcommand, focused=(option, current))
-        return await self._push_interaction(AUTOCOMPLETE, user_id, permissions, data)
+        owners = self._owners(place, str(user_id), command, name)
+        return await self._push_interaction(AUTOCOMPLETE, user_id, permissions, data, place=place, owners=owners)
 
     async def click(
         self,
@@ -94,7 +102,10 @@ class UserActions:
             data["values"] = list(values or [])
         elif component["type"] != 2:
             raise NotImplementedError(f"the fake only clicks buttons and string selects, not type {component['type']}")
-        return await self._push_interaction(MESSAGE_COMPONENT, user_id, permissions, data, message=stored)
+        place, owners = self._origin_place(message_id)
+        return await self._push_interaction(
+            MESSAGE_COMPONENT, user_id, permissions, data, message=stored, place=place, owners=owners
+        )
 
     async def submit_modal(
         self, custom_id: str, user_id: int | str, values: Mapping[str, str], *, permissions: str | int = "0"
@@ -113,7 +124,10 @@ class UserActions:
         message = None
         if opener.type == MESSAGE_COMPONENT:
             message = self.messages.get(str(opener.payload["message"]["id"]))
-        return await self._push_interaction(MODAL_SUBMIT, user_id, permissions, data, message=message)
+        owners = dict(opener.payload["authorizing_integration_owners"])
+        return await self._push_interaction(
+            MODAL_SUBMIT, user_id, permissions, data, message=message, place=opener.place, owners=owners
+        )
 
     async def send_dm(self, user_id: int | str, content: str) -> dict[str, Any]:
         """``user_id`` writes ``content`` to the bot in their DM channel (MESSAGE_CREATE); returns it.
@@ -170,6 +184,11 @@ class UserActions:
         except TimeoutError:
             raise TimeoutError(self._silence_report(f"channel {channel_id}", timeout)) from None
 
+    def messages_of(self, token: str) -> list[dict[str, Any]]:
+        """The messages the bot created through the interaction ``token`` (its answer and follow-ups), oldest first."""
+        interaction = self._interactions_by_token[token]
+        return [self.messages[i] for i in sorted(interaction.message_ids, key=int) if i in self.messages]
+
     def ephemeral_recipient(self, message_id: int | str) -> str | None:
         """The only user who sees an ephemeral message; None for a message everyone in its channel sees."""
         return self._visible_to.get(str(message_id))
@@ -183,13 +202,15 @@ class UserActions:
         return text
 
     def _synced_command(
-        self, name: str, user_id: int | str, permissions: str | int
+        self, name: str, user_id: int | str, permissions: str | int, place: Place = "server"
     ) -> tuple[dict[str, Any] | None, str | None]:
-        """The synced chat-input command ``name`` (guild scope first) and its scope; enforces permissions."""
-        for scope in (self.guild_id, "global"):
+        """The synced chat-input command ``name`` (guild scope first) and its scope; enforces permissions, which
+        Discord applies in servers only."""
+        for scope in (self.guild_id, "global") if place == "server" else ("global",):
             for command in self.commands.get(scope, []):
                 if command["name"] == name and command.get("type", 1) in (1, None):
-                    self._check_command_permissions(command, user_id, permissions)
+                    if place in ("server", "server without the bot"):
+                        self._check_command_permissions(command, user_id, permissions)
                     return command, scope
         if self.require_synced_commands:
             synced = {scope: [c["name"] for c in cmds] for scope, cmds in self.commands.items()}
@@ -270,31 +291,28 @@ class UserActions:
         message: Mapping[str, Any] | None = None,
         *,
         shard: int = 0,
+        place: Place = "server",
+        owners: Mapping[str, str] | None = None,
     ) -> str:
         interaction_id = self._snowflake()
         token = f"tok-{interaction_id}"
+        if owners is None:
+            owners = {GUILD_INSTALL: self.guild_id}
         payload: dict[str, Any] = {
             "id": interaction_id,
             "application_id": self.application_id,
             "token": token,
             "version": 1,
             "type": interaction_type,
-            "guild_id": self.guild_id,
-            "channel_id": self.channel_id,
-            "channel": self._channel_payload(),
-            "member": self.member(user_id, permissions),
             "locale": "en-US",
-            "guild_locale": "en-US",
-            "app_permissions": self.app_permissions,
             "entitlements": [],
-            "context": 0,
-            "authorizing_integration_owners": {"0": self.guild_id},
+            **self._place_fields(place, str(user_id), permissions, owners),
             "attachment_size_limit": 8 * 1024 * 1024,
             "data": data,
         }
         if message is not None:
             payload["message"] = copy.deepcopy(dict(message))
-        interaction = Interaction(interaction_id, token, interaction_type, str(user_id), payload)
+        interaction = Interaction(interaction_id, token, interaction_type, str(user_id), payload, place=place)
         if message is not None:
             interaction.original_message_id = str(message["id"])  # @original of a component interaction
         self._interactions_by_id[interaction_id] = interaction
@@ -304,6 +322,16 @@ class UserActions:
         self.interactions[token] = payload
         await self.dispatch("INTERACTION_CREATE", payload, shard=shard)
         return token
+
+    def _origin_place(self, message_id: str) -> tuple[Place, dict[str, str]]:
+        """A component's interaction comes from where its message was sent, authorized as the interaction that sent
+        it was; a message the bot posted itself is in the server's channel or a DM."""
+        for origin in self._interactions_by_token.values():
+            if message_id == origin.original_message_id or message_id in origin.message_ids:
+                return cast(Place, origin.place), dict(origin.payload["authorizing_integration_owners"])
+        if self.messages[message_id]["channel_id"] in self._dm_channels.values():
+            return "dm", {GUILD_INSTALL: "0"}
+        return "server", {GUILD_INSTALL: self.guild_id}
 
     def _record_response(self, interaction: Interaction, kind: str, body: Any) -> None:
         self.responses[interaction.token].append((kind, body))

@@ -4,6 +4,7 @@ an incoming request, an interaction, a gateway connection, and the Discord error
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -73,8 +74,11 @@ class Interaction:
     user_id: str
     payload: dict[str, Any]
     acknowledged: bool = False
+    pushed_at: float = field(default_factory=time.monotonic)
+    """When the fake sent the interaction to the bot: Discord's 3 seconds for the first answer start here."""
     original_message_id: str | None = None  # the message @original refers to, once there is one
     message_ids: set[str] = field(default_factory=set)  # every message created/edited through this token
+    place: str = "server"  # where it happened (standins.discord_gateway.places.Place)
 
 
 @dataclass
@@ -106,6 +110,15 @@ def invalid_form_body(path: Sequence[str], code: str, message: str) -> Rejection
     errors: dict[str, Any] = {}
     insert_error(errors, path, {"code": code, "message": message})
     return Rejection(400, "Invalid Form Body", 50035, errors, [f"{'.'.join(path) or '<body>'}: {message}"])
+
+
+def form_problems(problems: Sequence[tuple[Sequence[str], str, str]]) -> Rejection:
+    """A 50035 rejection with one Discord-shaped error per (path, code, message)."""
+    errors: dict[str, Any] = {}
+    for path, code, message in problems:
+        insert_error(errors, path, {"code": code, "message": message})
+    lines = [f"{'.'.join(path) or '<body>'}: {message}" for path, _code, message in problems]
+    return Rejection(400, "Invalid Form Body", 50035, errors, lines)
 
 
 def unknown(what: str, code: int) -> Rejection:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from typing import Any
 
+from standins.discord_gateway.contract_rules import autocomplete_problems, command_problems
 from standins.discord_gateway.payloads import command_response
 from standins.discord_gateway.protocol import (
     ALLOWED_CALLBACKS,
+    AUTOCOMPLETE_RESULT,
     CHANNEL_MESSAGE,
     DEFERRED_CHANNEL_MESSAGE,
     EPHEMERAL,
@@ -18,7 +21,7 @@ from standins.discord_gateway.protocol import (
     QUERY_BOOLEAN_LITERALS,
     UPDATE_MESSAGE,
 )
-from standins.discord_gateway.records import IncomingRequest, Rejection, invalid_form_body, unknown
+from standins.discord_gateway.records import IncomingRequest, Rejection, form_problems, invalid_form_body, unknown
 
 
 class RestRoutes:
@@ -74,6 +77,8 @@ class RestRoutes:
             raise unknown("Guild", 10004)
         scope = guild_id or "global"
         body: list[dict[str, Any]] = req.body or []
+        if problems := command_problems(body):
+            raise form_problems(problems)
         previous = {c["name"]: c for c in self.commands.get(scope, [])}
         stored = []
         for command in body:
@@ -97,11 +102,18 @@ class RestRoutes:
             raise unknown("interaction", 10062)
         if interaction.acknowledged:
             raise Rejection(400, "Interaction has already been acknowledged.", 40060)
+        waited = time.monotonic() - interaction.pushed_at
+        if waited > self.first_answer_seconds:
+            limit = self.first_answer_seconds
+            late = f"the first answer came {waited:.2f} s after the interaction, past Discord's {limit:g} s"
+            raise Rejection(404, "Unknown interaction", 10062, problems=[late])
         body: dict[str, Any] = req.body
         callback_type = body["type"]
         if callback_type not in ALLOWED_CALLBACKS.get(interaction.type, frozenset()):
             reason = f"Callback type {callback_type} is invalid for interactions of type {interaction.type}"
             raise invalid_form_body(["type"], "INTERACTION_CALLBACK_TYPE_INVALID", reason)
+        if callback_type == AUTOCOMPLETE_RESULT and (problems := autocomplete_problems(body.get("data") or {})):
+            raise form_problems(problems)
         interaction.acknowledged = True
         data = body.get("data") or {}
         summary: dict[str, Any] = {"id": interaction.id, "type": interaction.type}
@@ -111,7 +123,7 @@ class RestRoutes:
             if callback_type == DEFERRED_CHANNEL_MESSAGE:
                 data = {"flags": (data.get("flags") or 0) & EPHEMERAL | LOADING}
             message = self._create_message(
-                data, self.channel_id, req.files, interaction=interaction, token=interaction.token
+                data, interaction.payload["channel_id"], req.files, interaction=interaction, token=interaction.token
             )
             interaction.original_message_id = message["id"]
             summary |= {
@@ -157,7 +169,11 @@ class RestRoutes:
             message = self._edit_message(interaction, original["id"], edit, req.files)
         else:
             message = self._create_message(
-                body, self.channel_id, req.files, interaction=interaction, token=req.params["webhook_token"]
+                body,
+                interaction.payload["channel_id"],
+                req.files,
+                interaction=interaction,
+                token=req.params["webhook_token"],
             )
         self._record_response(interaction, "followup", body)
         wait = QUERY_BOOLEAN_LITERALS.get(req.query.get("wait", "false").lower(), False)
@@ -183,6 +199,15 @@ class RestRoutes:
 
     async def _post_channel_message(self, req: IncomingRequest) -> tuple[int, Any]:
         channel_id = req.params["channel_id"]
+        if self._bot_cannot_post(channel_id):
+            raise Rejection(
+                403,
+                "Missing Access",
+                50001,
+                problems=[
+                    "a channel message where the app is no member (a user install answers only through the interaction)"
+                ],
+            )
         if channel_id != self.channel_id and channel_id not in self._dm_channels.values():
             raise unknown("Channel", 10003)
         body: dict[str, Any] = req.body or {}
@@ -194,6 +219,8 @@ class RestRoutes:
         return 200, message
 
     def _check_channel(self, channel_id: str) -> None:
+        if self._bot_cannot_post(channel_id):
+            raise Rejection(403, "Missing Access", 50001)
         if channel_id != self.channel_id and channel_id not in self._dm_channels.values():
             raise unknown("Channel", 10003)
 

@@ -57,18 +57,18 @@ async def test_the_006_format_stays_available(tmp_path: Path) -> None:
 async def test_managed_minimax_with_my_voice_keeps_the_preset(tmp_path: Path) -> None:
     async with call_world(
         tmp_path,
-        agora={"tts_vendor": "minimax", "tts_params": {"voice_setting": {"voice_id": "English_Graceful_Lady"}}},
+        agora={"tts_vendor": "minimax", "tts_params": {"voice_setting": {"voice_id": "French_FemaleAnchor"}}},
     ) as world:
         _, agent = await start_call(world)
         assert agent.request["preset"].endswith("minimax_speech_2_6_turbo")
-        assert agent.request["properties"]["tts"]["params"]["voice_setting"] == {"voice_id": "English_Graceful_Lady"}
+        assert agent.request["properties"]["tts"]["params"]["voice_setting"] == {"voice_id": "French_FemaleAnchor"}
 
 
 async def test_tts_voice_setting_picks_the_managed_voice(tmp_path: Path) -> None:
-    async with call_world(tmp_path, agora={"tts_voice": "English_expressive_narrator"}) as world:
+    async with call_world(tmp_path, agora={"tts_voice": "Italian_BraveHeroine"}) as world:
         _, agent = await start_call(world)
         tts = agent.request["properties"]["tts"]
-        assert tts == {"vendor": "minimax", "params": {"voice_setting": {"voice_id": "English_expressive_narrator"}}}
+        assert tts == {"vendor": "minimax", "params": {"voice_setting": {"voice_id": "Italian_BraveHeroine"}}}
 
 
 async def test_an_own_tts_vendor_replaces_the_preset(tmp_path: Path) -> None:

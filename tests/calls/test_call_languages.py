@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from bot.calls.errors import VoiceUnavailable
 from bot.calls.language import LANGUAGES
+from standins.agora_emulator import RequestRecord
 from standins.harness import CallWorld, call_world
 
 ALICE = 42
@@ -60,3 +64,28 @@ async def test_a_voice_that_cannot_speak_the_language_gives_an_english_call(tmp_
     assert (language, wanted) == ("en", "es")
     assert properties["asr"]["language"] == "en-US"
     assert properties["tts"] == {"vendor": "microsoft", "params": own_voice["tts_params"]}
+
+
+async def test_a_voice_agora_refuses_gives_an_english_call_that_says_so(world: CallWorld) -> None:
+    """Agora spec §13.2: no Agora page lists which voices a managed MiniMax preset accepts, so a refused join of a
+    Hindi call is tried once more in English, and the call says which language it fell back from."""
+    world.emu.fail_next(1, 400, operation="join", detail="properties.tts.params.voice_setting.voice_id: not available")
+    properties, language, wanted = await join_of(world, locale="hi")
+    assert (language, wanted) == ("en", "hi")
+    assert properties["asr"]["language"] == "en-US"
+    assert properties["tts"]["params"] == {"voice_setting": {"voice_id": world.settings.agora.tts_voice}}
+    assert "always answer" not in properties["llm"]["system_messages"][0]["content"]
+    assert properties["llm"]["greeting_message"] == world.settings.agora.greeting
+    assert [request.status for request in joins(world)] == [400, 200]
+
+
+async def test_an_english_join_refused_is_not_tried_again(world: CallWorld) -> None:
+    world.emu.fail_next(1, 400, operation="join")
+    await world.store.set_consent(ALICE, True, world.clock())
+    with pytest.raises(VoiceUnavailable):
+        await world.calls.start(user_id=ALICE, guild_id=GUILD, locale="en-US")
+    assert [request.status for request in joins(world)] == [400] and not world.emu.agents
+
+
+def joins(world: CallWorld) -> list[RequestRecord]:
+    return [request for request in world.emu.requests if request.path.endswith("/join")]

@@ -54,11 +54,15 @@ def test_a_language_the_voice_cannot_speak_falls_back_to_english_and_says_which(
     assert supported(own_voice) == {"en"}
 
 
-def test_minimax_presets_lack_a_voice_for_some_languages_openai_tts_speaks_them() -> None:
-    assert "hi" not in supported(DEFAULT) and "es" in supported(DEFAULT)
+def test_the_minimax_presets_speak_every_language_with_a_documented_voice_as_openai_tts_does() -> None:
+    """MiniMax documents Hindi and Thai system voices (Agora spec §13.2): no language falls back with its presets."""
+    assert supported(DEFAULT) == set(LANGUAGES)
+    assert LANGUAGES["hi"].minimax_voice == "hindi_female_2_v1"
+    assert LANGUAGES["th"].minimax_voice == "Thai_female_1_sample1"
+    picked = call_language(DEFAULT, choice="th", locale=None, server_default=None)
+    assert (picked.code, picked.fallback_from) == ("th", None)
     openai_voice = AgoraSettings(preset="deepgram_nova_3,openai_gpt_4o_mini,openai_tts_1")
-    assert "hi" in supported(openai_voice)
-    assert call_language(DEFAULT, choice="hi", locale=None, server_default=None).fallback_from == LANGUAGES["hi"]
+    assert supported(openai_voice) == set(LANGUAGES)
 
 
 def test_locales() -> None:

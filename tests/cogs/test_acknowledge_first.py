@@ -22,17 +22,14 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import discord
 import pytest
-import pytest_asyncio
 
-from bot.app import Services
-from bot.client import EXTENSIONS
 from bot.i18n import english
 from bot.store.models import ChatRecord
 from standins.discord_gateway import (
@@ -105,35 +102,6 @@ class WriteLock:
 
 
 # ---- the bot on the loopback fake Discord ------------------------------------------------------------------
-
-
-@pytest_asyncio.fixture
-async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    f = FakeDiscord()
-    await f.start()
-    f.patch(monkeypatch)
-    yield f
-    await f.stop()
-    assert f.invalid_responses == [] and f.internal_errors == []
-
-
-@pytest_asyncio.fixture
-async def bot(fake: FakeDiscord, services: Services) -> AsyncIterator[SimBot]:
-    b = SimBot(services, guild_ready_timeout=0.05)
-    b.extensions_to_load = EXTENSIONS
-    task = asyncio.create_task(b.start("fake-token"))
-    ready = asyncio.create_task(b.wait_until_ready())
-    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    if ready not in done:
-        ready.cancel()
-        if task.done():
-            task.result()  # why startup failed
-        task.cancel()
-        raise TimeoutError("the bot did not become ready on the fake Discord")
-    yield b
-    await b.close()
-    await asyncio.wait_for(task, 10)
-    fake.assert_no_invalid_requests()
 
 
 def components(message: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -458,7 +426,18 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
             "picker: a fact",
             click(forgot_fact, f"forget:pick:{forgot_fact}", [f"fact:{fact_id}"]),
             DEFERRED_UPDATE,
-            content("edit", "Forgot 1 fact: “Speaks Dutch”"),
+            content("edit", "**Forget “Speaks Dutch”?** It can't be undone."),
+        )
+    )
+    confirmed_fact = scene.member()
+    [confirmed_fact_id] = await scene.facts(confirmed_fact, "Knits socks")
+    await scene.answered(await fake.slash("forget", confirmed_fact, {"item": str(confirmed_fact_id)}, "item"))
+    cases.append(
+        Case(
+            "confirm: Forget it",
+            click(confirmed_fact, f"forget:fact:{confirmed_fact}:{confirmed_fact_id}"),
+            DEFERRED_UPDATE,
+            content("edit", "Forgot 1 fact: “Knits socks”"),
         )
     )
     forgot_chat = scene.member()
@@ -518,7 +497,7 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
             "/forget item",
             slash("forget", item_user, "item", item=str(item_id)),
             DEFERRED_CHANNEL_MESSAGE,
-            content("followup", "Forgot 1 fact: “Grows tomatoes”"),
+            content("followup", "**Forget “Grows tomatoes”?** It can't be undone."),
         )
     )
     call_user = scene.member()
@@ -566,6 +545,31 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
     await scene.command("call", hangup_user)
     cases.append(
         Case("/hangup", slash("hangup", hangup_user), DEFERRED_CHANNEL_MESSAGE, content("followup", "**Call ended.**"))
+    )
+
+    # members who reach the bot only through their own install (issue 40), where no server added it
+    for place in ("server without the bot", "dm", "group dm"):
+        outsider = scene.member()
+        fake.install_for_user(outsider, member_of_server=False)
+        await store.set_consent(outsider, True, T0)
+        cases.append(
+            Case(
+                f"/call in a {place}",
+                lambda outsider=outsider, place=place: fake.slash("call", outsider, place=place),
+                DEFERRED_CHANNEL_MESSAGE,
+                content("followup", "**Your call is ready.**"),
+            )
+        )
+    outsider = scene.member()
+    fake.install_for_user(outsider, member_of_server=False)
+    await scene.facts(outsider, "Rides a tandem")
+    cases.append(
+        Case(
+            "/memory in a group dm",
+            lambda: fake.slash("memory", outsider, place="group dm"),
+            DEFERRED_CHANNEL_MESSAGE,
+            embed("edit", "Rides a tandem"),
+        )
     )
 
     # /chat and its memory choice
@@ -628,8 +632,10 @@ async def test_every_command_and_button_acknowledges_before_touching_the_databas
     assert (settings.max_call_minutes, settings.calls_per_member_per_day, settings.retention_days) == (15, 40, 30)
     assert (await store.get_user(paused)).memory_enabled is False
     assert (await store.get_user(resumed)).memory_enabled is True
-    for user in (forgot_fact, item_user, forgot_all):
+    for user in (confirmed_fact, forgot_all):
         assert await store.count_facts(user, include_superseded=True) == 0
+    for user in (forgot_fact, item_user):
+        assert await store.count_facts(user, include_superseded=True) == 1, "asked first: nothing went yet"
     assert await store.get_chat(confirmed_chat_id) is None
     assert await store.get_chat(chat_id) is not None and await store.get_chat(forget_chat_id) is not None, "asked only"
     assert (await store.get_user(chooser)).consent == "remember"

@@ -117,7 +117,9 @@ async def test_forget_picker_and_confirmation_work_after_a_restart(
     await restart(simcord_env, world, services)
     menu = next(c for c in items(picker) if c["type"] == 3)
     cello = next(o["value"] for o in menu["options"] if o["label"] == "Plays the cello")
-    done = await alice.select(picker, [cello])
+    asked = await alice.select(picker, [cello])
+    await restart(simcord_env, world, services)
+    done = await alice.click(asked.response, label="Forget it")
     assert done.response.content == "Forgot 1 fact: “Plays the cello”"
     assert [f.text for f in await world.store.list_facts(alice.id)] == ["Grows tomatoes"]
 

@@ -24,4 +24,4 @@ async def test_a_language_the_voice_cannot_speak_falls_back_to_english_with_a_no
     properties = world.emu.agent_by_label("call_id", call.call_id).properties
     assert properties["asr"]["language"] == "en-US"
     assert properties["tts"] == {"vendor": "microsoft", "params": OWN_VOICE["tts_params"]}
-    assert "Español (Spanish)" in card.response.content and "English" in card.response.content
+    assert "Calls in **Spanish (Español)** are not available" in card.response.content

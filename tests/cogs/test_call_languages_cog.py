@@ -3,6 +3,8 @@ choice, their Discord language, the server's default, else English (SimCord runs
 
 from __future__ import annotations
 
+import pytest
+
 from bot.calls.language import LANGUAGES
 from standins.harness import CallWorld
 
@@ -32,7 +34,7 @@ async def test_a_member_whose_discord_is_in_spanish_gets_a_spanish_call(
     assert properties["tts"]["params"]["voice_setting"]["voice_id"] == spanish.minimax_voice
     assert "always answer in Spanish" in properties["llm"]["system_messages"][0]["content"]
     assert properties["llm"]["greeting_message"] == spanish.greeting
-    assert "**Español**" in card, "named in the member's own language"
+    assert "Esta llamada es en **español**;" in card, "named in the member's own language, as a Spanish sentence does"
 
 
 async def test_call_language_overrides_discords_and_is_remembered_until_automatic(
@@ -42,7 +44,7 @@ async def test_call_language_overrides_discords_and_is_remembered_until_automati
     discord_locales[alice.id] = "es-ES"
     await world.store.set_consent(alice.id, True, world.clock())
     properties, card = await call_join(world, alice, channel, language="de")
-    assert properties["asr"]["language"] == "de-DE" and "Deutsch (alemán)" in card
+    assert properties["asr"]["language"] == "de-DE" and "en **alemán (Deutsch)**" in card
     properties, _ = await call_join(world, alice, channel)
     assert properties["asr"]["language"] == "de-DE", "the choice is remembered"
     assert properties["tts"]["params"]["voice_setting"]["voice_id"] == LANGUAGES["de"].minimax_voice
@@ -59,7 +61,7 @@ async def test_an_admins_server_default_is_the_language_of_a_member_with_none_of
 ) -> None:
     guild, channel, carol, alice = server
     done = await carol.slash(channel, "settings language", language="fr")
-    assert done.ephemeral and "Français (French)" in done.response.content
+    assert done.ephemeral and "Calls here are now in **French (Français)**" in done.response.content
     assert (await world.store.get_guild_settings(guild.id)).language == "fr"
     shown = await carol.slash(channel, "settings show")
     assert "Français (French)" in shown.response.content
@@ -73,3 +75,28 @@ async def test_an_admins_server_default_is_the_language_of_a_member_with_none_of
     discord_locales[alice.id] = "en-US"
     properties, _ = await call_join(world, alice, channel)
     assert properties["asr"]["language"] == "en-US", "Discord's language comes before the server's"
+
+
+@pytest.mark.parametrize(
+    ("code", "asr", "voice", "boost", "native"),
+    [("hi", "hi-IN", "hindi_female_2_v1", "Hindi", "हिन्दी"), ("th", "th-TH", "Thai_female_1_sample1", "Thai", "ไทย")],
+)
+async def test_hindi_and_thai_calls_speak_with_a_voice_minimax_documents(
+    simcord_env, world: CallWorld, server, discord_locales, code, asr, voice, boost, native
+) -> None:
+    """MiniMax documents Hindi and Thai system voices and both ``language_boost`` values (Agora spec §13.2): a
+    member whose Discord is in Hindi or Thai gets a call in their language, not English."""
+    _, channel, _, alice = server
+    discord_locales[alice.id] = code  # Discord's locales "hi" and "th"
+    await world.store.set_consent(alice.id, True, world.clock())
+    card = await alice.slash(channel, "call")
+    call = await world.store.open_call_for_user(alice.id)
+    assert call is not None and call.language == code, card.response.content
+    properties = world.emu.agent_by_label("call_id", call.call_id).properties
+    assert properties["tts"]["params"]["voice_setting"]["voice_id"] == voice
+    assert properties["tts"]["params"]["language_boost"] == boost
+    assert properties["asr"] == {"vendor": "deepgram", "language": asr, "params": {"language": code}}
+    assert properties["llm"]["greeting_message"] == LANGUAGES[code].greeting
+    # named in the reader's words (English: Discord's "hi" and "th" have no catalogue), then in its own
+    assert f"This call is in **{LANGUAGES[code].name} ({native})**" in card.response.content
+    await world.calls.hang_up(alice.id)

@@ -75,7 +75,7 @@ async def test_call_without_memory_says_it_lasts_and_how_to_undo_it(simcord_env,
     assert (await world.store.get_user(alice.id)).consent == "remember"
     assert "Memory is **on**" in panel.response.embeds[0].description
     remembered = await alice.slash(channel, "call")
-    assert "this call will be remembered too" in remembered.response.content
+    assert "This call will be remembered, so the agent can pick up from it next time." in remembered.response.content
     assert not (await world.store.open_call_for_user(alice.id)).private
 
 

@@ -95,7 +95,9 @@ async def test_forget_item_suggests_and_confirms_in_the_second_person(simcord_en
         "Your name is Noor."
     ], "the stored words still find it"
 
-    done = await alice.slash(channel, "forget item", item=str(name.fact_id))
+    asked = await alice.slash(channel, "forget item", item=str(name.fact_id))
+    assert asked.response.content == "**Forget “Your name is Noor.”?** It can't be undone."
+    done = await alice.click(asked.response, label="Forget it")
     assert done.response.content == "Forgot 1 fact: “Your name is Noor.”"
     assert await stored(world, alice.id) == ["The user has a cat called Miso."]
 

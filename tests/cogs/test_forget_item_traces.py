@@ -86,13 +86,20 @@ async def test_forgetting_a_fact_asks_then_removes_its_lines_and_summary_from_th
     assert "nurse in Leeds" in context, "what was not about the fact stays"
 
 
-async def test_a_fact_nothing_else_repeats_is_forgotten_at_once(simcord_env, world: CallWorld, member) -> None:
+async def test_a_fact_nothing_else_repeats_is_forgotten_after_a_confirmation_too(
+    simcord_env, world: CallWorld, member
+) -> None:
+    """The README promises that /forget asks first, saying what goes: a fact that goes alone is no exception."""
     _, channel, alice = member
     fact = await seed_fact(world.store, alice.id, "Plays the cello", T0)
 
-    done = await alice.slash(channel, "forget item", item=str(fact.fact_id))
+    asked = await alice.slash(channel, "forget item", item=str(fact.fact_id))
 
-    assert done.response.content == "Forgot 1 fact: “Plays the cello”"
+    assert asked.ephemeral
+    assert asked.response.content == "**Forget “Plays the cello”?** It can't be undone."
+    assert await world.store.count_facts(alice.id) == 1, "nothing is deleted before the member confirms"
+    await alice.click(asked.response, label="Forget it")
+    assert asked.response.content == "Forgot 1 fact: “Plays the cello”"
     assert await world.store.count_facts(alice.id) == 0
 
 

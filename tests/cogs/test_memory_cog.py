@@ -245,7 +245,9 @@ async def test_forget_button_picks_one_item_then_everything(simcord_env, world: 
     menu = next(c for c in items(picker) if c["type"] == 3)
     values = {o["label"]: o["value"] for o in menu["options"]}
     assert set(values) == {"Plays the cello", "Loves hiking", "Call of 2026-05-28 · 1 line"}
-    done = await alice.select(picker, [values["Plays the cello"]])
+    asked = await alice.select(picker, [values["Plays the cello"]])
+    assert asked.response.content == "**Forget “Plays the cello”?** It can't be undone."
+    done = await alice.click(asked.response, label="Forget it")
     assert done.response.content == "Forgot 1 fact: “Plays the cello”" and done.response.components == []
     assert await fact_texts(world, alice.id) == ["Loves hiking"]
     assert "Plays the cello" not in shown.response.embeds[0].description  # the panel was refreshed
@@ -279,8 +281,9 @@ async def test_forget_item_offers_only_your_current_facts(simcord_env, world: Ca
         {"name": "Likes oat milk lattes", "value": str(new.fact_id)}
     ]
 
-    done = await alice.slash(channel, "forget item", item=str(new.fact_id))
-    assert done.ephemeral
+    asked = await alice.slash(channel, "forget item", item=str(new.fact_id))
+    assert asked.ephemeral
+    done = await alice.click(asked.response, label="Forget it")
     assert done.response.content == "Forgot 1 fact: “Likes oat milk lattes”"
     assert await world.store.get_fact(new.fact_id) is None
     assert await world.store.get_fact(bobs.fact_id) is not None

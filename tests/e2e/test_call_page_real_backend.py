@@ -175,7 +175,8 @@ async def test_a_reload_mid_call_offers_rejoin_with_the_timer_and_the_transcript
 
             await page.reload()
             await expect(page.get_by_role("status")).to_have_text(
-                "Your call is still running: press Rejoin to go back in."
+                "Your call is still running: press Rejoin to go back in. If you don't rejoin, the call ends about 30 "
+                "seconds after the page was reloaded."
             )
             await expect(page.get_by_role("button", name="Rejoin")).to_be_enabled()
             await expect(page.locator("#timer-value")).to_have_text(re.compile(r"^02:0[5-9] of 30:00$"))
@@ -204,3 +205,51 @@ async def test_a_reload_mid_call_offers_rejoin_with_the_timer_and_the_transcript
             await stranger.close()
         assert (await world.store.get_call(started.call_id)).end_reason == "hangup_page"
         assert [t.content for t in await world.store.call_turns(started.call_id)][1:] == ["Call me Jo.", "Hi Jo!"]
+
+
+@pytest.mark.parametrize(
+    ("lang", "start", "timer", "still_running", "rejoin"),
+    [
+        (
+            "es",
+            "Iniciar llamada",
+            r"^00:0\d de 30:00$",
+            "Tu llamada sigue en curso: pulsa Volver a entrar para regresar. Si no vuelves a entrar, la llamada "
+            "termina unos 45 segundos después de recargar la página.",
+            "Volver a entrar",
+        ),
+        (
+            "de",
+            "Anruf starten",
+            r"^00:0\d von 30:00$",
+            "Dein Anruf läuft noch: Drück Wieder beitreten, um zurückzukehren. Wenn du nicht wieder beitrittst, endet "
+            "der Anruf etwa 45 Sekunden nach dem Neuladen der Seite.",
+            "Wieder beitreten",
+        ),
+    ],
+)
+async def test_a_spanish_or_german_page_counts_time_and_explains_a_reload_in_its_language(
+    browser, sdk_stub_url: str, tmp_path: Path, lang: str, start: str, timer: str, still_running: str, rejoin: str
+) -> None:
+    """The timer's "of" and what a reloaded page says are the member's words, and the page says how long the call
+    waits for them (the agent's idle timeout, ``agora.idle_timeout_seconds``)."""
+    async with call_world(
+        tmp_path, sdk_url=sdk_stub_url, agora={"idle_timeout_seconds": 45}, calls={"page_close_grace_seconds": 5}
+    ) as world:
+        await world.store.set_consent(81, True, world.clock())
+        started = await world.calls.start(user_id=81, guild_id=5)
+        call = await world.store.get_call(started.call_id)
+        url = started.link_url.replace(world.settings.web.public_url, world.web.url) + f"?lang={lang}"
+        page = await browser.new_page()
+        try:
+            await page.goto(url)
+            await page.get_by_role("button", name=start).click()
+            await page.evaluate("([uid]) => window.__agoraStub.emit('user-published', uid, 'audio')", [call.agent_uid])
+            await expect(page.locator("#timer-value")).to_have_text(re.compile(timer))
+
+            await page.reload()
+            await expect(page.get_by_role("status")).to_have_text(still_running)
+            await expect(page.get_by_role("button", name=rejoin)).to_be_enabled()
+            await expect(page.locator("#timer-value")).to_have_text(re.compile(timer))
+        finally:
+            await page.close()

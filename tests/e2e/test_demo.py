@@ -5,6 +5,7 @@ is gone and its throwaway data folder with them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pty
 import re
@@ -21,7 +22,8 @@ from playwright.async_api import Page, expect
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSWER = "(scripted reply, no real model) I heard: “{}”"
+ANSWER = "(scripted reply, no real model) I heard: “{}” — {}"
+NOTHING_YET = "my memory of you is empty so far"
 
 
 class Terminal:
@@ -138,6 +140,10 @@ def exists(path: Path) -> bool:
     return path.exists()
 
 
+def read(path: Path) -> str:
+    return path.read_text()
+
+
 def press(terminal: Terminal, found: re.Match[str]) -> None:
     terminal.send(found.group(1))
 
@@ -146,7 +152,7 @@ async def say(page: Page, line: str) -> None:
     await page.get_by_role("textbox", name="Type instead of speaking").fill(line)
     await page.get_by_role("button", name="Say it").click()
     agent_lines = page.locator('#transcript li[data-role="assistant"] .text')
-    await expect(agent_lines.last).to_have_text(ANSWER.format(line))
+    await expect(agent_lines.last).to_have_text(ANSWER.format(line, NOTHING_YET))
 
 
 async def test_a_person_tries_the_bot_in_the_demo(browser) -> None:
@@ -219,11 +225,65 @@ async def test_a_person_tries_the_bot_in_the_demo(browser) -> None:
     assert not exists(data), "the throwaway data folder is deleted"
 
 
-def start_demo() -> Terminal:
+def start_demo(*options: str) -> Terminal:
+    """The demo in a terminal; its call page on a free port unless ``options`` give one (the default, 8080, may be
+    taken by a demo another test worker runs)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLM_", "PYTEST"))}
     python3 = shutil.which("python3")
     assert python3 is not None
-    return Terminal([python3, "tasks.py", "demo", "--no-setup"], env)
+    port = () if "--port" in options else ("--port", str(unused_port()))
+    return Terminal([python3, "tasks.py", "demo", "--no-setup", *port, *options], env)
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_newcomer_types_as_they_speak_and_sees_the_agent_use_its_memory(tmp_path: Path) -> None:
+    """Apostrophes and quotes in what a newcomer types reach the bot as typed; help names remember and the option
+    syntax; the scripted agent says back what its memory holds; Export is saved where it can be opened; --port
+    fixes the call page's port and the banner says how to reach it from another computer."""
+    port = unused_port()
+    data = tmp_path / "kept"
+    terminal = start_demo("--data", str(data), "--port", str(port))
+    try:
+        await terminal.expect(r"The bot is running \(process \d+\)", within=60)
+        hint = (await terminal.expect(r"On another computer.*\n")).group(0)
+        assert f"ssh -L {port}:127.0.0.1:{port} -L " in hint
+        help_text = (await terminal.expect(r"(?s)Commands \(what you would type.*?exactly as you typed it", 5)).group(0)
+        assert "remember <text>" in help_text and "name=value" in help_text and "call private" in help_text
+
+        terminal.send("chat what's my cat called? She's \"the boss\" here")
+        press(terminal, await terminal.expect(r"\[(\d+)\] Remember me"))
+        reply = await terminal.expect(r"I heard: “(.*)” — (.*)\n", within=30)
+        assert reply.groups() == ("what's my cat called? She's \"the boss\" here", NOTHING_YET)
+        assert "No closing quotation" not in terminal.output
+
+        terminal.send("remember My daughter's birthday is on 4 May")
+        await terminal.expect(r"My daughter's birthday is on 4 May", within=30)
+        terminal.send("chat when's Ana's birthday?")
+        reply = await terminal.expect(r"I heard: “when's Ana's birthday\?” — (.*)\n", within=30)
+        assert "from my memory: “My daughter's birthday is on 4 May”" in reply.group(1), reply.group(0)
+
+        terminal.send("call")
+        link = (await terminal.expect(r"Open call page: (http://127\.0\.0\.1:(\d+)/call/\S+)")).group(2)
+        assert int(link) == port
+        terminal.send("hangup")
+        await terminal.expect(r"Call ended\.")
+
+        terminal.send("memory")
+        press(terminal, await terminal.expect(r"\[(\d+)\] Export"))
+        saved = Path((await terminal.expect(r"\[file\] \S+\.json \(\d+ bytes\), saved as (\S+)", within=30)).group(1))
+        assert saved.parent == data.resolve() / "downloads"
+        assert "My daughter's birthday is on 4 May" in [f["text"] for f in json.loads(read(saved))["facts"]]
+
+        terminal.send("quit")
+        await terminal.expect(r"Stopped\. Nothing of the demo is running any more\.")
+        assert terminal.exit_status() == 0
+    finally:
+        terminal.close()
 
 
 async def test_ctrl_c_while_the_bot_starts_stops_everything() -> None:

@@ -74,6 +74,33 @@ class Databases:
         return [str(row[0]) for row in await self._fetch(True, "SELECT content FROM turns WHERE user_id = $1")]
 
 
+def bot_environment(tmp_path: Path, where: Databases, agora_url: str, llm_url: str, port: int) -> dict[str, str]:
+    """The environment (and config file) the bot and the shell's commands share: member encryption on, the
+    memory and keys where ``where`` keeps them, live recall off."""
+    memory_lines, memory_env = where.settings()
+    config = tmp_path / "config.toml"
+    config.write_text(
+        "[discord]\ncall_cooldown_seconds = 0\n"
+        f'[agora]\napi_base_url = "{agora_url}"\napp_id = "{TEST_APP_ID}"\ncheckpoint_seconds = 3600\n'
+        f'[web]\nport = {port}\npublic_url = "http://127.0.0.1:{port}"\n'
+        f'[llm]\nbase_url = "{llm_url}"\nmodel = "fake-model"\ntimeout_seconds = 10\n'
+        f"[memory]\n{memory_lines}live_recall = false\n"
+        "[calls]\nshutdown_grace_seconds = 1\n"
+    )
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")},
+        **memory_env,
+        "BOT_CONFIG": str(config),
+        "MEMORY_MASTER_KEY": MASTER,
+        "DISCORD_TOKEN": "fake-token",
+        "AGORA_APP_CERTIFICATE": TEST_APP_CERTIFICATE,
+        "AGORA_CUSTOMER_ID": TEST_CUSTOMER_ID,
+        "AGORA_CUSTOMER_SECRET": TEST_CUSTOMER_SECRET,
+        "WEB_LINK_SIGNING_KEY": "forget-test-link-key",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
 def cipher_of(wrapped: bytes) -> MemberCipher:
     return MemberCipher(ALICE, unwrap_data_key(parse_master_key(MASTER), ALICE, wrapped))
 
@@ -124,34 +151,13 @@ async def test_a_forget_from_the_shell_reaches_the_running_bots_key_cache(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
     where = Databases(tmp_path, request.getfixturevalue("new_postgres_database") if backend == "postgresql" else None)
-    memory_lines, memory_env = where.settings()
     fake = FakeDiscord()
     await fake.start()
     port = free_port()
     log = tmp_path / "bot.log"
     bot: asyncio.subprocess.Process | None = None
     async with running_emulator() as emu, running_fake_llm() as llm:
-        config = tmp_path / "config.toml"
-        config.write_text(
-            "[discord]\ncall_cooldown_seconds = 0\n"
-            f'[agora]\napi_base_url = "{emu.base_url}"\napp_id = "{TEST_APP_ID}"\ncheckpoint_seconds = 3600\n'
-            f'[web]\nport = {port}\npublic_url = "http://127.0.0.1:{port}"\n'
-            f'[llm]\nbase_url = "{llm.base_url}"\nmodel = "fake-model"\ntimeout_seconds = 10\n'
-            f"[memory]\n{memory_lines}live_recall = false\n"
-            "[calls]\nshutdown_grace_seconds = 1\n"
-        )
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")},
-            **memory_env,
-            "BOT_CONFIG": str(config),
-            "MEMORY_MASTER_KEY": MASTER,
-            "DISCORD_TOKEN": "fake-token",
-            "AGORA_APP_CERTIFICATE": TEST_APP_CERTIFICATE,
-            "AGORA_CUSTOMER_ID": TEST_CUSTOMER_ID,
-            "AGORA_CUSTOMER_SECRET": TEST_CUSTOMER_SECRET,
-            "WEB_LINK_SIGNING_KEY": "forget-test-link-key",
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = bot_environment(tmp_path, where, emu.base_url, llm.base_url, port)
         try:
             bot = await spawn_bot(fake, env, log)
             await fake.wait_until_ready(timeout=30)

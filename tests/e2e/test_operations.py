@@ -99,6 +99,8 @@ async def test_one_call_as_the_operator_sees_it(tmp_path: Path, monkeypatch: pyt
     assert any(f"memory-call-bot {__version__} starting" in m for m in messages)
     invite = next(m for m in messages if "add the bot to a server with" in m)
     assert "scope=bot+applications.commands&permissions=0" in invite
+    own = next(m for m in messages if "members add it to their own account with" in m)
+    assert own.endswith("&scope=applications.commands&integration_type=1")
     call_lines = [r for r in records if r.get("call_id")]
     assert call_lines and all(r["logger"].startswith("bot.") for r in call_lines)
     everything = stream.getvalue()

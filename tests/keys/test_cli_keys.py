@@ -16,6 +16,7 @@ from bot.config import load_settings
 from bot.keys.crypto import generate_master_key_text, parse_master_key
 from bot.keys.pg_store import key_store_state_pg
 from bot.keys.store import SqliteKeyStore
+from bot.store.sqlite import SqliteStore
 
 MARKER = "Marker-Okapi-8812 takes the 7:15 ferry"
 REQUIRED = {
@@ -251,3 +252,56 @@ def test_forget_user_destroys_the_members_key_and_keeps_the_others(
     assert main(["--config", str(config), "forget-user", "1"]) == 0
     assert decrypts(key_store, master, blobs[1], 1) is None
     assert decrypts(key_store, master, blobs[2], 2) == MARKER
+
+
+def begin_forget(database: Path, user_id: int) -> None:
+    """The first step of a forget of everything, committed, as a forget-user killed right after it leaves it."""
+
+    async def begin() -> None:
+        store = SqliteStore(database)
+        await store.open()
+        await store.begin_forget(user_id)
+        await store.close()
+
+    asyncio.run(begin())
+
+
+def test_check_finishes_a_forget_killed_part_way_and_says_so(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = generate_master_key_text()
+    data = config.parent / "data"
+    monkeypatch.setenv("MEMORY_MASTER_KEY", master)
+    assert main(["--config", str(config), "migrate"]) == 0
+    blob = encrypted_member(data / "bot.keys.db", master)
+    begin_forget(data / "bot.db", 1)
+    capsys.readouterr()
+
+    monkeypatch.setenv("MEMORY_MASTER_KEY", generate_master_key_text())  # the key store cannot be opened: not here
+    assert main(["--config", str(config), "check"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL     the forget of member(s) 1 was interrupted part-way and is not finished" in out
+    assert "forget-user 1` (for each of them) or starting the bot finishes it" in out
+    assert decrypts(data / "bot.keys.db", master, blob) == MARKER
+
+    monkeypatch.setenv("MEMORY_MASTER_KEY", master)
+    main(["--config", str(config), "check"])
+    assert "ok       finished the forget of member(s) 1, which had been interrupted part-way" in capsys.readouterr().out
+    assert decrypts(data / "bot.keys.db", master, blob) is None
+    main(["--config", str(config), "check"])
+    assert "forget of member" not in capsys.readouterr().out
+
+
+def test_forget_user_also_finishes_the_forgets_killed_before(
+    config: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = generate_master_key_text()
+    data = config.parent / "data"
+    monkeypatch.setenv("MEMORY_MASTER_KEY", master)
+    assert main(["--config", str(config), "migrate"]) == 0
+    blobs = {user_id: encrypted_member(data / "bot.keys.db", master, user_id) for user_id in (1, 2)}
+    begin_forget(data / "bot.db", 2)
+    capsys.readouterr()
+    assert main(["--config", str(config), "forget-user", "1"]) == 0
+    assert "Also finished the forget of member(s) 2, interrupted part-way before." in capsys.readouterr().out
+    assert decrypts(data / "bot.keys.db", master, blobs[2], 2) is None

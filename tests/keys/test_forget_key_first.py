@@ -1,4 +1,4 @@
-"""Forget everything destroys the member's key first, in its own committed transaction, then the rows."""
+"""Forget everything destroys the member's key in its own committed transaction, then the rows."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from standins.factories import seed_fact
 class RowsFail(SqliteStore):
     """A store whose row deletion fails (a crash between the two steps)."""
 
-    async def forget_user(self, user_id: int) -> ForgetResult:
+    async def forget_user(self, user_id: int, *, begun: int | None = None) -> ForgetResult:
         raise RuntimeError("the database went away")
 
 
@@ -47,13 +47,25 @@ async def test_the_key_is_gone_for_good_even_when_deleting_the_rows_fails(tmp_pa
     await keys.cipher(1)
     store = RowsFail(tmp_path / "memory.db")
     await store.open()
+    await seed_fact(store, 1, "member 1 keeps bees", 1000.0)
     memory = MemoryService(store, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=keys)
     with pytest.raises(RuntimeError):
         await memory.forget_everything(1)
+    assert await store.interrupted_forgets() == [1], "the forget stays under way, to be finished"
     await store.close()
     await keys.close()
 
     other = SqliteKeyStore(path, master)  # another connection sees the deletion: it was committed on its own
     await other.open()
     assert not await other.has_key(1)
+    await other.cipher(1)  # a write meanwhile made a new key (its write was refused: the forget is under way)
+
+    restarted = SqliteStore(tmp_path / "memory.db")  # the next start finishes the forget: key, then rows
+    await restarted.open()
+    memory = MemoryService(restarted, budget_tokens=1500, persona=DEFAULT_PERSONA, keys=other)
+    assert await memory.finish_interrupted_forgets() == [1]
+    await memory.wait_scrubbed()
+    assert not await other.has_key(1) and await restarted.list_facts(1) == []
+    assert await restarted.interrupted_forgets() == []
+    await restarted.close()
     await other.close()

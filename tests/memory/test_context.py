@@ -388,7 +388,8 @@ def test_the_opening_is_the_latest_conversations_last_lines(conversations: list[
 
 
 async def test_forgetting_empties_the_caches_that_hold_member_text(store, memory) -> None:
-    call = await remember(store, memory, 12, [("user", "My locker code is 4417.")], T0)
+    lines = [("user", "My locker code is 4417."), *chatter(60)]  # enough lines to tell which words are common
+    call = await remember(store, memory, 12, lines, T0)
     await seed_fact(store, 12, "Locker code is 4417", 5.0, call_id=call)
     assert "4417" in (await memory.build_context(12))[1]["content"]
     assert "4417" in (await memory.build_context(12, query="what is my locker code"))[1]["content"]

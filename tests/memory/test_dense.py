@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bot.keys import SqliteKeyStore, generate_master_key_text, parse_master_key
@@ -16,10 +17,10 @@ from bot.keys.encrypted import EncryptedStore
 from bot.llm.client import LLMClient
 from bot.llm.embeddings import EmbeddingClient
 from bot.memory.chat import ChatService
-from bot.memory.dense import RECHECK_SECONDS, RRF_K, DenseRetriever, MemberEmbedder, fuse
+from bot.memory.dense import DENSE_WEIGHT, RECHECK_SECONDS, DenseRetriever, MemberEmbedder, fused_scores
 from bot.memory.postcall import EMBED_JOB, POST_CALL_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
-from bot.store.models import Conversation
+from bot.store.models import Conversation, TurnRecord
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.store.vectors import unpack
@@ -51,11 +52,19 @@ async def dog_call_queued(store: Store, memory: MemoryService, fake_llm: FakeLLM
     return call.call_id
 
 
-def test_reciprocal_rank_fusion() -> None:
-    scores = fuse([1, 2, 3], [3, 4])
-    assert scores[3] == pytest.approx(1 / (RRF_K + 3) + 1 / (RRF_K + 1))
-    assert scores[4] == pytest.approx(1 / (RRF_K + 2))
-    assert sorted(scores, key=lambda i: -scores[i]) == [3, 1, 2, 4]
+def test_fusion_adds_how_far_meaning_stands_out_to_the_scaled_word_score() -> None:
+    """A line's BM25 score scaled to the best match's, plus DENSE_WEIGHT times its similarity's z-score among the
+    member's items: a line found only by meaning can beat a weak word match, never a strong one."""
+    turns = {i: TurnRecord(i, 1, "c", None, i, "user", f"line {i}", float(i), "voice") for i in (1, 2, 3, 4)}
+    ids = np.array([1, 2, 3, 4], dtype=np.int64)
+    similarities = np.array([0.1, 0.2, 0.9, 0.2], dtype=np.float32)
+    lexical = [(turns[1], 4.0), (turns[2], 1.0)]
+    scores = fused_scores(lexical, ids, similarities, turns)
+    z = (similarities - similarities.mean()) / similarities.std()
+    assert scores[1] == pytest.approx(1.0 + DENSE_WEIGHT * z[0], rel=1e-5)
+    assert scores[2] == pytest.approx(0.25 + DENSE_WEIGHT * z[1], rel=1e-5)
+    assert scores[3] == pytest.approx(DENSE_WEIGHT * z[2], rel=1e-5)
+    assert sorted(scores, key=lambda i: -scores[i]) == [1, 3, 2, 4]
 
 
 async def test_the_job_after_a_call_embeds_its_lines_and_fact_in_batches(

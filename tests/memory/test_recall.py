@@ -1,5 +1,6 @@
-"""Query-aware recall keeps the call start's core (bot.memory.recall): knowing what was just said never loses the
-member's most salient lines to lines that merely share its words."""
+"""A query-aware block (bot.memory.recall): the facts the member told it stay whatever they ask; the rest of the
+budget goes to what the utterance names, with words the member says all the time left out; small talk gets what a
+call start shows."""
 
 from __future__ import annotations
 
@@ -16,14 +17,41 @@ async def block(memory: MemoryService, query: str | None) -> str:
     return (await memory.build_context(USER, query=query, budget_tokens=600))[1]["content"]
 
 
-async def test_a_question_keeps_the_salient_lines_the_call_start_shows(store: Store, memory: MemoryService) -> None:
-    await remember(store, memory, USER, [("user", PASSPORT), ("assistant", "Noted, thank you.")], T0)
+async def told(store: Store, text: str, at: float) -> None:
+    assert await store.add_told_fact(USER, text, at) is not None
+
+
+async def test_a_question_keeps_what_the_member_told_and_fills_the_rest_with_what_it_asks(
+    store: Store, memory: MemoryService
+) -> None:
+    await told(store, PASSPORT, T0)
     await remember(store, memory, USER, GARDEN, T0 + DAY)
     await remember(store, memory, USER, chatter(80), T0 + 2 * DAY)
     assert PASSPORT in await block(memory, None)
     asked = await block(memory, "what did I say about the garden?")
-    assert PASSPORT in asked, "the call start's core stays"
+    assert PASSPORT in asked, "a told fact is never dropped"
     assert asked.count("garden compost") >= 5, "the rest of the budget goes to what was asked"
+
+
+async def test_small_talk_gets_what_a_call_start_shows(store: Store, memory: MemoryService) -> None:
+    await told(store, PASSPORT, T0)
+    await remember(store, memory, USER, GARDEN, T0 + DAY)
+    await remember(store, memory, USER, chatter(80), T0 + 2 * DAY)
+    start = await block(memory, None)
+    for talk in ("hi", "thanks, bye", "good morning!", "haha, nice"):
+        assert await block(memory, talk) == start, talk
+
+
+async def test_a_word_the_member_says_all_the_time_selects_nothing(store: Store, memory: MemoryService) -> None:
+    """Their own name in a question ("what did Robin say about the boat?") is in many of their lines: the lines
+    about the boat come first, not the ones that merely name them."""
+    greetings = [("assistant", f"Hey Robin, good to hear from you again, day {i}!") for i in range(60)]
+    await remember(store, memory, USER, greetings, T0)
+    boat = "I finally repainted the old boat blue last weekend."
+    await remember(store, memory, USER, [("user", boat), ("assistant", "Lovely colour.")], T0 + DAY)
+    await remember(store, memory, USER, chatter(80), T0 + 2 * DAY)
+    asked = (await memory.build_context(USER, query="What did Robin paint on the boat?", budget_tokens=200))[1]
+    assert boat in asked["content"]
 
 
 async def test_the_core_kept_for_a_call_gives_the_same_block_as_building_afresh(store: Store) -> None:
@@ -31,7 +59,7 @@ async def test_the_core_kept_for_a_call_gives_the_same_block_as_building_afresh(
     from standins.factories import make_call
 
     first = MemoryService(store, budget_tokens=600, persona="p")
-    await remember(store, first, USER, [("user", PASSPORT), ("assistant", "Noted, thank you.")], T0)
+    await told(store, PASSPORT, T0)
     await remember(store, first, USER, GARDEN, T0 + DAY)
     await remember(store, first, USER, chatter(80), T0 + 2 * DAY)
     live = make_call(USER, state="active", started_at=T0 + 3 * DAY)
@@ -41,4 +69,4 @@ async def test_the_core_kept_for_a_call_gives_the_same_block_as_building_afresh(
     for question, block in zip(questions, kept, strict=True):
         fresh = MemoryService(store, budget_tokens=600, persona="p")
         assert await fresh.build_context(USER, query=question, exclude_call_id=live.call_id) == block
-    assert all(PASSPORT in block[1]["content"] for block in kept)
+    assert all(PASSPORT in block[1]["content"] for block in kept), "the told fact, restored with the core"

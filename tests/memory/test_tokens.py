@@ -35,7 +35,7 @@ lines = st.text(min_size=1, max_size=80).map(lambda t: f"- them: {json.dumps(t, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(lines, min_size=1, max_size=8), st.sampled_from(["Call on 2024-05-01:", "What they told you:"]))
+@given(st.lists(lines, min_size=1, max_size=8), st.sampled_from(["Call on 2024-05-01:", "Facts about them:"]))
 def test_rendered_lines_add_up_exactly(body: list[str], header: str) -> None:
     pieces = [header + "\n", *(line + "\n" for line in body), "</memory>"]
     assert count_tokens("".join(pieces)) == sum(count_tokens(p) for p in pieces)

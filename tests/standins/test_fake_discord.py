@@ -28,6 +28,7 @@ from standins.discord_gateway import (
     SchemaAllowance,
     openapi,
 )
+from standins.discord_gateway.fake import run_until_ready
 from standins.discord_gateway.schema_errors import collect_errors
 
 ALICE = 1_000_000_000_000_000_001
@@ -183,33 +184,9 @@ class ThrowawayBot(commands.Bot):
 
 
 @pytest_asyncio.fixture
-async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
-    f = FakeDiscord()
-    await f.start()
-    f.patch(monkeypatch)
-    yield f
-    await f.stop()
-    assert f.invalid_responses == [], "the fake answered with shapes Discord does not document"
-    assert f.internal_errors == []
-
-
-async def _run_until_ready(client: discord.Client) -> asyncio.Task[None]:
-    task = asyncio.create_task(client.start("fake-token"))
-    ready = asyncio.create_task(client.wait_until_ready())
-    done, _ = await asyncio.wait({task, ready}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    if ready not in done:
-        ready.cancel()
-        if task.done():
-            task.result()  # re-raises why startup failed
-        task.cancel()
-        raise TimeoutError("bot did not become ready")
-    return task
-
-
-@pytest_asyncio.fixture
 async def bot(fake: FakeDiscord) -> AsyncIterator[ThrowawayBot]:
     b = ThrowawayBot()
-    task = await _run_until_ready(b)
+    task = await run_until_ready(b)
     yield b
     await b.close()
     await asyncio.wait_for(task, 5)
@@ -495,7 +472,7 @@ async def test_auto_sharded_bot_gets_its_shard_echoed(fake: FakeDiscord) -> None
         intents=discord.Intents(guilds=True),
         guild_ready_timeout=0.05,
     )
-    task = await _run_until_ready(sharded)
+    task = await run_until_ready(sharded)
     try:
         assert sharded.shard_count == 1 and fake.identify_payloads[0]["shard"] == [0, 1]
         assert sharded.get_guild(int(fake.guild_id)) is not None

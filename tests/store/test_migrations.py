@@ -35,6 +35,7 @@ PINNED = {
         16: "fea69e6dcaa6a55749d6bae58284ee3aeff91af4ff3b352cc51fe02bdf83f5f3",
         17: "7f470a541270b8b39ffeff597a56d2f7f18f0ffaf9c56141a726169ddfc1c495",
         18: "1c2314d96256ff76e3af5a701df26dd4afafd14e2e43d19a824bc11f8d0f0f0c",
+        19: "f8a50601806aa81c861dedff1c97eb2cb4632298d9c6fb7bd54fcaa900d06b11",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
@@ -55,6 +56,7 @@ PINNED = {
         16: "fea69e6dcaa6a55749d6bae58284ee3aeff91af4ff3b352cc51fe02bdf83f5f3",
         17: "2bd424f4d6eb66daf0902594b070e767076c278bb01a85475a58ea2bacbd1c1c",
         18: "5f81d88c2f5a3432a589cfd83eecea3f0e92e3e9e0bc4c0b16fabe01320c3e7b",
+        19: "da8ae98b7d99eee81e96d86d676ac1b2a48ef86771e6af3774cffc9098ce55b4",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

@@ -80,6 +80,7 @@ async def test_call_page_for_valid_token(client: TestClient, fake_backend: FakeC
         "pageId": session.page_id,
         "reopened": False,
         "elapsedSeconds": 0,
+        "rejoinSeconds": 0,
     }
     assert f'<script src="{PRODUCTION_SDK_URL}"></script>' in body
     assert '<script type="module" src="/static/call.js"></script>' in body

@@ -85,9 +85,12 @@ _END_CALL = (
 
 
 _APPLY_CALL_TURNS = """
-WITH allowed AS (
-    SELECT ($3::bigint IS NULL OR COALESCE(
-                (SELECT generation FROM memory_fences WHERE user_id = $2 FOR SHARE), 0) = $3)
+WITH fence AS (
+    SELECT generation, forget_begun FROM memory_fences WHERE user_id = $2 FOR SHARE
+),
+allowed AS (
+    SELECT ($3::bigint IS NULL OR COALESCE((SELECT generation FROM fence), 0) = $3)
+        AND NOT EXISTS (SELECT 1 FROM fence WHERE forget_begun IS NOT NULL)
         AND NOT EXISTS (SELECT 1 FROM users WHERE user_id = $2 AND NOT memory_enabled)
         AND EXISTS (SELECT 1 FROM calls WHERE call_id = $1 AND user_id = $2 AND NOT private
                     AND transcript_purged_at IS NULL) AS ok
@@ -132,11 +135,11 @@ SELECT (SELECT ok FROM allowed) AS allowed, EXISTS (SELECT 1 FROM bumped) AS bum
     (SELECT COUNT(*) FROM updated) + (SELECT COUNT(*) FROM inserted) AS written
 """
 """`apply_call_turns` in ONE statement (one round trip, one implicit transaction): the memory fence (the member's
-fence row read FOR SHARE first, so a forget or pause that bumps it waits for this write or is seen by it, as in
-`bot.store.postgres.fences.memory_write_allowed`), then the versioned bump of the call row (a concurrent merge
-of the same call waits for this one's row lock and then finds the version moved), then the turns' updates and
-inserts (and a live turn's key, ``live_key``), which happen only when the fence allows and, with an expected
-version, only when the bump applied."""
+fence row read FOR SHARE first, so a forget or pause that bumps it waits for this write or is seen by it, and a
+forget of everything under way refuses it, as in `bot.store.postgres.fences.memory_write_allowed`), then the
+versioned bump of the call row (a concurrent merge of the same call waits for this one's row lock and then finds
+the version moved), then the turns' updates and inserts (and a live turn's key, ``live_key``), which happen only
+when the fence allows and, with an expected version, only when the bump applied."""
 
 
 def _apply_params(

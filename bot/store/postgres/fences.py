@@ -20,9 +20,10 @@ async def memory_write_allowed(
 ) -> bool:
     """The fence every write of a member's memory passes, inside the write's own transaction (as on SQLite: see
     `bot.store.sqlite.memory_write_allowed`). The member's fence row is read FOR SHARE, so a forget or pause that
-    bumps it waits for this write to commit, or this write sees the new generation. One statement: the fence
-    row's lock comes first (the select list is evaluated in order), then the pause and the conversation."""
-    checks = ["EXISTS (SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled)"]
+    bumps it waits for this write to commit, or this write sees the new generation, and whether a forget of
+    everything is under way, from the same row version. One statement: the fence row's lock comes first (the
+    FROM clause), then the pause and the conversation."""
+    checks = ["f.forget_begun IS NOT NULL", "EXISTS (SELECT 1 FROM users WHERE user_id = $1 AND NOT memory_enabled)"]
     params: list[Any] = [user_id]
     if convo is not None:
         purged = " AND transcript_purged_at IS NULL" if convo.kind == "call" else ""
@@ -31,8 +32,12 @@ async def memory_write_allowed(
             f"AND NOT private{purged})"
         )
         params.append(convo.ref_id)
-    fence = "(SELECT generation FROM memory_fences WHERE user_id = $1 FOR SHARE)" if generation is not None else "0"
-    row = await db.fetchrow(f"SELECT COALESCE({fence}, 0) AS generation, {' OR '.join(checks)} AS refused", *params)
+    row = await db.fetchrow(
+        f"SELECT COALESCE(f.generation, 0) AS generation, {' OR '.join(checks)} AS refused "
+        "FROM (SELECT 1) AS one LEFT JOIN "
+        "(SELECT generation, forget_begun FROM memory_fences WHERE user_id = $1 FOR SHARE) AS f ON TRUE",
+        *params,
+    )
     assert row is not None
     if generation is not None and int(row["generation"]) != generation:
         return False
@@ -47,10 +52,16 @@ async def _bump_generation(db: Connection, user_id: int) -> None:
     )
 
 
-async def _forgotten(db: Connection, user_id: int, at: float) -> None:
-    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs."""
+async def _forgotten(db: Connection, user_id: int, at: float, begun: int | None = None) -> None:
+    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs.
+    ``begun``: the forget of everything this transaction completes (``begin_forget``), no longer under way unless
+    another has begun since."""
     await _bump_generation(db, user_id)
     await db.execute("INSERT INTO pending_scrubs (created_at) VALUES ($1)", at)
+    if begun is not None:
+        await db.execute(
+            "UPDATE memory_fences SET forget_begun = NULL WHERE user_id = $1 AND forget_begun = $2", user_id, begun
+        )
 
 
 async def _stop_remembering(db: Connection, user_id: int) -> None:

@@ -85,7 +85,7 @@ class PostgresPrivacy(PostgresBase, SharedPrivacy):
             await _forgotten(db, user_id, time.time())
             return await _delete_conversation(db, Conversation("chat", chat_id))
 
-    async def forget_user(self, user_id: int) -> ForgetResult:
+    async def forget_user(self, user_id: int, *, begun: int | None = None) -> ForgetResult:
         async with self._tx() as db:
             turns = _count(await db.execute("DELETE FROM turns WHERE user_id = $1", user_id))
             facts = _count(await db.execute("DELETE FROM facts WHERE user_id = $1", user_id))
@@ -97,7 +97,7 @@ class PostgresPrivacy(PostgresBase, SharedPrivacy):
             )
             chats = _count(await db.execute("DELETE FROM chats WHERE user_id = $1", user_id))
             await db.execute("DELETE FROM users WHERE user_id = $1", user_id)
-            await _forgotten(db, user_id, time.time())
+            await _forgotten(db, user_id, time.time(), begun)
         return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
 
     async def scrub(self) -> bool:

@@ -53,6 +53,21 @@ class SharedPrivacy(SqlBase):
     async def pending_scrub(self) -> bool:
         return await self._row("SELECT 1 FROM pending_scrubs LIMIT 1") is not None
 
+    async def begin_forget(self, user_id: int) -> int:
+        async with self._shared_transaction() as tx:
+            return int(
+                await tx.value(
+                    "INSERT INTO memory_fences (user_id, generation, forget_begun) VALUES ($1, 1, 1) "
+                    "ON CONFLICT (user_id) DO UPDATE SET generation = memory_fences.generation + 1, "
+                    "forget_begun = memory_fences.generation + 1 RETURNING generation",
+                    user_id,
+                )
+            )
+
+    async def interrupted_forgets(self) -> list[int]:
+        rows = await self._rows("SELECT user_id FROM memory_fences WHERE forget_begun IS NOT NULL ORDER BY user_id")
+        return [int(row[0]) for row in rows]
+
     async def export_user(self, user_id: int) -> dict[str, Any]:
         user = await self.get_user(user_id)
         facts = await self._rows(f"SELECT {FACT_COLUMNS} FROM facts WHERE user_id = $1 ORDER BY fact_id", user_id)

@@ -33,10 +33,16 @@ async def _bump_generation(db: aiosqlite.Connection, user_id: int) -> None:
     )
 
 
-async def _forgotten(db: aiosqlite.Connection, user_id: int, at: float) -> None:
-    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs."""
+async def _forgotten(db: aiosqlite.Connection, user_id: int, at: float, begun: int | None = None) -> None:
+    """In a deleting transaction: fence off writes that started before it, and record the scrub it needs.
+    ``begun``: the forget of everything this transaction completes (``begin_forget``), no longer under way unless
+    another has begun since."""
     await _bump_generation(db, user_id)
     await db.execute("INSERT INTO pending_scrubs (created_at) VALUES (?)", (at,))
+    if begun is not None:
+        await db.execute(
+            "UPDATE memory_fences SET forget_begun = NULL WHERE user_id = ? AND forget_begun = ?", (user_id, begun)
+        )
 
 
 async def _stop_remembering(db: aiosqlite.Connection, user_id: int) -> None:

@@ -88,7 +88,7 @@ class SqlitePrivacy(SqliteBase, SharedPrivacy):
             await _forgotten(db, user_id, self._now())
             return await _delete_conversation(db, Conversation("chat", chat_id))
 
-    async def forget_user(self, user_id: int) -> ForgetResult:
+    async def forget_user(self, user_id: int, *, begun: int | None = None) -> ForgetResult:
         async with self._tx() as db:
             turns = await _changes(db, "DELETE FROM turns WHERE user_id = ?", (user_id,))
             facts = await _changes(db, "DELETE FROM facts WHERE user_id = ?", (user_id,))
@@ -100,7 +100,7 @@ class SqlitePrivacy(SqliteBase, SharedPrivacy):
             )
             chats = await _changes(db, "DELETE FROM chats WHERE user_id = ?", (user_id,))
             await db.execute("DELETE FROM users WHERE user_id = ?", (user_id,))
-            await _forgotten(db, user_id, self._now())
+            await _forgotten(db, user_id, self._now(), begun)
         return ForgetResult(turns=turns, facts=facts, calls=calls, chats=chats)
 
     async def scrub(self) -> bool:

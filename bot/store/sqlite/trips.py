@@ -88,25 +88,27 @@ def memory_write_allowed(
     """The fence every write of a member's memory passes, inside the write's own transaction.
 
     False when the member forgot something or paused memory since the writer read `generation` (from
-    `memory_generation`, before it started reading what it writes), when memory is paused, or when the call or
-    chat is gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
+    `memory_generation`, before it started reading what it writes), when memory is paused, while a forget of
+    everything is under way (`forget_begun`: the member's key may be deleted already), or when the call or chat is
+    gone or private, or the call's transcript was purged by retention. `generation=None` skips only the
     generation check. One statement: each is a release and a re-take of the GIL on the database thread, which
     under load waits for the event loop's thread."""
     conversation = "1"
-    params: list[Any] = [user_id, user_id]
+    params: list[Any] = [user_id, user_id, user_id]
     if convo is not None:
         purged = " AND transcript_purged_at IS NULL" if convo.kind == "call" else ""
         conversation = (
             f"EXISTS (SELECT 1 FROM {convo.table} WHERE {convo.column} = ? AND user_id = ? AND private = 0{purged})"
         )
         params += [convo.ref_id, user_id]
-    fenced, paused, present = _row(
+    fenced, held, present = _row(
         conn,
         "SELECT COALESCE((SELECT generation FROM memory_fences WHERE user_id = ?), 0), "
-        f"EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0), {conversation}",
+        "EXISTS (SELECT 1 FROM users WHERE user_id = ? AND memory_enabled = 0) "
+        f"OR EXISTS (SELECT 1 FROM memory_fences WHERE user_id = ? AND forget_begun IS NOT NULL), {conversation}",
         params,
     )
-    return (generation is None or int(fenced) == generation) and not paused and bool(present)
+    return (generation is None or int(fenced) == generation) and not held and bool(present)
 
 
 def create_call(conn: sqlite3.Connection, values: Sequence[Any], user_id: int) -> None:

@@ -123,9 +123,10 @@ function formatClock(seconds) {
 
 function startClock(alreadyMs = 0) {
   callStartedAt = Date.now() - alreadyMs;
-  const max = Number(cfg.maxMinutes) > 0 ? ` of ${formatClock(cfg.maxMinutes * 60)}` : "";
+  const limit = Number(cfg.maxMinutes) > 0 ? formatClock(cfg.maxMinutes * 60) : "";
   const tick = () => {
-    ui.timerValue.textContent = `${formatClock((Date.now() - callStartedAt) / 1000)}${max}`;
+    const elapsed = formatClock((Date.now() - callStartedAt) / 1000);
+    ui.timerValue.textContent = limit ? t("page.timer_of", { elapsed, limit }) : elapsed;
   };
   tick();
   ui.timer.hidden = false;
@@ -769,7 +770,9 @@ window.addEventListener("pagehide", () => {
 
 // A reload (or the link opened again) in the browser that holds the call: the call kept running meanwhile.
 async function restoreRunningCall() {
-  setPhase("idle", t("page.still_running"));
+  const rejoinSeconds = Number(cfg.rejoinSeconds) || 0;
+  const ends = rejoinSeconds > 0 ? ` ${t("page.still_running_ends", { seconds: rejoinSeconds })}` : "";
+  setPhase("idle", `${t("page.still_running")}${ends}`);
   ui.start.textContent = t("page.rejoin");
   startClock(Math.max(0, Number(cfg.elapsedSeconds) || 0) * 1000);
   try {
