@@ -44,9 +44,18 @@ def ensure_venv(extra: str, *, or_extras: tuple[str, ...] = ()) -> None:
         return
     target = f".[{extra}]" if extra else "."
     say(f"installing {target} into .venv")
-    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True, cwd=ROOT)
-    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", target], check=True, cwd=ROOT)
+    pip("install", "--quiet", "--upgrade", "pip")
+    pip("install", "--quiet", "-e", target)
     stamp.write_text(digest)
+
+
+def pip(*args: str) -> None:
+    """pip in .venv, its output shown only when it fails: an editable install prints setuptools' banner about
+    folders named like the package even with --quiet, which reads like a problem in `tasks.py run`'s output."""
+    done = subprocess.run([str(PYTHON), "-m", "pip", *args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
+        sys.exit(f"pip {' '.join(args)} failed (exit status {done.returncode}); its output is above.")
 
 
 def ensure_debian_package(present: bool, package: str, why: str) -> None:

@@ -8,17 +8,24 @@ import sqlite3
 import sys
 from pathlib import Path
 
-import asyncpg
+from bot.invocation import bot_command, packages_missing
 
-from bot import __version__
-from bot import loop as event_loop
-from bot.config import KEYGEN_HINT, ConfigError, Settings, load_settings
-from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem, inspect_configured_database
-from bot.invocation import bot_command
-from bot.keys import KeyStoreLocked
-from bot.keys.setup import check_key_store
-from bot.logs import setup_logging
-from bot.store.inuse import DatabaseInUse
+try:
+    import asyncpg
+
+    from bot import __version__
+    from bot import loop as event_loop
+    from bot.config import KEYGEN_HINT, ConfigError, Settings, load_settings
+    from bot.doctor import UNUSABLE_DATABASE_EXIT, StartupProblem, inspect_configured_database
+    from bot.keys import KeyStoreLocked
+    from bot.keys.setup import check_key_store
+    from bot.logs import setup_logging
+    from bot.store.inuse import DatabaseInUse
+except ModuleNotFoundError as missing:  # a Python without the bot's packages (e.g. `python -m bot` outside .venv)
+    if __name__ != "__main__":
+        raise
+    print(packages_missing(missing, sys.argv[1:]), file=sys.stderr)
+    sys.exit(2)
 
 KEYS_NOT_REQUIRED = frozenset({"forget-unreadable", "backup", "restore", "copy-db", "rotate-master-key"})
 """Commands that run while encrypted members' keys are missing from the key store: they repair it or copy files."""
@@ -53,10 +60,19 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import-history", help="store finished conversations for a user as calls")
     imp.add_argument("user_id", type=int)
     imp.add_argument("file", type=Path)
-    backup = sub.add_parser("backup", help="write a consistent copy of the live database to FILE")
-    backup.add_argument("file", type=Path)
-    restore = sub.add_parser("restore", help="replace the database by a backup (stop the bot first)")
-    restore.add_argument("file", type=Path)
+    backup = sub.add_parser(
+        "backup", help="write one archive of the live database and the key store (the bot may keep running)"
+    )
+    backup.add_argument(
+        "file",
+        metavar="DESTINATION",
+        help="a folder (created if missing; the archive is named with the date and time), FILE.tar.gz, or - for "
+        "standard output; FILE.db copies the database alone",
+    )
+    restore = sub.add_parser(
+        "restore", help="put back a backup archive (or database copy) in place of the database (stop the bot first)"
+    )
+    restore.add_argument("file", metavar="FILE", help="what backup wrote, or - to read it from standard input")
     ctx = sub.add_parser("context", help="print the system messages the agent would get for this user")
     ctx.add_argument("user_id", type=int)
     ctx.add_argument("--query", help="a message, to print the context selected for it (as text chat does)")
@@ -90,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         third_party_level=settings.log.third_party_level,
         secrets=settings.secret_values(),
     )
-    from bot import cli
+    from bot import backups, cli
 
     handlers = {
         "run": cli.run,
@@ -103,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         "forget-unreadable": cli.forget_unreadable,
         "import-history": cli.import_history,
         "context": cli.context,
-        "backup": cli.backup,
-        "restore": cli.restore,
+        "backup": backups.backup,
+        "restore": backups.restore,
         "rotate-master-key": cli.rotate_master_key,
     }
     try:

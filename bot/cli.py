@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sqlite3
 import sys
@@ -20,7 +19,7 @@ from bot.app import (
     database_use,
     open_services,
 )
-from bot.calls.language import supported_report
+from bot.calls.language import ENGLISH, supported, supported_report
 from bot.config import Settings, all_settings, env_name
 from bot.doctor import (
     UNUSABLE_DATABASE_EXIT,
@@ -29,6 +28,7 @@ from bot.doctor import (
     database_folder_problem,
     inspect_configured_database,
     inspect_postgres,
+    inspect_running_bot,
     startup_findings,
 )
 from bot.i18n import english
@@ -120,6 +120,12 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
     if database.failed:  # damaged, too new, not writable: restarting cannot fix it
         raise StartupProblem(database.text, exit_status=UNUSABLE_DATABASE_EXIT)
     if listen.failed:
+        running = await _running_bot(settings)
+        if running is not None and await inspect_running_bot(running, settings.web.host, settings.web.port):
+            raise StartupProblem(
+                f"{running} already runs with these settings and answers on {settings.web.host}:"
+                f"{settings.web.port}: stop it before starting another (`{bot_command('check')}` shows its state)"
+            )
         raise StartupProblem(listen.text)
     from bot.client import run_bot
 
@@ -166,8 +172,14 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
     database, listen = startup_findings(settings)
     if settings.memory.database_url is not None and not database.failed:
         database = await inspect_postgres(settings.memory.database_url.get_secret_value())
+    running = None if database.failed else await _running_bot(settings)
     _out("Database (read only: check never creates or migrates it)")
     _finding(database)
+    if running is not None:
+        _out(f"  running  {running} uses it (its lock says so)")
+        answer = await inspect_running_bot(running, settings.web.host, settings.web.port)
+        if answer is not None and listen.failed:  # its own port, not a stranger's
+            listen = answer
     ok = await _finish_forgets(settings, keys_ok and not database.failed) and ok
     _out("Web server")
     _finding(listen)
@@ -229,11 +241,26 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
         )
 
     _out("Call languages (agora.preset, agora.tts_vendor)")
-    _out(f"  ok       {supported_report(settings.agora)}")
+    english_only = supported(settings.agora) == {ENGLISH}
+    _out(f"  {'warning' if english_only else 'ok':<8} {supported_report(settings.agora)}")
 
     _out()
-    _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
+    if running is not None:
+        _out(
+            f"The bot is running ({running}); "
+            + ("nothing above would stop it from starting again." if ok else "the problems above stop its next start.")
+        )
+    else:
+        _out("Ready to run." if ok else "The bot cannot start until the problems above are fixed.")
     return 0 if ok else 1
+
+
+async def _running_bot(settings: Settings) -> str | None:
+    """Which bot process runs on the configured database now (its lock says), if one does."""
+    try:
+        return await database_use(settings).running()
+    except (OSError, asyncpg.PostgresError):  # the database's own finding says why it cannot be reached
+        return None
 
 
 async def _finish_forgets(settings: Settings, usable: bool) -> bool:
@@ -538,48 +565,4 @@ async def context(settings: Settings, args: argparse.Namespace) -> int:
             f"{', '.join(pending)}.",
             file=sys.stderr,
         )
-    return 0
-
-
-def _sqlite_only(settings: Settings, command: str) -> None:
-    if settings.memory.database_url is not None:
-        raise CommandFailed(
-            f"{command} handles the SQLite file (memory.database_path); with memory.database_url (PostgreSQL) use "
-            f"pg_dump and pg_restore, or `{bot_command('copy-db --from <database url> --to sqlite:///backup.db')}`"
-        )
-
-
-async def backup(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.store.backup import BackupError, backup_database
-
-    _sqlite_only(settings, "backup")
-    try:
-        size = await asyncio.to_thread(
-            backup_database,
-            settings.memory.database_path,
-            args.file,
-            lock_timeout_seconds=settings.memory.lock_timeout_seconds,
-        )
-    except BackupError as exc:
-        raise CommandFailed(str(exc)) from exc
-    _out(f"Backed up {settings.memory.database_path} to {args.file} ({size:,} bytes).")
-    return 0
-
-
-async def restore(settings: Settings, args: argparse.Namespace) -> int:
-    from bot.store.backup import BackupError, restore_database
-
-    async with database_use(settings).alone(f"restore {args.file}"):  # a running bot would write to the old file
-        _sqlite_only(settings, "restore")
-        try:
-            saved = await asyncio.to_thread(
-                restore_database,
-                args.file,
-                settings.memory.database_path,
-                lock_timeout_seconds=settings.memory.lock_timeout_seconds,
-            )
-        except BackupError as exc:
-            raise CommandFailed(str(exc)) from exc
-    kept = f" The database it replaced is kept as {saved}." if saved is not None else ""
-    _out(f"Restored {settings.memory.database_path} from {args.file}.{kept} Start the bot again.")
     return 0

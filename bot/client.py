@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 discord.VoiceClient.warn_nacl = False
 discord.VoiceClient.warn_dave = False
 
-EXTENSIONS = ("cogs.calls", "cogs.memory", "cogs.admin", "cogs.chat")
+EXTENSIONS = ("cogs.calls", "cogs.memory", "cogs.admin", "cogs.chat", "cogs.owner")
 COMMANDS_HASH_KEY = "discord.commands_hash"
 
 
@@ -49,6 +49,10 @@ async def reply_privately(interaction: discord.Interaction, content: str) -> Non
         await interaction.followup.send(content, ephemeral=True)
     else:
         await interaction.response.send_message(content, ephemeral=True)
+
+
+class NotBotOwner(app_commands.CheckFailure):
+    """A command only the bot's owner (the application's owner or its team) may use was used by someone else."""
 
 
 def explain_error(
@@ -64,6 +68,8 @@ def explain_error(
         return words("errors.needs_manage_server")
     if isinstance(error, app_commands.NoPrivateMessage):
         return words("errors.server_only")
+    if isinstance(error, NotBotOwner):
+        return words("errors.bot_owner_only")
     known = messages.for_error(original, words)
     if known is not None:
         log.info("%s by user %s in guild %s refused: %s", source, user_id, guild_id, type(original).__name__)
@@ -345,10 +351,14 @@ class DiscordIdentity:
 async def discord_identity(token: str) -> DiscordIdentity:
     """Log in over HTTP only (no gateway), as `run` does first; raises discord.LoginFailure for a refused token."""
     client = discord.Client(intents=discord.Intents(guilds=True))  # without guilds discord.py warns; none are read
+    discord_log = logging.getLogger("discord")
+    level = discord_log.level
+    discord_log.setLevel(max(level, logging.WARNING))  # "logging in using static token" amid `check`'s report
     try:
         await client.login(token)
         application = client.application
         assert client.user is not None and application is not None
         return DiscordIdentity(str(client.user), application.id, application.interactions_endpoint_url)
     finally:
+        discord_log.setLevel(level)
         await client.close()

@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.invocation import bot_command
 from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 
-Level = Literal["ok", "warning", "FAIL"]
+Level = Literal["ok", "warning", "FAIL", "running"]
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,30 @@ def inspect_listen_address(host: str, port: int) -> Finding:
     finally:
         sock.close()
     return _ok(f"the call page server can listen on {host}:{port}")
+
+
+RUNNING_BOT_TIMEOUT_SECONDS = 3.0
+
+
+async def inspect_running_bot(who: str, host: str, port: int) -> Finding | None:
+    """The bot that runs on this database (``who``, as its lock names it), as its /healthz at web.host:web.port
+    answers; None when nothing there answers as this bot (then the port's finding stands)."""
+    import httpx
+
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    url = f"http://{f'[{address}]' if ':' in address else address}:{port}/healthz"
+    try:
+        async with httpx.AsyncClient(timeout=RUNNING_BOT_TIMEOUT_SECONDS, trust_env=False) as http:
+            health = (await http.get(url)).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(health, dict) or "version" not in health or "status" not in health:
+        return None
+    said = f"{who} (version {health['version']}) runs and answers on {host}:{port}: /healthz says {health['status']}"
+    problems = health.get("problems")
+    if health["status"] == "ok" or not isinstance(problems, list):
+        return Finding("running", said)
+    return Finding("warning", f"{said}: {'; '.join(str(p) for p in problems)}")
 
 
 def startup_findings(settings: Settings) -> list[Finding]:

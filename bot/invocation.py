@@ -39,3 +39,19 @@ def keys_command() -> str:
     if in_image():
         return f"`{KEYS}` on the host, in the repository root (then `{COMPOSE} up -d` again)"
     return f"`{KEYS}`"
+
+
+def packages_missing(error: ModuleNotFoundError, args: list[str]) -> str:
+    """What `python -m bot` says when this Python lacks the bot's packages, instead of a traceback: which Python,
+    and the command that works here (the checkout's .venv when there is one)."""
+    command = " ".join(args) or "COMMAND"
+    if (Path.cwd() / ".venv" / "bin" / "python").exists():
+        works = f"`.venv/bin/python -m bot {command}`"
+    else:
+        works = "`python3 tasks.py run` in the repository (it creates .venv and installs them), then " + (
+            f"`.venv/bin/python -m bot {command}`"
+        )
+    return (
+        f"The bot's packages are not installed for this Python ({sys.executable}: {error}). Use {works}, or "
+        "install them into this Python with `python3 -m pip install .` in the repository."
+    )

@@ -146,11 +146,6 @@ class Monitor:
         report["database"] = {"ok": True}
         problems: list[str] = []
         writes = self.write_health
-        report["database"]["writable"] = writes.failing is None
-        failing = writes.failing
-        if failing is not None:
-            ago = max(0.0, writes.clock() - (writes.last_failed_at or 0.0))
-            problems.append(f"database: a write failed {ago:.0f} s ago: {failing}")
         report["queue"] = {"depth": depth, "oldest_age_seconds": None if oldest is None else max(0.0, now - oldest)}
         report["calls"] = {"active": active}
         if self.gateway is not None:
@@ -173,6 +168,15 @@ class Monitor:
                     report[key] = {**report[key], **value}
                 else:
                     report.setdefault(key, value)
+        database = report["database"]
+        # Writable again once a write succeeds and nothing waits for room (a full disk still takes small writes
+        # in place between the failing ones); the episode stays a problem for the window (bot.store.health).
+        database["writable"] = writes.writable and not database.get("ended_calls_unsaved")
+        failing = writes.failing
+        if failing is not None:
+            ago = max(0.0, writes.clock() - (writes.last_failed_at or 0.0))
+            since = " (writes succeed again since)" if database["writable"] else ""
+            problems.insert(0, f"database: a write failed {ago:.0f} s ago{since}: {failing}")
         report["counters"] = {
             "calls_started": self.counters.calls_started,
             "calls_ended": dict(self.counters.calls_ended),

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Self
 
 import discord
@@ -75,16 +76,14 @@ class MemoryActions:
     async def send_export(self, interaction: discord.Interaction) -> None:
         """The member's memory as a JSON attachment, in a new ephemeral message (the interaction is acknowledged)."""
         user_id = interaction.user.id
-        data = await self.memory.export(user_id)
-        blob = json.dumps(data, indent=2, ensure_ascii=False).encode()
-        if len(blob) > interaction.filesize_limit:
-            too_large = self.words("memory.export_too_large", size=len(blob) / 1e6)
-            await interaction.followup.send(too_large, ephemeral=True)
-            log.info("export of user %s too large to attach (%d bytes)", user_id, len(blob))
-            return
-        file = discord.File(io.BytesIO(blob), filename=f"memory-{user_id}.json")
-        await interaction.followup.send(self.words("memory.export_ready"), file=file, ephemeral=True)
-        log.info("user %s exported their memory (%d bytes)", user_id, len(blob))
+        size = await send_export(
+            interaction,
+            self.memory,
+            user_id,
+            self.words("memory.export_ready"),
+            lambda size: self.words("memory.export_too_large", size=size / 1e6),
+        )
+        log.info("user %s exported their memory (%d bytes)", user_id, size)
 
     async def fact_traces(self, user_id: int, value: str) -> FactTraces | None:
         """The member's fact ``value`` (its id as text) and what forgetting it also removes; None if not theirs."""
@@ -132,3 +131,21 @@ class MemoryActions:
                 conversations=words.count("count.call_or_chat", conversations),
             )
         return words("memory.confirm_everything", what=what)
+
+
+async def send_export(
+    interaction: discord.Interaction,
+    memory: MemoryService,
+    user_id: int,
+    ready: str,
+    too_large: Callable[[int], str],
+) -> int:
+    """Everything stored about ``user_id`` as ``memory-<id>.json`` in a new ephemeral message under ``ready``, or
+    ``too_large(size)`` when Discord would not take the file; returns its size in bytes."""
+    blob = json.dumps(await memory.export(user_id), indent=2, ensure_ascii=False).encode()
+    if len(blob) > interaction.filesize_limit:
+        await interaction.followup.send(too_large(len(blob)), ephemeral=True)
+        return len(blob)
+    file = discord.File(io.BytesIO(blob), filename=f"memory-{user_id}.json")
+    await interaction.followup.send(ready, file=file, ephemeral=True)
+    return len(blob)

@@ -208,7 +208,8 @@ def test_check_lists_the_languages_calls_can_be_held_in(config: Path, monkeypatc
     monkeypatch.setenv("AGORA_TTS_VENDOR", "elevenlabs")
     monkeypatch.setenv("AGORA_TTS_PARAMS", '{"key": "k", "voice_id": "v"}')
     out = check_says(config, capsys)
-    assert "ok       English only: the speech recognition and voice these settings name serve no other" in out
+    assert "warning  English only: the speech recognition and voice these settings name serve no other" in out
+    assert "leave agora.tts_vendor unset to use the default preset's voices" in out
 
 
 def test_check_reports_the_embedding_setting(config: Path, monkeypatch, capsys) -> None:

@@ -84,3 +84,26 @@ def test_the_docs_name_no_bare_python_m_bot_outside_docker(page: str) -> None:
         bare = re.findall(r"(?<![/\w])python -m bot", line)
         if bare and "docker" not in line.lower() and "See the whole flow" not in line:
             pytest.fail(f"{page} line {number} says `python -m bot`, which fails outside .venv: {line}")
+
+
+def test_a_bare_python_m_bot_without_the_packages_says_what_to_run_not_a_traceback(tmp_path: Path) -> None:
+    """`python -m bot check` with a Python that lacks the bot's packages (here: site-packages turned off with -S)
+    printed `ModuleNotFoundError: No module named 'asyncpg'` and a traceback."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def bare(cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-S", "-m", "bot", "check"], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        )
+
+    elsewhere = bare(tmp_path)
+    assert elsewhere.returncode == 2 and elsewhere.stdout == ""
+    assert "Traceback" not in elsewhere.stderr, elsewhere.stderr
+    said = elsewhere.stderr.strip()
+    assert said.startswith(f"The bot's packages are not installed for this Python ({sys.executable}: No module")
+    assert "`python3 tasks.py run` in the repository" in said and "`.venv/bin/python -m bot check`" in said
+
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").touch()
+    in_checkout = bare(tmp_path).stderr.strip()  # a checkout whose .venv exists: the command that works there
+    assert "Use `.venv/bin/python -m bot check`, or install them" in in_checkout and "tasks.py run" not in in_checkout

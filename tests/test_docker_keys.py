@@ -6,6 +6,7 @@ MEMORY_CALL_BOT_IMAGE=1), and outside it the one that works in the checkout."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,3 +75,21 @@ def test_check_names_the_command_that_works_where_the_admin_is(tmp_path: Path) -
     here = check(tmp_path)
     assert "Create it (and the link signing key) with `python3 tasks.py keys`, and back" in here
     assert "on the host" not in here and "docker compose" not in here
+
+
+def test_every_docker_compose_command_shown_carries_the_env_file() -> None:
+    """compose.yaml needs DOMAIN from the repository's .env, which `docker compose -f deploy/compose.yaml` alone does
+    not read (it looks beside the compose file): a hint without `--env-file .env` fails with "set DOMAIN". The
+    shorthand `docker compose ...` is used only where the full form is given first."""
+    shown = [
+        ROOT / "README.md",
+        ROOT / "docs" / "operator-guide.md",
+        DEPLOY / "compose.yaml",
+        DEPLOY / "Dockerfile",
+        *sorted((ROOT / "bot").rglob("*.py")),
+    ]
+    for path in shown:
+        for command in re.findall(r"docker compose [^`'\"\n]*", path.read_text()):
+            if command.startswith("docker compose ..."):
+                continue
+            assert command.startswith("docker compose --env-file .env -f deploy/compose.yaml"), (path, command)

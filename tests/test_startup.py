@@ -259,3 +259,4 @@ def test_check_logs_no_discord_warning_that_reads_like_a_failure(
     captured = capsys.readouterr()
     assert "logged in as" in captured.out  # check did log in to (the fake) Discord
     assert "Guilds intent" not in captured.err and "PyNaCl" not in captured.err
+    assert captured.err == "", "no log line amid the report (discord.py's 'logging in using static token')"

@@ -4,6 +4,7 @@ for the demo, or for the tests (whose extra holds everything the demo needs)."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +24,12 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
     monkeypatch.setattr(tasks, "VENV", venv)
     monkeypatch.setattr(tasks, "PYTHON", venv / "bin" / "python")
     ran: list[list[str]] = []
-    monkeypatch.setattr(tasks.subprocess, "run", lambda command, **kwargs: ran.append(command))
+
+    def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        ran.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(tasks.subprocess, "run", run)
     return ran
 
 
@@ -57,3 +63,36 @@ def test_demo_runs_the_demo_package_with_its_arguments(
     tasks.main()
     assert checkout == [], "--no-setup installs nothing, even with no stamp at all"
     assert executed == [[str(tasks.PYTHON), "-m", "demo", "--data", "kept"]]
+
+
+def fake_pip(checkout: Path, exit_status: int) -> None:
+    """.venv's python stands in for pip: it writes what setuptools writes on an editable install, then exits."""
+    python = checkout / ".venv" / "bin" / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        "echo 'BuildBackendWarning: Editable installation.' >&2\n"
+        "echo 'Please be careful with folders in your working directory with the same name as your package' >&2\n"
+        f"exit {exit_status}\n"
+    )
+    python.chmod(0o755)
+
+
+def test_installing_shows_no_editable_install_banner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    monkeypatch.setattr(tasks, "ROOT", tmp_path)
+    monkeypatch.setattr(tasks, "VENV", tmp_path / ".venv")
+    monkeypatch.setattr(tasks, "PYTHON", tmp_path / ".venv" / "bin" / "python")
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    fake_pip(tmp_path, 0)
+    tasks.ensure_venv("")
+    seen = capfd.readouterr()
+    assert seen.out == "" and seen.err == "[tasks] installing . into .venv\n"
+
+    fake_pip(tmp_path, 1)
+    (tasks.VENV / ".installed-base").unlink()
+    with pytest.raises(SystemExit) as failed:
+        tasks.ensure_venv("")
+    assert "pip install --quiet --upgrade pip failed (exit status 1)" in str(failed.value.code)
+    assert "Editable installation" in capfd.readouterr().err  # shown when pip fails: it may say why

@@ -254,6 +254,11 @@ class Ending:
         log.info("call ended (%s), %d lines stored", ended.reason, ended.turns_stored, extra=ids)
         return ended
 
+    @property
+    def unsaved(self) -> int:
+        """Ended calls kept in memory until the disk has room (``save_unsaved``)."""
+        return len(self._unsaved)
+
     async def ended_call(self, call_id: str) -> CallEnded | None:
         """A call that has ended, as its card shows it, for a process that did not end it (or a restarted one)."""
         call = await self.store.get_call(call_id)

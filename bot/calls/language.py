@@ -310,7 +310,8 @@ def supported_report(settings: AgoraSettings) -> str:
     if codes == [ENGLISH]:
         return (
             "English only: the speech recognition and voice these settings name serve no other language this bot "
-            "knows (a member who asks for another is answered in English, and their call card says so)"
+            "knows (a member who asks for another is answered in English, and their call card says so); for "
+            "members who speak others, leave agora.tts_vendor unset to use the default preset's voices"
         )
     missing = sorted(set(LANGUAGES) - set(codes))
     listed = ", ".join(f"{code} {LANGUAGES[code].name}" for code in codes)

@@ -138,4 +138,7 @@ class CallPageAdapter:
 
     async def health_figures(self) -> dict[str, object]:
         """What the calls add to the monitor's /healthz, which reports the database and active calls itself."""
-        return {"agents_still_running": await self.calls.agents_still_running()}
+        return {
+            "agents_still_running": await self.calls.agents_still_running(),
+            "database": {"ended_calls_unsaved": self.calls.unsaved_calls},
+        }

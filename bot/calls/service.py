@@ -214,6 +214,11 @@ class CallService:
     async def save_unsaved(self) -> int:
         return await self._ending.save_unsaved()
 
+    @property
+    def unsaved_calls(self) -> int:
+        """Ended calls waiting in memory for the disk to have room."""
+        return self._ending.unsaved
+
     async def agents_still_running(self) -> int:
         return await self._agents.still_running()
 

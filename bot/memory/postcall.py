@@ -403,6 +403,8 @@ class PostCallProcessor:
             return
         try:
             await self.store.enqueue_job(EMBED_JOB, f"{job.kind}:{job.ref_id}", self._clock())
+        except StorageFull:  # a full disk is said as one line: the queue's own back-off reports the episode
+            log.warning("post-call job %d: its embedding waits for the next conversation (storage full)", job.job_id)
         except Exception:  # the conversation's job is settled already: it must not be retried for this
             log.exception(
                 "post-call job %d: could not queue its embedding; the next conversation's does it", job.job_id

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.store.migrations import LATEST_VERSION
@@ -23,26 +24,41 @@ class BackupError(Exception):
 
 
 def backup_database(database: Path, target: Path, *, lock_timeout_seconds: float = 5.0) -> int:
-    """Copy ``database`` to ``target`` (which must not exist yet); returns the copy's size in bytes."""
+    """Copy ``database`` to ``target`` (which must not exist yet; missing folders on its way are created
+    owner-only); returns the copy's size in bytes."""
     if not database.is_file():
         raise BackupError(f"memory.database_path {database} does not exist: there is nothing to back up")
+    return copy_sqlite(database, target, verify_bot_database, lock_timeout_seconds=lock_timeout_seconds)
+
+
+def copy_sqlite(
+    source_path: Path,
+    target: Path,
+    verify: Callable[[sqlite3.Connection, Path], None],
+    *,
+    lock_timeout_seconds: float = 5.0,
+) -> int:
+    """A consistent copy of the SQLite file ``source_path`` at ``target`` (new), checked by ``verify`` before it
+    takes the target's name; returns its size in bytes."""
     if target.exists():
         raise BackupError(f"{target} already exists: choose a new file name (for example with the date in it)")
-    if not target.parent.is_dir():
-        raise BackupError(f"{target.parent} is not a folder")
+    for folder in (target.parent, *target.parent.parents):
+        if folder.exists() and not folder.is_dir():
+            raise BackupError(f"{folder} is a file, not a folder: choose another place for {target.name}")
+    private_folder(target.parent)
     partial = target.with_name(target.name + ".partial")
-    source = sqlite3.connect(f"{database.absolute().as_uri()}?mode=ro", uri=True, timeout=lock_timeout_seconds)
+    source = sqlite3.connect(f"{source_path.absolute().as_uri()}?mode=ro", uri=True, timeout=lock_timeout_seconds)
     try:
         private_file(partial)
         copy = sqlite3.connect(partial)
         try:
             source.backup(copy, pages=PAGES_PER_STEP, sleep=0.01)
-            _verify(copy, partial)
+            verify(copy, partial)
         finally:
             copy.close()
     except sqlite3.Error as exc:
         partial.unlink(missing_ok=True)
-        raise BackupError(f"could not back up {database}: {exc}") from exc
+        raise BackupError(f"could not back up {source_path}: {exc}") from exc
     except BackupError:
         partial.unlink(missing_ok=True)
         raise
@@ -60,7 +76,7 @@ def restore_database(backup: Path, database: Path, *, lock_timeout_seconds: floa
     try:
         source = sqlite3.connect(f"{backup.absolute().as_uri()}?mode=ro", uri=True)
         try:
-            _verify(source, backup)
+            verify_bot_database(source, backup)
         finally:
             source.close()
     except sqlite3.Error as exc:
@@ -85,7 +101,8 @@ def _sidecar(database: Path, suffix: str) -> Path:
     return database.with_name(database.name + suffix)
 
 
-def _verify(db: sqlite3.Connection, where: Path) -> None:
+def verify_bot_database(db: sqlite3.Connection, where: Path) -> None:
+    """Raises ``BackupError`` unless ``db`` is an intact database of this bot, at a schema it knows."""
     check = db.execute("PRAGMA quick_check").fetchone()
     if check is None or check[0] != "ok":
         raise BackupError(f"{where} failed SQLite's integrity check: {check[0] if check else 'no answer'}")

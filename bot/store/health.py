@@ -44,6 +44,12 @@ class WriteHealth:
             return self.last_failure
         return None
 
+    @property
+    def writable(self) -> bool:
+        """Whether the most recent write succeeded: true again the moment one does, while ``failing`` still
+        reports the episode for the window."""
+        return not self._last_write_failed
+
     @contextmanager
     def write(self) -> Iterator[None]:
         try:

@@ -22,10 +22,12 @@ import asyncio
 import contextlib
 import errno
 import fcntl
+import json
 import logging
 import os
 import socket
 import struct
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
@@ -39,7 +41,10 @@ log = logging.getLogger(__name__)
 PG_LOCK_KEYS = (0x4D43_4231, 1)
 """The advisory lock's two int4 keys ("MCB1", 1); pg_locks shows them as classid and objid (objsubid 2)."""
 PG_WATCH_SECONDS = 10.0
-STOP_HINT = "stop it first (`systemctl stop memory-call-bot`, or `docker compose stop bot`), then run this again"
+STOP_HINT = (
+    "stop it first (`systemctl stop memory-call-bot`, or `docker compose --env-file .env -f deploy/compose.yaml stop "
+    "bot`), then run this again"
+)
 
 
 class DatabaseInUse(Exception):
@@ -56,6 +61,10 @@ class DatabaseUse(Protocol):
 
     def alone(self, doing: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Exclusive use while the block runs; raises ``DatabaseInUse`` naming the bot process that uses it."""
+
+    async def running(self) -> str | None:
+        """The bot process that runs on the database now, as its lock names it (None when none does); takes
+        nothing and creates nothing (what `check` asks)."""
 
 
 def lock_path(database: Path) -> Path:
@@ -91,6 +100,7 @@ class SqliteUse:
                 "then start the bot again"
             ) from None
         self._held = fd
+        _say_who(fd)
 
     async def release(self) -> None:
         if self._held is not None:
@@ -117,16 +127,55 @@ class SqliteUse:
             else:
                 os.close(fd)
 
+    async def running(self) -> str | None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        try:
+            kind, pid = _conflicting(fd)
+            if kind != fcntl.F_RDLCK:  # nobody, or a command rewriting the database (exclusive)
+                return None
+            said = os.pread(fd, 1024, 0).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+        try:
+            who = json.loads(said)
+            named, named_pid = str(who["name"]), int(who["pid"])
+        except (ValueError, KeyError, TypeError):
+            return f"process {pid}" if pid > 0 else "a bot process"
+        if pid > 0 and pid != named_pid:  # the lock file names another bot (of the same database) than the kernel
+            return f"process {pid}"
+        return named
 
-def _holder(fd: int) -> str:
-    """`` (process N)``: one process holding a lock that conflicts with an exclusive one (Linux's F_GETLK; the
-    pid is 0 when that process is in another pid namespace, e.g. another container, then nothing is said)."""
+
+def _say_who(fd: int) -> None:
+    """Writes into the held lock file which bot holds it, for `check` (``running``); the lock itself is the truth:
+    a stopped bot's words stay, but no lock goes with them. Another bot sharing the file overwrites them."""
+    who = json.dumps({"name": process_name(), "pid": os.getpid(), "since": time.time()}).encode()
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, who, 0)
+    except OSError as exc:  # a full disk: the lock still holds, only its words are missing
+        log.debug("cannot write who holds %s: %s", fd, exc)
+
+
+def _conflicting(fd: int) -> tuple[int, int]:
+    """(kind, pid) of one lock that conflicts with an exclusive one (Linux's F_GETLK): F_UNLCK when none, the
+    pid 0 when its process is in another pid namespace (e.g. another container)."""
     request = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
     try:
         answer = fcntl.fcntl(fd, fcntl.F_GETLK, request)
         kind, _whence, _start, _length, pid = struct.unpack("hhqqi4x", answer)
     except (OSError, struct.error):
-        return ""
+        return fcntl.F_UNLCK, 0
+    return int(kind), int(pid)
+
+
+def _holder(fd: int) -> str:
+    """`` (process N)``: one process holding a lock that conflicts with an exclusive one (Linux's F_GETLK; the
+    pid is 0 when that process is in another pid namespace, e.g. another container, then nothing is said)."""
+    kind, pid = _conflicting(fd)
     return f" (process {pid})" if kind != fcntl.F_UNLCK and pid > 0 else ""
 
 
@@ -198,19 +247,33 @@ class PostgresUse:
             if own:
                 await connection.close()
 
+    async def running(self) -> str | None:
+        connection = await self._connect("check")
+        try:
+            names = await _pg_holder_names(connection, mode="ShareLock")
+        finally:
+            await connection.close()
+        bots = [name.removesuffix(" (running bot)") for name in names if name.endswith(" (running bot)")]
+        return ", ".join(bots) if bots else None
+
 
 async def _pg_holders(connection: asyncpg.Connection) -> str:
     """`` (memory-call-bot pid N on HOST (running bot), …)``: the application names of the other sessions holding
     the lock, as far as this role may see them."""
+    names = await _pg_holder_names(connection)
+    return f" ({', '.join(names)})" if names else ""
+
+
+async def _pg_holder_names(connection: asyncpg.Connection, *, mode: str | None = None) -> list[str]:
     rows = await connection.fetch(
         "SELECT a.application_name FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
         "WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid() AND l.classid = $1::bigint::oid "
-        "AND l.objid = $2::bigint::oid AND l.objsubid = 2 AND l.database = "
+        "AND l.objid = $2::bigint::oid AND l.objsubid = 2 AND ($3::text IS NULL OR l.mode = $3) AND l.database = "
         "(SELECT oid FROM pg_database WHERE datname = current_database())",
         *PG_LOCK_KEYS,
+        mode,
     )
-    names = sorted({str(r["application_name"]) for r in rows if r["application_name"]})
-    return f" ({', '.join(names)})" if names else ""
+    return sorted({str(r["application_name"]) for r in rows if r["application_name"]})
 
 
 def use_for_url(url: str) -> DatabaseUse:

@@ -71,6 +71,10 @@ class FakeDiscord(GatewaySessions, UserActions, RestPipeline, RestRoutes, Messag
         self.guild_id: str = self._snowflake()
         self.channel_id: str = self._snowflake()
         self.owner_id: str = self._snowflake()
+        #: When a team owns the application: each member's user id and role ("admin", "developer", "read_only").
+        #: None: the user ``owner_id`` owns it.
+        self.team_roles: dict[str, str] | None = None
+        self.team_id: str = self._snowflake()
         self._init_places()
         self.bot_username = "FakeBot"
         #: Permissions the bot has in the channel, sent as ``app_permissions`` with every interaction.

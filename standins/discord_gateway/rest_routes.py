@@ -32,6 +32,16 @@ class RestRoutes:
 
     async def _get_application(self, req: IncomingRequest) -> tuple[int, Any]:
         owner = self.user(self.owner_id, "owner")
+        team = None
+        if self.team_roles is not None:  # Discord names a team-owned application's owner after the team
+            owner = {**self.user(self.team_id, f"team{self.team_id}"), "flags": 1024, "public_flags": 1024}
+            members = [
+                {"user": self.user(user_id), "team_id": self.team_id, "membership_state": 2, "role": role,
+                 "permissions": ["*"]}
+                for user_id, role in self.team_roles.items()
+            ]  # fmt: skip
+            team = {"id": self.team_id, "icon": None, "name": "Fake team", "owner_user_id": self.owner_id,
+                    "members": members}  # fmt: skip
         return 200, {
             "id": self.application_id,
             "name": self.bot_username,
@@ -51,7 +61,7 @@ class RestRoutes:
             "approximate_user_install_count": 0,
             "approximate_user_authorization_count": 0,
             "explicit_content_filter": 0,
-            "team": None,
+            "team": team,
             "eligible_oauth2_scopes": [],
             "bot": self.bot_user(),
         }

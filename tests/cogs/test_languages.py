@@ -121,7 +121,7 @@ async def test_the_synced_commands_carry_every_name_and_description_in_every_cat
     simcord_env, world: CallWorld
 ) -> None:
     synced = {command["name"]: command for command in simcord_env.backend.commands[None].values()}
-    assert set(synced) == {"call", "hangup", "chat", "memory", "remember", "forget", "settings"}
+    assert set(synced) == {"call", "hangup", "chat", "memory", "remember", "forget", "settings", "member-data"}
     call = synced["call"]
     localized_names = [call["name_localizations"][locale] for locale in (*SPANISH, "de", "pt-BR")]
     assert localized_names == ["llamar", "llamar", "anrufen", "ligar"]

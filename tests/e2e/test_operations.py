@@ -50,7 +50,7 @@ async def test_one_call_as_the_operator_sees_it(tmp_path: Path, monkeypatch: pyt
                 health = (await http.get("/healthz")).json()
                 assert health["version"] == __version__ and health["status"] == "ok", json.dumps(health)
                 assert health["discord"]["connected"] is True and health["discord"]["latency_seconds"] >= 0
-                assert health["database"] == {"ok": True, "writable": True}
+                assert health["database"] == {"ok": True, "writable": True, "ended_calls_unsaved": 0}
                 assert health["agora"]["configured"] is True and health["agora"]["reachable"] is True
                 assert health["calls"]["active"] == 0 and health["queue"]["depth"] == 0
                 assert health["agents_still_running"] == 0  # the calls backend's own figure, merged in

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from bot.store.sqlite import SqliteStore
 from standins.agora_emulator import running_emulator
 from standins.discord_gateway import FakeDiscord
 from standins.harness import eventually, free_port
-from tests.e2e.test_rewrite_while_running import environment, start_bot, stop
+from tests.e2e.test_rewrite_while_running import ROOT, environment, start_bot, stop
 from tests.e2e.test_smoke_real_entry_point import next_of_kind
 
 MEMBER = 4242
@@ -94,3 +96,44 @@ async def test_the_post_call_queue_backs_off_on_a_full_disk(caplog: pytest.LogCa
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "the database is full" in warnings[0].getMessage()
     assert warnings[0].exc_info is None  # one line, no traceback
+
+
+FAILING_DISK = """
+import logging, resource, signal, sqlite3, sys, time
+from pathlib import Path
+from bot.store.sqlite.base import WalCheckpoints
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the size limit fails (EFBIG), as a full disk refuses it
+database = Path(sys.argv[1])
+writer = sqlite3.connect(database, isolation_level=None)
+writer.execute("PRAGMA journal_mode = WAL")
+writer.execute("PRAGMA wal_autocheckpoint = 0")
+writer.execute("CREATE TABLE t (x BLOB)")
+writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+for _ in range(50):
+    writer.execute("INSERT INTO t VALUES (randomblob(4000))")  # in the WAL only: the checkpoints must copy it
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (database.stat().st_size, hard))  # no room for the database to grow
+checkpoints = WalCheckpoints(database, 0.02, 1000)
+checkpoints.start()
+time.sleep(0.5)  # 25 checkpoints that fail
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
+time.sleep(0.3)
+checkpoints.stop()
+checkpoints.join()
+print("rows", sqlite3.connect(f"file:{database}?mode=ro", uri=True).execute("SELECT count(*) FROM t").fetchone()[0])
+"""
+
+
+def test_the_wal_checkpoints_log_a_failing_disk_once_per_episode(tmp_path: Path) -> None:
+    """They logged "checkpointing … failed (database or disk is full); trying again in 1 s" every second for as long
+    as the disk was full (seen on a real full disk beside a bot that had just stored a call)."""
+    ran = subprocess.run(
+        [sys.executable, "-c", FAILING_DISK, str(tmp_path / "bot.db")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0].startswith(f"WARNING checkpointing {tmp_path / 'bot.db'} failed (")
+    assert lines[0].endswith("); trying again every 0.02 s until it works")
+    assert lines[1:] == [f"INFO checkpointing {tmp_path / 'bot.db'} works again", "rows 50"]

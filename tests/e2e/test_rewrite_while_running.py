@@ -15,6 +15,7 @@ import httpx
 
 from bot.keys import generate_master_key_text
 from bot.store.backup import backup_database
+from bot.store.inuse import PostgresUse
 from bot.store.sqlite import SqliteStore
 from standins.agora_emulator import (
     TEST_APP_CERTIFICATE,
@@ -168,10 +169,13 @@ async def test_postgres_restore_and_copy_into_refused_while_the_bot_runs(tmp_pat
                 into = command(env, tmp_path, "copy-db", "--from", f"sqlite:///{backup}", "--to", postgres_url)
                 assert into.returncode == 1
                 assert f"memory-call-bot pid {bot.pid} on " in one_line(into)
+                running = await PostgresUse(postgres_url, "the database").running()  # what `check` reports
+                assert running is not None and running.startswith(f"memory-call-bot pid {bot.pid} on ")
             finally:
                 await stop(bot)
     finally:
         await fake.stop()
 
+    assert await PostgresUse(postgres_url, "the database").running() is None
     after = command(env, tmp_path, "restore", str(backup))  # stopped: PostgreSQL's own tools restore it
     assert after.returncode == 1 and "pg_restore" in one_line(after)

@@ -63,11 +63,21 @@ class WalCheckpoints(threading.Thread):
         db = sqlite3.connect(self.path, isolation_level=None)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            failing = False
             while not self._stopping.wait(self.seconds):
                 try:
                     db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 except sqlite3.Error as exc:  # e.g. a full disk: the WAL keeps the data; try again next time
-                    log.warning("checkpointing %s failed (%s); trying again in %g s", self.path, exc, self.seconds)
+                    if not failing:  # once per episode, not every second it lasts
+                        log.warning(
+                            "checkpointing %s failed (%s); trying again every %g s until it works", self.path, exc,
+                            self.seconds,
+                        )  # fmt: skip
+                    failing = True
+                else:
+                    if failing:
+                        log.info("checkpointing %s works again", self.path)
+                    failing = False
         finally:
             db.close()
 
