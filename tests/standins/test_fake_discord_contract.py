@@ -198,3 +198,30 @@ async def test_descriptions_and_choices_longer_than_discord_takes_are_refused(
     status, answer = await sync(fake, [body])
     assert (status, answer["code"]) == (400, 50035)
     assert fake.commands == {}, "nothing synced"
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (command(name="Pick"), ["0", "name"]),
+        (command(name="pick fruit"), ["0", "name"]),
+        (command(name="pick!"), ["0", "name"]),
+        (command(name_localizations={"de": "Wählen"}), ["0", "name_localizations", "de"]),
+        (command(options=[{"type": 3, "name": "Fruit", "description": "A fruit"}]), ["0", "options", "0", "name"]),
+    ],
+    ids=["upper-case", "space", "punctuation", "localized-upper-case", "option-upper-case"],
+)
+async def test_slash_command_and_option_names_follow_discords_naming_rule(
+    fake: FakeDiscord, body: dict[str, Any], where: list[str]
+) -> None:
+    """Discord's Application Command Naming: lower case where a letter has a lower case, letters, digits, - _ ' and
+    Devanagari and Thai; what the bot's catalogues localize its commands to (/llamar, /erinnerungen, /ligar) passes."""
+    status, answer = await sync(fake, [body])
+    assert (status, answer["code"]) == (400, 50035)
+    error = answer["errors"]
+    for key in where:
+        error = error[key]
+    assert error["_errors"][0]["code"] == "APPLICATION_COMMAND_INVALID_NAME"
+    assert fake.commands == {}, "nothing synced"
+    fine = command(name="pick-fruit_2", name_localizations={"es-ES": "elegir", "hi": "चुनें", "th": "เลือก", "ja": "選ぶ"})
+    assert (await sync(fake, [fine]))[0] == 200
