@@ -88,6 +88,8 @@ class AgentRequest:
     member_spoke_last: bool
     """The request answers the member's own words (not a greeting, a reminder or an injected instruction)."""
     turn_id: object
+    lines_at: tuple[int, ...] = ()
+    """Where in the request's messages each line of ``transcript`` is."""
 
     @property
     def utterance(self) -> str:
@@ -106,8 +108,9 @@ def read_request(request: Mapping[str, Any], messages: Sequence[Mapping[str, Any
     upstream["messages"] = [{k: m[k] for k in _fields_of(m.get("role")) if k in m} for m in messages]
     transcript: list[tuple[Speaker, str]] = []
     heard: set[int] = set()
+    lines_at: list[int] = []
     member_spoke_last = False
-    for message in messages:
+    for at, message in enumerate(messages):
         role = message.get("role")
         if role not in ("user", "assistant"):
             continue
@@ -122,5 +125,7 @@ def read_request(request: Mapping[str, Any], messages: Sequence[Mapping[str, Any
         if role == "assistant" and isinstance(metadata, Mapping) and metadata.get("interrupted") is True:
             heard.add(len(transcript))
         transcript.append((role, text))
+        lines_at.append(at)
         member_spoke_last = role == "user" and (source is None or source in MEMBER_SOURCES)
-    return AgentRequest(upstream, transcript, frozenset(heard), member_spoke_last, request.get("turn_id"))
+    turn_id = request.get("turn_id")
+    return AgentRequest(upstream, transcript, frozenset(heard), member_spoke_last, turn_id, tuple(lines_at))

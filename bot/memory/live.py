@@ -5,14 +5,18 @@ For each chat-completions request the agent sends (Agora ConvoAI with ``llm.vend
 mean and which are forwarded: ``bot.agora.custom_llm``):
 
 1. the memory block for the newest user message replaces the memory system message (persona and history stay as
-   sent), leaving out the lines of the running call, which the agent already holds;
+   sent, less the lines the member forgot while the call ran: ``bot.memory.live_forgotten``), leaving out the lines
+   of the running call, which the agent already holds;
 2. when the request answers the member's own words, that message is stored as a line of the call (keyed by
    Agora's ``turn_id``) with the agent's history before it (a reply the member interrupted as what they heard),
    written while the next steps run: the reply's first bytes do not wait for the database, and the reply is stored
    after the line;
 3. the request, as an OpenAI-compatible server accepts it, goes to the upstream LLM (``llm.base_url`` /
    ``llm.model``), retried once only before its first byte, within ``llm.timeout_seconds``;
-4. the upstream's SSE events are relayed as they arrive, byte for byte (tool calls and unknown fields included);
+4. the upstream's SSE events are relayed as they arrive, byte for byte (tool calls and unknown fields included),
+   but for the calls of the memory tools the bot added (``bot.memory.tools``: carried out here, at most
+   ``MAX_ROUNDS`` rounds whatever the model does), which never reach the agent; an answer that also calls the
+   agent's own tools ends as a call of those, which Agora's engine runs (``bot.memory.engine_tools``);
 5. the reply as actually sent is stored: before the final ``data: [DONE]`` is relayed (so a reply the agent saw
    finish is never lost to a crash), or when the agent hung up mid-reply (an interrupted reply; the agent's next
    request says what was heard of it, and the line is cut to that). A reply the upstream broke off is not stored:
@@ -37,6 +41,7 @@ from bot.llm.client import LLMClient, UpstreamStream
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
 from bot.memory.engine_tools import EngineAnswers
+from bot.memory.live_forgotten import ForgottenLines
 from bot.memory.own_words import OwnWords
 from bot.memory.service import MemoryService
 from bot.memory.tools import DROP, ToolCalls, ToolTurn, offered
@@ -266,6 +271,7 @@ class LiveRecall:
         self.clock = clock
         self._tasks: set[asyncio.Future[None]] = set()
         self.engine_answers = EngineAnswers()
+        self.forgotten = ForgottenLines(memory.store)
 
     def track(self, task: asyncio.Future[None]) -> None:
         self._tasks.add(task)
@@ -295,6 +301,7 @@ class LiveRecall:
         if not _encodable(request):
             raise bad_request("The request holds text that is not valid Unicode (a lone surrogate).")
         agent = read_request(request, messages)
+        agent.upstream["messages"] = await self.forgotten.upstream(state, agent, messages)
         utterance = agent.utterance
         # Read before anything else, with the key check: a forget or a pause from then on fences out this turn's
         # writes (forget wins).

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from bot.keys import MemberKeys
 from bot.memory.context import ContextBuilder, ContextStore
 from bot.memory.forgetting import FactTraces, fact_terms, search_text, traces_of
-from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
+from bot.memory.merge import Append, MergeResult, count_gaps, merge_snapshot, try_append, utterance
 from bot.memory.own_words import OwnWordsStore
 from bot.store.live_plan import LivePlan, LivePlanNeeds, LiveWrite
 from bot.store.models import (
@@ -111,10 +111,6 @@ class MemoryPage:
     """The language the member chose for their calls (`bot.calls.language`); None: their Discord language."""
 
 
-def _utterance(t: TurnRecord) -> Utterance:
-    return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured, t.interrupted)
-
-
 @dataclass(frozen=True)
 class _Snapshot:
     """One window of a call's conversation to merge into its stored lines: the pure part of a merge, which
@@ -151,14 +147,14 @@ class _Snapshot:
         None when they are not enough (read every line and plan again)."""
         if anchored or not self.complete:
             appended = try_append(
-                [_utterance(t) for t in stored], self.window, captured=self.capture, final=self.final, heard=self.heard
+                [utterance(t) for t in stored], self.window, captured=self.capture, final=self.final, heard=self.heard
             )
             if appended is not None:
                 return _appended_write(stored, appended, self.at, anchored, self.language)
         if not whole:
             return None
         result = merge_snapshot(
-            [_utterance(t) for t in stored],
+            [utterance(t) for t in stored],
             self.window,
             captured=self.capture,
             complete=self.complete,

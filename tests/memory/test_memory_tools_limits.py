@@ -6,15 +6,13 @@ PostgreSQL, with the agent's stream ending in ``data: [DONE]`` as always. Driven
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.memory.tools import MAX_ROUNDS
 from standins.factories import seed_fact
-from standins.harness import CallWorld, call_world
+from standins.harness import CallWorld
 from standins.llm_server import FakeLLM
 
 ALICE = 1111
@@ -59,17 +57,6 @@ async def test_a_model_ignoring_tool_choice_cannot_loop_forgets(world: CallWorld
     assert turn.outcome == "ok"
     assert len(fake_llm.requests) == MAX_ROUNDS + 1
     assert len(await world.store.list_facts(ALICE)) == 20 - MAX_ROUNDS
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def any_backend(request: pytest.FixtureRequest, tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[CallWorld]:
-    """Live recall on either backend, in front of the strict fake LLM."""
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    async with call_world(
-        tmp_path, database_url=url, llm_base_url=fake_llm.base_url, llm={"timeout_seconds": 1.0}
-    ) as world:
-        world.emu.llm_timeout = 5
-        yield world
 
 
 HOSTILE = {
