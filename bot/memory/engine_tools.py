@@ -33,6 +33,9 @@ class _Ours:
     """The ``tool`` messages answering them."""
     rounds: int
     """The rounds the answer had before this one."""
+    generation: int
+    """The member's memory generation then: after a forget (or a pause) the results, which may quote what was
+    forgotten, are no longer put back."""
 
 
 class EngineAnswers:
@@ -50,22 +53,31 @@ class EngineAnswers:
         called: list[dict[str, Any]],
         results: list[dict[str, Any]],
         rounds: int,
+        generation: int,
     ) -> None:
         """An answer of the call that called the engine's tools (``their_ids``) beside ours (``called``, answered
         by ``results``)."""
         answers = self._calls.setdefault(call_id, [])
-        answers.append(_Ours(frozenset(their_ids), called, results, rounds))
+        answers.append(_Ours(frozenset(their_ids), called, results, rounds, generation))
         del answers[:-ANSWERS_KEPT]
         self._calls.move_to_end(call_id)
         while len(self._calls) > self._calls_kept:
             self._calls.popitem(last=False)
 
-    def spliced(self, call_id: str, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    def spliced(
+        self, call_id: str, messages: list[dict[str, Any]], generation: int
+    ) -> tuple[list[dict[str, Any]], int]:
         """``messages`` with our calls put back into each kept answer they hold, and the rounds already had by the
-        answer this request continues (0 when it starts a new one: the member spoke since)."""
+        answer this request continues (0 when it starts a new one: the member spoke since). ``generation``: the
+        member's memory generation now; answers kept before it moved are dropped."""
+        kept = [ours for ours in self._calls.get(call_id, ()) if ours.generation == generation]
+        if not kept:
+            self._calls.pop(call_id, None)
+            return messages, 0
+        self._calls[call_id] = kept
         spliced = list(messages)
         rounds = 0
-        for ours in self._calls.get(call_id, ()):
+        for ours in kept:
             at = _answer_at(spliced, ours.their_ids)
             if at is None:
                 continue

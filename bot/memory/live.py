@@ -192,7 +192,7 @@ class LiveTurn:
         if tools.calls.theirs and not tools.calls.last_round:
             called, their_ids, rounds = tools.calls.called(), list(tools.calls.their_ids), tools.rounds
             results = await tools.carry_out()
-            self._recall.engine_answers.keep(self._call.call_id, their_ids, called, results, rounds)
+            self._recall.engine_answers.keep(self._call.call_id, their_ids, called, results, rounds, self._generation)
         tools.drop()
 
     async def _ask_again(self, tools: ToolTurn) -> bytes:
@@ -323,7 +323,7 @@ class LiveRecall:
         tools: ToolTurn | None = None
         rounds = 0
         if self.engine_answers.holds(call.call_id):
-            outgoing["messages"], rounds = self.engine_answers.spliced(call.call_id, outgoing["messages"])
+            outgoing["messages"], rounds = self.engine_answers.spliced(call.call_id, outgoing["messages"], generation)
         if remember and self.own_words is not None and outgoing.get("stream") is True:
             outgoing["tools"], ours = offered(outgoing.get("tools"))
             convo = Conversation("call", call.call_id)

@@ -155,6 +155,13 @@ async def test_a_mixed_answer_lets_the_engine_run_its_part_and_the_model_sees_al
     await world.live.wait_idle()
     assert (await world.call_lines(call_id))[-1] == ("assistant", "You're welcome.")
 
+    await world.memory.forget_fact(ALICE, facts[0].fact_id)  # /forget item: the fact and the lines naming Ada
+    engine.memory.append({"role": "assistant", "content": "You're welcome.", "turn_id": engine.turn})
+    engine.user_says("Bye.")
+    fake_llm.queue_reply("Bye!")
+    await engine.ask()
+    assert "Ada" not in json.dumps(fake_llm.last_request), "nor does the bot's tool result bring it back"
+
 
 async def test_a_model_calling_the_memory_tools_again_after_the_engine_ran_its_part_stays_bounded(
     world: CallWorld, fake_llm: FakeLLM
