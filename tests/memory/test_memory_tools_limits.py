@@ -90,3 +90,23 @@ async def test_arguments_no_code_can_take_are_a_tool_error_and_the_stream_ends(
 
     fake_llm.queue_reply("Still here.")  # the call goes on
     assert (await world.emu.user_says(agent_id, "Hello?")).reply == "Still here."
+
+
+async def test_a_memory_that_fails_mid_call_is_a_tool_error_and_the_stream_ends(
+    world: CallWorld, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _call_id, agent_id = await world.start_member_call(ALICE)
+    world.emu.llm_timeout = 5
+
+    async def database_gone(*args: object, **kwargs: object) -> None:
+        raise ConnectionResetError("the database connection was lost")
+
+    monkeypatch.setattr(world.store, "add_told_fact", database_gone)
+    fake_llm.queue_tool_calls([("remember", {"fact": "My locker code is 42"})])
+    fake_llm.queue_reply("Sorry, I couldn't save that just now.")
+    turn = await world.emu.user_says(agent_id, "Remember my locker code is 42.")
+
+    assert turn.outcome == "ok" and turn.reply == "Sorry, I couldn't save that just now."
+    (result,) = tool_results(fake_llm.last_request)
+    assert result["status"] == "failed" and "try again later" in result["instruction"]
+    assert "locker code" not in caplog.text, "the member's words are never logged"
