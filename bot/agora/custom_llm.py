@@ -31,7 +31,16 @@ CHAT_COMPLETIONS_FIELDS = frozenset(
 )  # fmt: skip
 """The top-level fields of OpenAI's Chat Completions request: nothing else is forwarded upstream."""
 MESSAGE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
-"""What a forwarded message keeps (OpenAI's message fields that Agora's engine can send)."""
+"""What a forwarded message of a role OpenAI does not have keeps (the upstream answers it as invalid)."""
+ROLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "system": ("role", "content", "name"),
+    "developer": ("role", "content", "name"),
+    "user": ("role", "content", "name"),
+    "assistant": ("role", "content", "name", "tool_calls"),
+    "tool": ("role", "content", "tool_call_id"),
+}
+"""What a forwarded message keeps, by role: the fields of OpenAI's message type for that role that Agora's engine
+can send (a ``tool`` message has no ``name``, which Agora's reference server sends; spec §13.1)."""
 MEMBER_SOURCES = frozenset({"asr", "message"})
 """The sources of a user message that are the member's own words."""
 COMMAND_SOURCE = "command"
@@ -79,6 +88,8 @@ class AgentRequest:
     member_spoke_last: bool
     """The request answers the member's own words (not a greeting, a reminder or an injected instruction)."""
     turn_id: object
+    lines_at: tuple[int, ...] = ()
+    """Where in the request's messages each line of ``transcript`` is."""
 
     @property
     def utterance(self) -> str:
@@ -86,15 +97,20 @@ class AgentRequest:
         return next((text for role, text in reversed(self.transcript) if role == "user"), "")
 
 
+def _fields_of(role: object) -> tuple[str, ...]:
+    return ROLE_FIELDS.get(role, MESSAGE_FIELDS) if isinstance(role, str) else MESSAGE_FIELDS
+
+
 def read_request(request: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> AgentRequest:
     """``request``'s fields split as the module docstring says; ``messages`` are its messages (checked by the
     caller to be objects)."""
     upstream = {key: value for key, value in request.items() if key in CHAT_COMPLETIONS_FIELDS}
-    upstream["messages"] = [{k: m[k] for k in MESSAGE_FIELDS if k in m} for m in messages]
+    upstream["messages"] = [{k: m[k] for k in _fields_of(m.get("role")) if k in m} for m in messages]
     transcript: list[tuple[Speaker, str]] = []
     heard: set[int] = set()
+    lines_at: list[int] = []
     member_spoke_last = False
-    for message in messages:
+    for at, message in enumerate(messages):
         role = message.get("role")
         if role not in ("user", "assistant"):
             continue
@@ -109,5 +125,7 @@ def read_request(request: Mapping[str, Any], messages: Sequence[Mapping[str, Any
         if role == "assistant" and isinstance(metadata, Mapping) and metadata.get("interrupted") is True:
             heard.add(len(transcript))
         transcript.append((role, text))
+        lines_at.append(at)
         member_spoke_last = role == "user" and (source is None or source in MEMBER_SOURCES)
-    return AgentRequest(upstream, transcript, frozenset(heard), member_spoke_last, request.get("turn_id"))
+    turn_id = request.get("turn_id")
+    return AgentRequest(upstream, transcript, frozenset(heard), member_spoke_last, turn_id, tuple(lines_at))

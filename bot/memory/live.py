@@ -5,14 +5,18 @@ For each chat-completions request the agent sends (Agora ConvoAI with ``llm.vend
 mean and which are forwarded: ``bot.agora.custom_llm``):
 
 1. the memory block for the newest user message replaces the memory system message (persona and history stay as
-   sent), leaving out the lines of the running call, which the agent already holds;
+   sent, less the lines the member forgot while the call ran: ``bot.memory.live_forgotten``), leaving out the lines
+   of the running call, which the agent already holds;
 2. when the request answers the member's own words, that message is stored as a line of the call (keyed by
    Agora's ``turn_id``) with the agent's history before it (a reply the member interrupted as what they heard),
    written while the next steps run: the reply's first bytes do not wait for the database, and the reply is stored
    after the line;
 3. the request, as an OpenAI-compatible server accepts it, goes to the upstream LLM (``llm.base_url`` /
    ``llm.model``), retried once only before its first byte, within ``llm.timeout_seconds``;
-4. the upstream's SSE events are relayed as they arrive, byte for byte (tool calls and unknown fields included);
+4. the upstream's SSE events are relayed as they arrive, byte for byte (tool calls and unknown fields included),
+   but for the calls of the memory tools the bot added (``bot.memory.tools``: carried out here, at most
+   ``MAX_ROUNDS`` rounds whatever the model does), which never reach the agent; an answer that also calls the
+   agent's own tools ends as a call of those, which Agora's engine runs (``bot.memory.engine_tools``);
 5. the reply as actually sent is stored: before the final ``data: [DONE]`` is relayed (so a reply the agent saw
    finish is never lost to a crash), or when the agent hung up mid-reply (an interrupted reply; the agent's next
    request says what was heard of it, and the line is cut to that). A reply the upstream broke off is not stored:
@@ -36,9 +40,11 @@ from bot.agora.custom_llm import AgentRequest, Speaker, read_request
 from bot.llm.client import LLMClient, UpstreamStream
 from bot.llm.errors import LLMError
 from bot.memory.context import MEMORY_HEADER
+from bot.memory.engine_tools import EngineAnswers
+from bot.memory.live_forgotten import ForgottenLines
 from bot.memory.own_words import OwnWords
 from bot.memory.service import MemoryService
-from bot.memory.tools import ToolTurn, offered
+from bot.memory.tools import DROP, ToolCalls, ToolTurn, offered
 from bot.store.models import CallMemoryState, CallRecord, Conversation
 from bot.web.llm_backend import LLMRouteError, bad_request, unauthorized
 
@@ -109,6 +115,7 @@ class LiveTurn:
         arrived). A delta counts as sent once the consumer asks for more (its write succeeded); closing this
         generator early stores the reply as sent so far."""
         buffer = self._first
+        done = False
         try:
             if not self.is_sse:
                 async for chunk in self._chunks:
@@ -131,13 +138,21 @@ class LiveTurn:
                                 self._reply.parts.extend(deltas)
                                 events, deltas = [], []
                             if tools is not None and tools.calls.pending:
-                                continue  # the model answers after the tools are carried out
+                                if tools.asks_again:
+                                    continue  # the model answers after the tools are carried out
+                                await self._beside_engine(tools)
                             await self._store_reply()
+                            done = True
                             yield event
                             continue
                         parsed = _chunk(data)
-                        if tools is not None and b'"tool_calls"' in event and tools.calls.take(parsed):
-                            continue
+                        if tools is not None and b'"tool_calls"' in event:
+                            taken = tools.calls.take(parsed)
+                            if taken == DROP:
+                                continue
+                            if isinstance(taken, dict):
+                                parsed = taken
+                                event = f"data: {json.dumps(taken)}\n\n".encode()
                         events.append(event)
                         if delta := _delta_text(parsed):
                             deltas.append(delta)
@@ -149,7 +164,7 @@ class LiveTurn:
                     except StopAsyncIteration:
                         break
                     buffer += chunk
-                if tools is None or not tools.calls.pending:
+                if tools is None or not tools.asks_again:
                     break
                 buffer = await self._ask_again(tools)
             if buffer:
@@ -159,8 +174,26 @@ class LiveTurn:
             self._reply.settled = True  # the agent keeps its failure message in the reply's place, not this
             yield error_event("The language model stopped answering mid-reply.", "upstream_interrupted")
             yield f"data: {DONE_EVENT}\n\n".encode()
+        except Exception:
+            # Whatever failed, the agent gets an end it can act on (its failure message) instead of waiting for
+            # its timeout.
+            log.exception("call %s: relaying the reply failed", self._call.call_id)
+            if not done:
+                self._reply.settled = True
+                yield error_event("The reply could not be completed.", "relay_failed")
+                yield f"data: {DONE_EVENT}\n\n".encode()
         finally:
             await self._finish()
+
+    async def _beside_engine(self, tools: ToolTurn) -> None:
+        """The answer ends with calls of ours the model may not be asked again about: past the last round they
+        are dropped; beside calls of the agent's own tools, they are carried out now and the agent's engine runs
+        its part, and its follow-up request gets ours put back (``EngineAnswers``) so the model sees all it did."""
+        if tools.calls.theirs and not tools.calls.last_round:
+            called, their_ids, rounds = tools.calls.called(), list(tools.calls.their_ids), tools.rounds
+            results = await tools.carry_out()
+            self._recall.engine_answers.keep(self._call.call_id, their_ids, called, results, rounds, self._generation)
+        tools.drop()
 
     async def _ask_again(self, tools: ToolTurn) -> bytes:
         """Carry out the memory tools the model called, for this call's member only, and ask the model again with
@@ -237,6 +270,8 @@ class LiveRecall:
         self.timeout_seconds = timeout_seconds
         self.clock = clock
         self._tasks: set[asyncio.Future[None]] = set()
+        self.engine_answers = EngineAnswers()
+        self.forgotten = ForgottenLines(memory.store)
 
     def track(self, task: asyncio.Future[None]) -> None:
         self._tasks.add(task)
@@ -266,6 +301,7 @@ class LiveRecall:
         if not _encodable(request):
             raise bad_request("The request holds text that is not valid Unicode (a lone surrogate).")
         agent = read_request(request, messages)
+        agent.upstream["messages"] = await self.forgotten.upstream(state, agent, messages)
         utterance = agent.utterance
         # Read before anything else, with the key check: a forget or a pause from then on fences out this turn's
         # writes (forget wins).
@@ -285,10 +321,13 @@ class LiveRecall:
                 write = asyncio.ensure_future(self.store_line(call, agent, agent.transcript, "user", generation))
                 self.track(write)
         tools: ToolTurn | None = None
+        rounds = 0
+        if self.engine_answers.holds(call.call_id):
+            outgoing["messages"], rounds = self.engine_answers.spliced(call.call_id, outgoing["messages"], generation)
         if remember and self.own_words is not None and outgoing.get("stream") is True:
-            outgoing["tools"] = offered(outgoing.get("tools"))
+            outgoing["tools"], ours = offered(outgoing.get("tools"))
             convo = Conversation("call", call.call_id)
-            tools = ToolTurn(self.own_words, call.user_id, convo, generation, outgoing)
+            tools = ToolTurn(self.own_words, call.user_id, convo, generation, outgoing, ToolCalls(ours), rounds)
         try:
             response, chunks, first = await self._open(call, outgoing)
         except BaseException:

@@ -20,6 +20,15 @@ from bot.store.repository import StorageFull
 
 log = logging.getLogger(__name__)
 
+DISCORD_LOCALES = frozenset(
+    {
+        "ar", "bg", "cs", "da", "de", "el", "en-GB", "en-US", "es-419", "es-ES", "fi", "fr", "he", "hi", "hr", "hu",
+        "id", "it", "ja", "ko", "lt", "nl", "no", "pl", "pt-BR", "ro", "ru", "sv-SE", "th", "tr", "uk", "vi",
+        "zh-CN", "zh-TW",
+    }
+)  # fmt: skip
+"""The locales Discord documents (its OpenAPI document's ``AvailableLocalesEnum``): an interaction's locale is
+kept only when it is one of them, so nothing else (a forged value of any length, a NUL) is stored or used."""
 LAST_LOCALES_KEPT = 50_000
 """Members whose locale a process keeps in memory; the oldest are dropped first (and read from the store again)."""
 
@@ -40,7 +49,10 @@ class MemberLocales:
         """Members whose locale could not be written (the storage was full): the next interaction writes it."""
 
     async def remember(self, user_id: int, locale: str) -> None:
-        """The locale of the member's latest interaction; written to the store only when it changed here."""
+        """The locale of the member's latest interaction; written to the store only when it changed here. One
+        Discord does not document is not kept: the member keeps the language known before."""
+        if locale not in DISCORD_LOCALES:
+            return
         unchanged = self._known.get(user_id) == locale and user_id not in self._unsaved
         self._keep(user_id, locale)
         if unchanged:
@@ -66,7 +78,7 @@ class MemberLocales:
         locale = self._known.get(user_id)
         if locale is None:
             user = await self.store.get_user(user_id)
-            locale = None if user is None else user.locale
+            locale = None if user is None or user.locale not in DISCORD_LOCALES else user.locale
         if locale is not None:
             self._keep(user_id, locale)
         return locale

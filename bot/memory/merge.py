@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from bot.store.models import Role
+from bot.store.models import Role, TurnRecord
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class Utterance:
     captured: int = 0
     interrupted: bool = False
     """A reply the member spoke over: `content` is what they heard of it."""
+
+
+def utterance(t: TurnRecord) -> Utterance:
+    """A stored line as the merge reads it."""
+    return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured, t.interrupted)
 
 
 @dataclass(frozen=True)
@@ -287,3 +292,26 @@ def try_append(
             )
         return Append(new, None if replaced == last else replaced)
     return None
+
+
+def forgotten_positions(stored: Sequence[Utterance], window: Sequence[tuple[Role, str]]) -> frozenset[int]:
+    """The positions in ``window`` (the agent's lines, oldest first) of lines the call holds with no text: lines
+    forgotten while the call ran. The window is placed where it overlaps the stored lines most, as a merge places
+    it; a window that overlaps no segment whole holds none that can be told apart."""
+    if all(u.content for u in stored):
+        return frozenset()
+    at = [i for i, (role, text) in enumerate(window) if text and text.strip() and role in ("user", "assistant")]
+    spoken = [window[i] for i in at]
+    segments: dict[int, list[Utterance]] = {}
+    for utterance in stored:
+        segments.setdefault(utterance.segment, []).append(utterance)
+    best: tuple[list[Utterance], int, int] | None = None
+    for segment in segments.values():
+        found = _best_offset(segment, spoken)
+        if found is not None and (best is None or found[1] > best[2]):
+            best = (segment, *found)
+    if best is None:
+        return frozenset()
+    segment, offset, _ = best
+    placed = range(max(0, offset), min(len(segment), offset + len(spoken)))
+    return frozenset(at[pos - offset] for pos in placed if not segment[pos].content)

@@ -32,7 +32,12 @@ VAGUE_WORDS = frozenset(
 )
 """Words that say how to treat a fact, not which fact it is."""
 
-Outcome = Literal["remembered", "corrected", "forgotten", "unclear", "not_found", "refused", "empty", "too_many"]
+Outcome = Literal[
+    "remembered", "corrected", "forgotten", "unclear", "not_found", "refused", "empty", "too_many", "unreadable",
+    "failed",
+]  # fmt: skip
+"""What an act came to; the last three only for the memory tools (``bot.memory.tools``): too many calls in one
+answer, arguments no store can hold, the memory failing."""
 Refusal = Literal["not_chosen", "declined", "paused"]
 """Why nothing a member tells can be remembered now: they never chose, chose without memory, or paused it."""
 

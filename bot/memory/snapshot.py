@@ -6,13 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.memory.merge import Append, MergeResult, Utterance, count_gaps, merge_snapshot, try_append
+from bot.memory.merge import Append, MergeResult, count_gaps, merge_snapshot, try_append, utterance
 from bot.store.live_plan import LivePlanNeeds
 from bot.store.models import NewTurn, Role, TurnRecord, TurnsWrite, TurnUpdate
-
-
-def _utterance(t: TurnRecord) -> Utterance:
-    return Utterance(t.role, t.content, t.turn_id, t.segment, t.partial, t.captured, t.interrupted)
 
 
 @dataclass(frozen=True)
@@ -51,14 +47,14 @@ class Snapshot:
         None when they are not enough (read every line and plan again)."""
         if anchored or not self.complete:
             appended = try_append(
-                [_utterance(t) for t in stored], self.window, captured=self.capture, final=self.final, heard=self.heard
+                [utterance(t) for t in stored], self.window, captured=self.capture, final=self.final, heard=self.heard
             )
             if appended is not None:
                 return _appended_write(stored, appended, self.at, anchored, self.language)
         if not whole:
             return None
         result = merge_snapshot(
-            [_utterance(t) for t in stored],
+            [utterance(t) for t in stored],
             self.window,
             captured=self.capture,
             complete=self.complete,

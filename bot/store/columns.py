@@ -64,11 +64,12 @@ def check_call_fields(values: dict[str, Any]) -> None:
 def call_memory_state(call: CallRecord, row: Any) -> CallMemoryState:
     """The call with its member's memory state, from the columns both backends' ``call_memory_state`` read
     beside the call's own (``memory_generation``, ``memory_enabled``, ``memory_version``; NULL when the member
-    has none yet)."""
+    has none yet) and the call's ``forgotten``."""
     enabled = row["memory_enabled"]
     return CallMemoryState(
         call,
         int(row["memory_generation"] or 0),
         enabled is None or bool(enabled),
         int(row["memory_version"] or 0),
+        bool(row["forgotten"]),
     )

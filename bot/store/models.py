@@ -121,6 +121,9 @@ class CallMemoryState:
     """memory not paused (no user row: enabled)"""
     version: int
     """the memory version of ``memory_stamp``"""
+    forgotten: bool = False
+    """the member forgot everything while the call ran (``calls.forgotten``): nothing said until then is theirs to
+    keep"""
 
     @property
     def stamp(self) -> tuple[int, int]:

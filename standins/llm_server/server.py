@@ -45,7 +45,7 @@ class FakeLLM(EmbeddingsRoute, StreamedReplies):
         self.latency = latency
         self.reject_response_format = reject_response_format
         self._raw_streams: deque[list[dict[str, Any]]] = deque()
-        self._tool_calls: deque[tuple[list[tuple[str, dict[str, Any]]], str]] = deque()
+        self._tool_calls: deque[tuple[list[tuple[str, dict[str, Any] | str]], str, bool]] = deque()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._replies: deque[str] = deque()
@@ -78,12 +78,16 @@ class FakeLLM(EmbeddingsRoute, StreamedReplies):
         """Script the next stream as these chunk objects, sent verbatim (tool calls, unknown fields...)."""
         self._raw_streams.append(chunks)
 
-    def queue_tool_calls(self, calls: list[tuple[str, dict[str, Any]]], say: str = "") -> None:
-        """Script the next streamed answer as calls of the request's tools (name, arguments), after ``say``:
-        OpenAI's ``delta.tool_calls`` chunks (the id, type and name first, the arguments in pieces) and
-        ``finish_reason: "tool_calls"``. The request must offer each tool (else 400, as a model cannot call what
-        it was not given)."""
-        self._tool_calls.append((calls, say))
+    def queue_tool_calls(
+        self, calls: list[tuple[str, dict[str, Any] | str]], say: str = "", *, obey_tool_choice: bool = True
+    ) -> None:
+        """Script the next streamed answer as calls of the request's tools (name, arguments: an object, or the
+        arguments' text as the model wrote it), after ``say``: OpenAI's ``delta.tool_calls`` chunks (the id, type
+        and name first, the arguments in pieces) and ``finish_reason: "tool_calls"``. The request must offer each
+        tool and allow calls (else 500, as a model cannot call what it was not given);
+        ``obey_tool_choice=False`` scripts a model that calls them though the request says
+        ``tool_choice: "none"``."""
+        self._tool_calls.append((calls, say, obey_tool_choice))
 
     def set_responder(self, fn: Responder | None) -> None:
         """Compute replies from the request body when the queue is empty; None restores the default (500)."""
@@ -127,8 +131,9 @@ class FakeLLM(EmbeddingsRoute, StreamedReplies):
             if body.get("stream") and self._raw_streams:
                 return await self._stream_raw(request, self._raw_streams.popleft())
             if body.get("stream") and self._tool_calls:
-                calls, say = self._tool_calls.popleft()
-                return await self._stream_raw(request, tool_call_chunks(body, calls, say, next(self._ids)))
+                calls, say, obey = self._tool_calls.popleft()
+                chunks = tool_call_chunks(body, calls, say, next(self._ids), obey_tool_choice=obey)
+                return await self._stream_raw(request, chunks)
             text = await self._reply_for(body)
         except FakeLLMRequestError as exc:
             return exc.response()

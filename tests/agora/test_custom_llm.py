@@ -76,3 +76,20 @@ def test_whose_words_a_line_is_comes_from_its_source() -> None:
     assert set(read.upstream) == {"messages"}
     typed = [*sent, message("user", "typed words", "message")]
     assert read_request({"messages": typed}, typed).member_spoke_last
+
+
+def test_each_role_keeps_only_the_fields_openai_gives_it() -> None:
+    """Agora's reference server sends ``name`` on a tool message, which OpenAI's tool message type does not have."""
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    sent = [
+        {"role": "system", "content": "Be kind.", "name": "persona", "tool_call_id": "x"},
+        {"role": "user", "content": "Where is it?", "name": "ada", "tool_calls": [call], "turn_id": 2},
+        {"role": "assistant", "content": None, "tool_calls": [call], "tool_call_id": "c1", "metadata": {}},
+        {"role": "tool", "tool_call_id": "c1", "name": "lookup", "content": "shipped", "tool_calls": [call]},
+    ]
+    assert read_request({"messages": sent}, sent).upstream["messages"] == [
+        {"role": "system", "content": "Be kind.", "name": "persona"},
+        {"role": "user", "content": "Where is it?", "name": "ada"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+    ]

@@ -205,3 +205,20 @@ async def test_latency_and_stop_does_not_wait_for_it() -> None:
         with pytest.raises(httpx.ReadTimeout):
             await http.get(f"{llm.base_url}/models")
     await llm.stop()
+
+
+async def test_scripted_tool_calls_obey_tool_choice_none_unless_told_to_ignore_it(fake_llm: FakeLLM) -> None:
+    tool = {"type": "function", "function": {"name": "remember", "parameters": {"type": "object", "properties": {}}}}
+    body = _body(stream=True, tools=[tool], tool_choice="none")
+    fake_llm.queue_tool_calls([("remember", {"fact": "x"})])
+    refused = await _post(fake_llm, body)
+    assert refused.status_code == 500 and "does not offer" in refused.json()["error"]["message"]
+
+    fake_llm.queue_tool_calls([("remember", '{"fact": "\\ud800"}')], obey_tool_choice=False)
+    streamed = await _post(fake_llm, body)
+    events = [json.loads(e[6:]) for e in streamed.text.split("\n\n") if e.startswith("data: {")]
+    pieces = "".join(
+        p["function"]["arguments"] for e in events for p in e["choices"][0]["delta"].get("tool_calls") or []
+    )
+    assert streamed.status_code == 200 and pieces == '{"fact": "\\ud800"}', "the arguments' text as scripted"
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"

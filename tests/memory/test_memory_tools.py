@@ -192,6 +192,7 @@ async def test_a_fact_forgotten_mid_call_never_comes_back_from_the_agents_histor
     await world.emu.user_says(agent_id, "Actually, forget what I said about my ex.")
     fake_llm.queue_reply("Sunny.")
     await world.emu.user_says(agent_id, "What's the weather?")
+    assert "Okonjo" not in json.dumps(fake_llm.last_request), "nor does it reach the model again (issue 38 item 5)"
     assert await world.calls.checkpoint(call_id)
     assert world.live is not None
     await world.live.wait_idle()
