@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from bot.agora.custom_llm import AgentRequest, message_text
 from bot.memory.merge import forgotten_positions, utterance
-from bot.memory.service import storable
+from bot.memory.snapshot import storable
 from bot.store.models import CallMemoryState, TurnRecord
 
 CALLS_KEPT = 1000
