@@ -24,7 +24,8 @@ import aiosqlite
 
 from bot.store.columns import fact_record, turn_record
 from bot.store.health import WriteHealth
-from bot.store.migrations import LATEST_VERSION, MIGRATIONS, REPAIRS
+from bot.store.migration_repairs import REPAIRS
+from bot.store.migrations import LATEST_VERSION, MIGRATIONS
 from bot.store.models import (
     FactRecord,
     GuildSettings,
