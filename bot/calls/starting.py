@@ -7,6 +7,7 @@ import logging
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.agora import AgentStarted, AgoraError, AgoraLimitExceeded, ConvoAIClient
@@ -53,6 +54,18 @@ from bot.store.models import (
 from bot.store.repository import OpenCallExists
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Joining:
+    """What a call's join is made of besides its language (which can fall back to English between two tries)."""
+
+    call: CallRecord
+    check: CallStartCheck
+    remember: bool
+    private: bool
+    name: str | None
+    llm_key: str | None
 
 
 class StartStore(Protocol):
@@ -191,9 +204,8 @@ class CallStarter:
                 raise CallAlreadyActive(active.call_id if active else "") from exc
 
             try:
-                (started, remembers_earlier), language = await self._join_or_english(
-                    call, language, check=check, remember=remember, private=private, name=name, llm_key=llm_key
-                )
+                joining = Joining(call, check, remember=remember, private=private, name=name, llm_key=llm_key)
+                (started, remembers_earlier), language = await self._join_or_english(joining, language)
             except AgoraLimitExceeded as exc:
                 await self.abandon(call, f"agora refused: {exc}")
                 raise CapacityReached() from exc
@@ -251,15 +263,7 @@ class CallStarter:
         )
 
     async def _join_or_english(
-        self,
-        call: CallRecord,
-        language: CallLanguage,
-        *,
-        check: CallStartCheck,
-        remember: bool,
-        private: bool,
-        name: str | None,
-        llm_key: str | None,
+        self, joining: Joining, language: CallLanguage
     ) -> tuple[tuple[AgentStarted, bool], CallLanguage]:
         """The agent's join in the call's language. When Agora refuses (400) the join of a call held in another
         language than English with one of our MiniMax voices, the call is held in English instead and says so
@@ -267,9 +271,7 @@ class CallStarter:
         preset accepts: treat the documented system voices as accepted and keep a clear fallback when the engine
         refuses one"."""
         try:
-            return await self._join(
-                call, language, check=check, remember=remember, private=private, name=name, llm_key=llm_key
-            ), language
+            return await self._join(joining, language), language
         except AgoraError as exc:
             voiced = language.code != ENGLISH and tts_kind(self.settings.agora) == "minimax"
             if isinstance(exc, AgoraLimitExceeded) or exc.status != 400 or not voiced:
@@ -277,31 +279,20 @@ class CallStarter:
             log.warning(
                 "Agora refused the %s join of call %s (%s): the call is held in English",
                 language.language.name,
-                call.call_id,
+                joining.call.call_id,
                 exc,
-                extra={"call_id": call.call_id},
+                extra={"call_id": joining.call.call_id},
             )
         english = CallLanguage(LANGUAGES[ENGLISH], language.source, fallback_from=language.language)
-        return await self._join(
-            call, english, check=check, remember=remember, private=private, name=name, llm_key=llm_key
-        ), english
+        return await self._join(joining, english), english
 
-    async def _join(
-        self,
-        call: CallRecord,
-        language: CallLanguage,
-        *,
-        check: CallStartCheck,
-        remember: bool,
-        private: bool,
-        name: str | None,
-        llm_key: str | None,
-    ) -> tuple[AgentStarted, bool]:
+    async def _join(self, joining: Joining, language: CallLanguage) -> tuple[AgentStarted, bool]:
         """The agent started, and whether its instructions carry memory of earlier conversations."""
+        call, check = joining.call, joining.check
         agora = self.settings.agora
         guild = check.guild
         persona = persona_for(guild.persona or self.settings.memory.persona, language.language)
-        if remember:
+        if joining.remember:
             system_messages = await self.memory.build_context(call.user_id, persona=persona, memory_enabled=True)
         else:
             system_messages = [{"role": "system", "content": persona}]
@@ -312,9 +303,9 @@ class CallStarter:
             agent_uid=call.agent_uid,
             user_uid=call.user_uid,
             system_messages=system_messages,
-            greeting=self.greeting(check, language.language, private=private, name=name),
+            greeting=self.greeting(check, language.language, private=joining.private, name=joining.name),
             labels={"call_id": call.call_id},
-            live_llm=(self.live_llm_url, llm_key) if llm_key else None,
+            live_llm=(self.live_llm_url, joining.llm_key) if joining.llm_key else None,
             language=language.language,
         )
         live = self.settings.live_recall_enabled
