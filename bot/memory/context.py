@@ -109,8 +109,8 @@ class ContextBuilder:
         block = BudgetedBlock(budget, source.rendered_lines, source.rendered_facts)
         if terms:
             await self._fill_for_query(block, source, user_id, terms, exclude_call_id, query or "")
-        else:  # kept with the member's index for the small talk of a call
-            await keep_core(block, lambda: self._fill_for_call_start(block, source), share=1.0, kept=source.kept)
+        else:
+            await self._fill_call_start_kept(block, source)
             if exclude_call_id is None:  # a call starting: its utterances will need the index
                 self.indexes.prefetch(user_id)
         return None if block.empty else block.render()
@@ -118,8 +118,8 @@ class ContextBuilder:
     async def _fill_for_query(
         self, block: BudgetedBlock, source: MemorySource, user_id: int, terms: str, exclude: str | None, query: str
     ) -> None:
-        """Told facts and the latest exchange (``keep_core``), facts matching the utterance, then the member's lines
-        by relevance: BM25 from the stemmed index plus the nearest by meaning (``DenseRetriever.fuse``), words the
+        """The facts the member told (``keep_core``), facts matching the utterance, then the member's lines by
+        relevance: BM25 from the stemmed index plus the nearest by meaning (``DenseRetriever.fuse``), words the
         member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
         and the best bringing their neighbours (``bot.memory.recall``); then the rest of the facts, summaries and
         the latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
@@ -138,11 +138,11 @@ class ContextBuilder:
                 lines_by_id=source.lines_by_id,
             )
         ranked = with_neighbours(ranked)
-        if not ranked and not ranked_facts:  # nothing matches: what a call start shows, kept with the member's index
-            await keep_core(block, lambda: self._fill_for_call_start(block, source), share=1.0, kept=source.kept)
+        if not ranked and not ranked_facts:
+            await self._fill_call_start_kept(block, source)
             return
         around = await source.around([t for t, _ in ranked])
-        # told facts and the latest exchange: the same for every utterance of a call, kept with the member's index
+        # the told facts: the same for every utterance of a call, kept with the member's index
         await keep_core(block, lambda: self._fill_core(block, source), kept=source.kept)
         for fact, _ in ranked_facts:
             if fact.current:
@@ -157,12 +157,16 @@ class ContextBuilder:
         await self._fill_rest(block, source, reversed(lines))
 
     async def _fill_core(self, block: BudgetedBlock, source: MemorySource) -> None:
-        """What a query-aware block keeps whatever the utterance: the facts the member told it, then what a call
-        start shows first, as far as the core's share allows."""
-        start = await source.call_start(max(block.budget // 8, 16))
-        async for fact in current_facts(start.facts):
+        """What a query-aware block keeps whatever the utterance: the facts the member told it (read with the
+        facts alone, not the call start's lines)."""
+        async for fact in current_facts(source.facts(max(block.budget // 8, 16))):
             if fact.told and not block.add_fact(fact):
                 break
+
+    async def _fill_call_start_kept(self, block: BudgetedBlock, source: MemorySource) -> None:
+        """What a call start shows, for an utterance that names nothing or matches nothing: on the live path filled
+        once per member index and restored for the next such utterance (``keep_core``)."""
+        await keep_core(block, lambda: self._fill_for_call_start(block, source), share=1.0, kept=source.kept)
 
     async def _fill_for_call_start(self, block: BudgetedBlock, source: MemorySource) -> None:
         """Current facts first, then the latest exchange, then the lines most likely to matter again (names,

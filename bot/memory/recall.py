@@ -1,9 +1,9 @@
 """What a query-aware memory block adds to ranking: the core it keeps, the words it ranks by, and each hit's
 neighbouring lines. Each rule was chosen on real long conversations (bench/locomo.py), not on histories we wrote.
 
-- **The core.** Whatever the utterance, the block keeps the facts the member told it and the latest exchange
-  (``keep_core``, within ``CORE_SHARE`` of the budget); the rest goes to what the utterance needs, as far as it
-  matches anything: what it does not fill is filled as a call start would be. (A fixed 70% share for the call
+- **The core.** Whatever the utterance, the block keeps the facts the member told it (``keep_core``, within
+  ``CORE_SHARE`` of the budget); the rest goes to what the utterance needs, as far as it matches anything: what it
+  does not fill is filled as a call start would be. (A fixed 70% share for the call
   start's block cost a third of the evidence on real conversations.)
 - **Distinctive words.** A word of the utterance that the member's lines use all the time (their own name, the
   agent's, a pet word) selects nothing: in more than ``COMMON_SHARE`` of their recent lines, it is left out of the
@@ -27,7 +27,7 @@ from bot.store.models import TurnRecord
 from bot.store.terms import words
 
 CORE_SHARE = 0.5
-"""The most of a query-aware block's budget its core (told facts, the latest exchange) may take."""
+"""The most of a query-aware block's budget its core (the facts the member told it) may take."""
 NEIGHBOURED_HITS = 16
 """The best hits that bring their neighbours: further down, a hit's neighbours would crowd out better hits
 (bench/locomo.py: 8 and 32 both found less evidence)."""
@@ -77,14 +77,15 @@ def neighbours(
 
 async def keep_core(
     block: Budgeted,
-    fill_call_start: Callable[[], Awaitable[None]],
+    fill: Callable[[], Awaitable[None]],
     share: float | None = None,
     *,
     kept: dict[str, object] | None = None,
 ) -> None:
-    """Fill ``block`` (empty) as a call start would, within ``share`` (``CORE_SHARE``) of its budget; then give it
-    its whole budget back. With ``kept`` (what is derived from the member's index, which a change replaces), the
-    core is filled once per index and budget and restored on later utterances: about 2 ms of CPU each otherwise."""
+    """Fill ``block`` (empty) with ``fill`` within ``share`` (``CORE_SHARE``) of its budget; then give it its whole
+    budget back. With ``kept`` (what is derived from the member's index, which a change replaces), the result is
+    filled once per index, budget and share (each share is one filler: the told facts at ``CORE_SHARE``, the call
+    start's block at 1) and restored on later utterances: about 2 ms of CPU each otherwise."""
     share = CORE_SHARE if share is None else share
     if share <= 0:
         return
@@ -96,7 +97,7 @@ async def keep_core(
     budget = block.budget
     block.budget = int(budget * share)
     try:
-        await fill_call_start()
+        await fill()
     finally:
         block.budget = budget
         block.reopen()
