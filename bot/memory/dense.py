@@ -20,11 +20,12 @@ the ``/embeddings`` endpoint of ``llm.embedding_model`` when that is set (``bot.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -158,6 +159,15 @@ class _MemberMatrix:
     @property
     def nbytes(self) -> int:
         return int(self.turns.nbytes + self.facts.nbytes + self.turn_ids.nbytes + self.fact_ids.nbytes)
+
+    @functools.cached_property
+    def turn_rows(self) -> dict[int, int]:
+        """Each line's row in ``turns``, by turn id: worked out once per matrix, not on every utterance."""
+        return {int(item_id): at for at, item_id in enumerate(self.turn_ids)}
+
+    @functools.cached_property
+    def fact_rows(self) -> dict[int, int]:
+        return {int(item_id): at for at, item_id in enumerate(self.fact_ids)}
 
     def extended(self, newer: Sequence[StoredVector], stamp: tuple[int, int]) -> _MemberMatrix:
         """This matrix with the rows of ``newer`` (vectors stored since it was read) appended."""
@@ -335,8 +345,12 @@ class DenseRetriever:
         known_facts = {i: f for i, f in known_facts.items() if f.current}
 
         return (
-            _ranked(known_facts, fused_scores(facts, member.fact_ids, fact_scores, known_facts)),
-            _ranked(known_turns, fused_scores(turns, member.turn_ids, turn_scores, known_turns)),
+            _ranked(
+                known_facts, fused_scores({f.fact_id: s for f, s in facts}, member.fact_rows, fact_scores, known_facts)
+            ),
+            _ranked(
+                known_turns, fused_scores({t.turn_id: s for t, s in turns}, member.turn_rows, turn_scores, known_turns)
+            ),
         )
 
     @staticmethod
@@ -368,31 +382,26 @@ def _head(ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], limit: in
 
 
 def fused_scores(
-    lexical: Sequence[tuple[object, float]],
-    ids: npt.NDArray[np.int64],
+    lexical: Mapping[int, float],
+    rows: Mapping[int, int],
     similarities: npt.NDArray[np.float32],
-    candidates: Mapping[int, object],
+    candidates: Iterable[int],
 ) -> dict[int, float]:
-    """Each candidate's score: its BM25 score scaled so the best match scores 1 (0 when it shares no word with the
-    query), plus ``DENSE_WEIGHT`` times how far its similarity to the query stands above the member's other items
-    (a z-score over all of them). Measured on real conversations (bench/locomo.py): reciprocal rank fusion, which
-    ignores how much better a match is, lowered recall below BM25 alone; this fusion raises it."""
+    """Each candidate's score (by id): its BM25 score (``lexical``) scaled so the best match scores 1 (0 when it
+    shares no word with the query), plus ``DENSE_WEIGHT`` times how far its similarity to the query (in
+    ``similarities``, at its row in ``rows``) stands above the member's other items (a z-score over all of them).
+    Measured on real conversations (bench/locomo.py): reciprocal rank fusion, which ignores how much better a match
+    is, lowered recall below BM25 alone; this fusion raises it."""
     if not len(similarities):
         return {}
     mean, spread = float(similarities.mean()), float(similarities.std()) or 1.0
-    position = {int(item_id): at for at, item_id in enumerate(ids)}
-    top = max((score for _, score in lexical), default=0.0) or 1.0
-    words = {_item_id(item): score / top for item, score in lexical}
+    top = max(lexical.values(), default=0.0) or 1.0
     scores = {}
     for item_id in candidates:
-        at = position.get(item_id)
+        at = rows.get(item_id)
         meaning = (float(similarities[at]) - mean) / spread if at is not None else 0.0
-        scores[item_id] = words.get(item_id, 0.0) + DENSE_WEIGHT * meaning
+        scores[item_id] = lexical.get(item_id, 0.0) / top + DENSE_WEIGHT * meaning
     return scores
-
-
-def _item_id(item: object) -> int:
-    return item.turn_id if isinstance(item, TurnRecord) else item.fact_id  # type: ignore[attr-defined]
 
 
 def _ranked(records: dict[int, T], scores: dict[int, float]) -> list[tuple[T, float]]:

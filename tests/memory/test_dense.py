@@ -20,7 +20,7 @@ from bot.memory.chat import ChatService
 from bot.memory.dense import DENSE_WEIGHT, RECHECK_SECONDS, DenseRetriever, MemberEmbedder, fused_scores
 from bot.memory.postcall import EMBED_JOB, POST_CALL_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
-from bot.store.models import Conversation, TurnRecord
+from bot.store.models import Conversation
 from bot.store.repository import Store
 from bot.store.sqlite import SqliteStore
 from bot.store.vectors import unpack
@@ -55,11 +55,9 @@ async def dog_call_queued(store: Store, memory: MemoryService, fake_llm: FakeLLM
 def test_fusion_adds_how_far_meaning_stands_out_to_the_scaled_word_score() -> None:
     """A line's BM25 score scaled to the best match's, plus DENSE_WEIGHT times its similarity's z-score among the
     member's items: a line found only by meaning can beat a weak word match, never a strong one."""
-    turns = {i: TurnRecord(i, 1, "c", None, i, "user", f"line {i}", float(i), "voice") for i in (1, 2, 3, 4)}
-    ids = np.array([1, 2, 3, 4], dtype=np.int64)
+    rows = {1: 0, 2: 1, 3: 2, 4: 3}
     similarities = np.array([0.1, 0.2, 0.9, 0.2], dtype=np.float32)
-    lexical = [(turns[1], 4.0), (turns[2], 1.0)]
-    scores = fused_scores(lexical, ids, similarities, turns)
+    scores = fused_scores({1: 4.0, 2: 1.0}, rows, similarities, rows)
     z = (similarities - similarities.mean()) / similarities.std()
     assert scores[1] == pytest.approx(1.0 + DENSE_WEIGHT * z[0], rel=1e-5)
     assert scores[2] == pytest.approx(0.25 + DENSE_WEIGHT * z[1], rel=1e-5)
