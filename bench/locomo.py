@@ -175,8 +175,10 @@ def block_of(messages: Sequence[dict[str, str]]) -> str:
 
 
 async def blocks_in_process(
-    config: Path, queries: Sequence[str | None], budgets: Sequence[int]
+    config: Path, queries: Sequence[str | None], budgets: Sequence[int], cpu: list[float]
 ) -> dict[tuple[str | None, int], str]:
+    """Every block, from one set of services opened after the import; the CPU of each question's build (with a
+    query: what a chat message or a voice turn costs) is appended to ``cpu``."""
     from bot.app import open_services
     from bot.config import load_settings
 
@@ -185,7 +187,10 @@ async def blocks_in_process(
     async with open_services(settings) as services:
         for budget in budgets:
             for query in queries:
+                began = time.process_time()
                 messages = await services.memory.build_context(USER_ID, budget_tokens=budget, query=query)
+                if query is not None:
+                    cpu.append(time.process_time() - began)
                 out[query, budget] = block_of(messages)
     return out
 
@@ -252,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     budgets = tuple(int(b) for b in args.budgets.split(","))
     tally = Tally()
+    cpu: list[float] = []
     began = time.perf_counter()
     for path in files:
         convo = load(path)
@@ -265,12 +271,17 @@ def run(args: argparse.Namespace) -> int:
             if args.cli:
                 blocks = {(q, b): block_by_cli(config, q, b) for b in budgets for q in queries}
             else:
-                blocks = asyncio.run(blocks_in_process(config, queries, budgets))
+                blocks = asyncio.run(blocks_in_process(config, queries, budgets, cpu))
         if args.verbose:
             print(f"{convo.name}:")
         score(convo, blocks, budgets, tally, args.verbose)
         print(f"{convo.name}: query-aware {tally.recall('query-aware', budgets[0]):.3f} so far", file=sys.stderr)
     print(report(tally, budgets, time.perf_counter() - began))
+    if cpu:
+        cpu.sort()
+        print(
+            f"CPU per query-aware build: p50 {cpu[len(cpu) // 2] * 1000:.2f} ms, mean {sum(cpu) / len(cpu) * 1000:.2f} ms"
+        )
     return 0
 
 
