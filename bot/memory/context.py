@@ -28,6 +28,7 @@ from bot.memory.sources import (
     current_facts,
     indexed_lines,
 )
+from bot.memory.speakers import SideFocus, address_words, named_side, vocatives
 from bot.memory.tokens import count_tokens
 from bot.store.models import TurnRecord
 from bot.store.specifics import specifics
@@ -121,10 +122,13 @@ class ContextBuilder:
         """The facts the member told (``keep_core``), facts matching the utterance, then the member's lines by
         relevance: BM25 from the stemmed index plus the nearest by meaning (``DenseRetriever.fuse``), words the
         member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
-        and the best bringing their neighbours (``bot.memory.recall``); then the rest of the facts, summaries and
-        the latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
+        and the best bringing their neighbours (``bot.memory.recall``); when the utterance names one of the two
+        people, that person's own lines (``bot.memory.speakers``); then the rest of the facts, summaries and the
+        latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
         lines, priors, base = await source.recent()
-        terms, query = distinctive(terms, query, common_words(lines, source.kept))
+        common = common_words(lines, source.kept)
+        side = named_side(terms, address_words(lines, source.kept))
+        terms, query = distinctive(terms, query, common)
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
         ranked_facts, ranked = await source.rank(terms, FACT_CANDIDATES, candidates)
         if self.dense is not None:
@@ -147,12 +151,13 @@ class ContextBuilder:
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
+        focus = SideFocus.of(side, ranked)
         strong, weak = earned(ranked)
         for turn, _ in chain(((turn, True) for turn, _ in strong), by_score(weak, priors, base, lines)):
             if block.full:
                 break
-            if block.add_turn(turn):
-                for near in around.get(turn.turn_id, ()):
+            if not focus.shown(turn) or block.add_turn(turn):
+                for near in focus.near(around.get(turn.turn_id, ())):
                     block.add_turn(near)
         await self._fill_rest(block, source, reversed(lines))
 
@@ -221,6 +226,6 @@ class ContextBuilder:
             block.add_turn(turn)
 
 
-TEXT_CACHES = (quoted, content_words, count_tokens, specifics, stem, word_set)
+TEXT_CACHES = (quoted, content_words, count_tokens, specifics, stem, word_set, vocatives)
 """The process-wide caches keyed by what members said (quoted lines, their words, token counts, specifics, stems):
 emptied whole when anything is forgotten (``ContextBuilder.forget``)."""
