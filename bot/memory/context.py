@@ -123,12 +123,13 @@ class ContextBuilder:
         relevance: BM25 from the stemmed index plus the nearest by meaning (``DenseRetriever.fuse``), words the
         member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
         and the best bringing their neighbours (``bot.memory.recall``); when the utterance names one of the two
-        people, that person's own lines (``bot.memory.speakers``); then the rest of the facts, summaries and the
+        people, that person's own lines (``bot.memory.speakers``: the names select whose lines, not which, so they
+        are left out of the words as well); then the rest of the facts, summaries and the
         latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
         lines, priors, base = await source.recent()
-        common = common_words(lines, source.kept)
-        side = named_side(terms, address_words(lines, source.kept))
-        terms, query = distinctive(terms, query, common)
+        address = address_words(lines, source.kept)
+        side = named_side(terms, address)
+        terms, query = distinctive(terms, query, common_words(lines, source.kept) | address.keys())
         candidates = max(MIN_LINE_CANDIDATES, block.budget // TOKENS_PER_CANDIDATE)
         ranked_facts, ranked = await source.rank(terms, FACT_CANDIDATES, candidates)
         if self.dense is not None:
