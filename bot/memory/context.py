@@ -15,9 +15,19 @@ from itertools import chain
 from typing import TYPE_CHECKING
 
 from bot.memory.block import MEMORY_HEADER, BudgetedBlock, content_words, quoted, render_fact_line, render_turn_line
+from bot.memory.dates import named_periods
 from bot.memory.index import MemberIndexes, Renderer
 from bot.memory.priors import by_score
-from bot.memory.recall import asks_something, common_words, distinctive, earned, keep_core, with_neighbours, word_set
+from bot.memory.recall import (
+    asks_something,
+    common_words,
+    distinctive,
+    earned,
+    keep_core,
+    said_in_periods,
+    with_neighbours,
+    word_set,
+)
 from bot.memory.sources import (
     CALL_START_LINES,
     ContextStore,
@@ -124,9 +134,11 @@ class ContextBuilder:
         member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
         and the best bringing their neighbours (``bot.memory.recall``); when the utterance names one of the two
         people, that person's own lines (``bot.memory.speakers``: the names select whose lines, not which, so they
-        are left out of the words as well); then the rest of the facts, summaries and the
+        are left out of the words as well); when it names a day or a month, the lines said then score higher
+        (``said_in_periods``); then the rest of the facts, summaries and the
         latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
         lines, priors, base = await source.recent()
+        periods = named_periods(query)
         address = address_words(lines, source.kept)
         side = named_side(terms, address)
         terms, query = distinctive(terms, query, common_words(lines, source.kept) | address.keys())
@@ -142,7 +154,7 @@ class ContextBuilder:
                 exclude_call_id=exclude,
                 lines_by_id=source.lines_by_id,
             )
-        ranked = with_neighbours(ranked)
+        ranked = with_neighbours(said_in_periods(ranked, periods, lines))
         if not ranked and not ranked_facts:
             await self._fill_call_start_kept(block, source)
             return

@@ -67,3 +67,63 @@ def resolved(text: str, spoken_at: float) -> str:
     said = _day(spoken_at)
     meanings = dict(_meaning(match, said) for match in _PHRASE.finditer(text))
     return "(" + "; ".join(f"{phrase} = {when}" for phrase, when in meanings.items()) + ")" if meanings else ""
+
+
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
+_MONTH = r"(?P<month>" + "|".join(MONTHS) + "|" + "|".join(m[:3] for m in MONTHS) + r")\.?"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_NAMED_DATES = (
+    re.compile(rf"\b{_DAY}(?: of)? {_MONTH},? ?{_YEAR}\b", re.IGNORECASE),
+    re.compile(rf"\b{_MONTH} {_DAY},? ?{_YEAR}\b", re.IGNORECASE),
+    re.compile(rf"\b{_YEAR}-(?P<month_number>[01]\d)-{_DAY}\b"),
+    re.compile(rf"\b{_MONTH},? {_YEAR}\b", re.IGNORECASE),
+)
+"""Dates an utterance names: "13 October 2023", "October 13, 2023", "9th December 2023", "2023-10-13", and months:
+"February 2023". English month names only."""
+
+
+def named_periods(text: str) -> list[tuple[float, float]]:
+    """The periods ``text`` names, as [start, end) UTC timestamps: a day for a date, a month for a month and year."""
+    periods: list[tuple[float, float]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern in _NAMED_DATES:
+        for match in pattern.finditer(text):
+            if any(start <= match.start() < end for start, end in taken):
+                continue
+            groups = match.groupdict()
+            month = (
+                int(groups["month_number"])
+                if groups.get("month_number")
+                else 1 + [m[:3] for m in MONTHS].index(groups["month"][:3].lower())
+            )
+            year = int(groups["year"])
+            try:
+                if groups.get("day"):
+                    first = date(year, month, int(groups["day"]))
+                    last = first + timedelta(days=1)
+                else:
+                    first = date(year, month, 1)
+                    last = date(year + month // 12, month % 12 + 1, 1)
+            except ValueError:
+                continue
+            taken.append((match.start(), match.end()))
+            periods.append((_stamp(first), _stamp(last)))
+    return periods
+
+
+def _stamp(day: date) -> float:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()

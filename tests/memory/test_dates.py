@@ -1,13 +1,17 @@
 """Relative dates in remembered lines are resolved against the day they were said (bot.memory.dates), so a "when"
-question asked months later can be answered from the memory block."""
+question asked months later can be answered from the memory block; and a question that names a day or a month gets
+what was said then."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.memory.dates import resolved
+import pytest
+
+from bot.memory.dates import named_periods, resolved
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
+from standins.factories import make_call
 from tests.memory.test_context import DAY, chatter, remember
 
 TUESDAY = datetime(2025, 3, 4, 15, 0, tzinfo=UTC).timestamp()
@@ -40,3 +44,50 @@ async def test_a_when_question_months_later_sees_the_day_it_happened(store: Stor
     for query in ("When did I start at the bakery?", None):
         block = (await memory.build_context(USER, query=query, budget_tokens=400))[1]["content"]
         assert '"I started at the Rye Street bakery yesterday!" (yesterday = 2025-03-03)' in block
+
+
+def day(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("text", "periods"),
+    [
+        ("What did Caroline share on October 13, 2023?", [("2023-10-13", "2023-10-14")]),
+        ("What news did Evan share on 9th December 2023?", [("2023-12-09", "2023-12-10")]),
+        ("the picture from December 1,2023", [("2023-12-01", "2023-12-02")]),
+        ("on 7 July, 2023 and on the 2nd of Feb 2024", [("2023-07-07", "2023-07-08"), ("2024-02-02", "2024-02-03")]),
+        ("what did I say on 2024-02-29?", [("2024-02-29", "2024-03-01")]),
+        ("Which country was Evan visiting in May 2023?", [("2023-05-01", "2023-06-01")]),
+        ("anything from December 2023?", [("2023-12-01", "2024-01-01")]),
+    ],
+)
+def test_the_days_and_months_a_question_names(text: str, periods: list[tuple[str, str]]) -> None:
+    assert sorted(named_periods(text)) == sorted((day(start), day(end)) for start, end in periods)
+
+
+@pytest.mark.parametrize("text", ["in 2022", "on 2023-02-30", "may I ask about March?", "at 13:00 on the 13th", ""])
+def test_no_day_or_month_of_a_year_named_means_no_period(text: str) -> None:
+    assert named_periods(text) == []
+
+
+async def test_a_question_naming_a_day_gets_what_was_said_that_day(
+    store: Store, memory: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """None of the question's words are in that day's lines: the day is what it asks about."""
+    said_that_day = ("user", "Finished the blue one at last, hanging it above the fireplace.")
+    for n in range(12):
+        await remember(store, memory, USER, chatter(6), day("2023-10-01") + n * DAY)
+    await remember(store, memory, USER, [said_that_day, ("assistant", "It will look lovely there.")], day("2023-10-13"))
+    await remember(store, memory, USER, chatter(120), day("2023-11-20"))
+
+    async def asked(during: str | None = None) -> str:
+        query = "What did I tell you on October 13, 2023?"
+        return (await memory.build_context(USER, query=query, budget_tokens=300, exclude_call_id=during))[1]["content"]
+
+    assert said_that_day[1] in await asked()
+    live = make_call(USER, state="active", started_at=day("2023-12-01"))
+    await store.create_call(live)
+    assert said_that_day[1] in await asked(live.call_id), "a voice turn (the member's index) finds it too"
+    monkeypatch.setattr("bot.memory.context.named_periods", lambda text: [])
+    assert said_that_day[1] not in await asked(), "without the date, the question matches nothing: a call start"
