@@ -10,7 +10,8 @@ index while they are in a call), ordered by relevance and priors (``bot.memory.p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from itertools import chain
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,8 @@ class ContextBuilder:
         )
         self.dense: DenseRetriever | None = None
         """Optional dense retrieval (``llm.embedding_model``): fused with BM25 in query-aware builds."""
+        self.clock: Callable[[], float] = time.time
+        """Now, for what an utterance names relative to it ("yesterday", "last week")."""
 
     async def build(
         self,
@@ -138,7 +141,7 @@ class ContextBuilder:
         (``said_in_periods``); then the rest of the facts, summaries and the
         latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
         lines, priors, base = await source.recent()
-        periods = named_periods(query)
+        periods = named_periods(query, self.clock())
         address = address_words(lines, source.kept)
         side = named_side(terms, address)
         terms, query = distinctive(terms, query, common_words(lines, source.kept) | address.keys())

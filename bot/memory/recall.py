@@ -9,7 +9,7 @@ neighbouring lines. Each rule was chosen on real long conversations (bench/locom
   agent's, a pet word) selects nothing: in more than ``COMMON_SHARE`` of their recent lines, it is left out of the
   words and of the meaning searched for (``distinctive``), unless nothing else is left.
 - **Dates named.** A question that names a day or a month ("what did I share on October 13, 2023?", "in May
-  2023") is about what was said then: every line said in that period (``named_periods``, a day either side) scores
+  2023", "last week") is about what was said then: every line said in that period (``named_periods``) scores
   ``PERIOD_WEIGHT`` of the best match more, a recent line that matches nothing included (``said_in_periods``). On
   LoCoMo's questions that name a date, evidence recall rose from 0.76 to 0.91.
 - **Neighbours.** A retrieved line is often the question whose answer is the next line, or an answer whose subject
@@ -197,22 +197,20 @@ def with_neighbours(ranked: Sequence[tuple[TurnRecord, float]]) -> list[tuple[Tu
 
 PERIOD_WEIGHT = 0.5
 """What a line said in a period the utterance names scores above its relevance, as a share of the best match's."""
-PERIOD_SLACK = 86400.0
-"""A day either side of a named period: a line's time is when it was said, and "on the 13th" may be told the 14th."""
 
 
 def said_in_periods(
     ranked: list[tuple[TurnRecord, float]], periods: Sequence[tuple[float, float]], recent: Sequence[TurnRecord]
 ) -> list[tuple[TurnRecord, float]]:
-    """``ranked`` (best first) with every line said within ``periods`` ([start, end) timestamps, widened by
-    ``PERIOD_SLACK``) scored ``PERIOD_WEIGHT`` of the best match more, the ``recent`` lines said then that matched
-    nothing included, best first again."""
+    """``ranked`` (best first) with every line said within ``periods`` ([start, end) timestamps) scored
+    ``PERIOD_WEIGHT`` of the best match more, the ``recent`` lines said then that matched nothing included, best first
+    again."""
     if not periods:
         return ranked
     bonus = PERIOD_WEIGHT * (max((score for _, score in ranked), default=0.0) or 1.0)
 
     def said_then(turn: TurnRecord) -> bool:
-        return any(start - PERIOD_SLACK <= turn.spoken_at < end + PERIOD_SLACK for start, end in periods)
+        return any(start <= turn.spoken_at < end for start, end in periods)
 
     scored = {turn.turn_id: (turn, score + bonus if said_then(turn) else score) for turn, score in ranked}
     for turn in recent:

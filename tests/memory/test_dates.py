@@ -63,12 +63,48 @@ def day(text: str) -> float:
     ],
 )
 def test_the_days_and_months_a_question_names(text: str, periods: list[tuple[str, str]]) -> None:
-    assert sorted(named_periods(text)) == sorted((day(start), day(end)) for start, end in periods)
+    widened = sorted((day(start) - DAY, day(end) + DAY) for start, end in periods)
+    assert sorted(named_periods(text)) == widened, "a day either side"
 
 
 @pytest.mark.parametrize("text", ["in 2022", "on 2023-02-30", "may I ask about March?", "at 13:00 on the 13th", ""])
 def test_no_day_or_month_of_a_year_named_means_no_period(text: str) -> None:
     assert named_periods(text) == []
+
+
+def test_the_past_a_question_names_relative_to_now() -> None:
+    def periods(text: str) -> list[tuple[str, str]]:
+        return [
+            (datetime.fromtimestamp(start, UTC).date().isoformat(), datetime.fromtimestamp(end, UTC).date().isoformat())
+            for start, end in named_periods(text, TUESDAY)
+        ]
+
+    assert periods("what did I tell you yesterday?") == [("2025-03-03", "2025-03-04")]
+    assert periods("and last week?") == [("2025-02-24", "2025-03-03")]
+    assert periods("3 days ago, and last Friday") == [("2025-03-01", "2025-03-02"), ("2025-02-28", "2025-03-01")]
+    assert periods("last month or last year") == [("2025-02-01", "2025-03-01"), ("2024-01-01", "2025-01-01")]
+    assert periods("what is on tomorrow, and next week?") == [], "nothing was said in the future"
+    assert named_periods("what did I tell you yesterday?") == [], "relative to nothing without now"
+
+
+async def test_a_question_naming_yesterday_gets_what_was_said_then(
+    store: Store, memory: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = TUESDAY
+    memory.context.clock = lambda: now
+    said_yesterday = ("user", "Finished the blue one at last, hanging it above the fireplace.")
+    for n in range(10, 2, -1):
+        await remember(store, memory, USER, chatter(6), now - n * DAY)
+    await remember(store, memory, USER, [said_yesterday, ("assistant", "It will look lovely there.")], now - DAY)
+    await remember(store, memory, USER, chatter(120), now - 3600)
+
+    async def asked() -> str:
+        query = "What did I tell you yesterday?"
+        return (await memory.build_context(USER, query=query, budget_tokens=300))[1]["content"]
+
+    assert said_yesterday[1] in await asked()
+    monkeypatch.setattr("bot.memory.context.named_periods", lambda text, now: [])
+    assert said_yesterday[1] not in await asked(), "without the period, the question matches nothing: a call start"
 
 
 async def test_a_question_naming_a_day_gets_what_was_said_that_day(
@@ -89,5 +125,5 @@ async def test_a_question_naming_a_day_gets_what_was_said_that_day(
     live = make_call(USER, state="active", started_at=day("2023-12-01"))
     await store.create_call(live)
     assert said_that_day[1] in await asked(live.call_id), "a voice turn (the member's index) finds it too"
-    monkeypatch.setattr("bot.memory.context.named_periods", lambda text: [])
+    monkeypatch.setattr("bot.memory.context.named_periods", lambda text, now: [])
     assert said_that_day[1] not in await asked(), "without the date, the question matches nothing: a call start"
