@@ -255,12 +255,12 @@ class EncryptedConversations(OpenedReads):
         return [(opened[turn.turn_id], score) for turn, score in ranked if turn.turn_id in opened]
 
     async def recent_turns_of(
-        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None, before: float | None = None
     ) -> list[TurnRecord]:
         """The lines with their text opened when first read (``_SealedTurn``): a call start ranks a few hundred
         lines by their stored specifics and reads the text of the few dozen that go into its block. A line
         counted before its specifics were stored is opened at once (ranking needs its text)."""
-        turns = await self.backend.recent_turns_of(user_id, limit, exclude_call_id=exclude_call_id)
+        turns = await self.backend.recent_turns_of(user_id, limit, exclude_call_id=exclude_call_id, before=before)
         if not turns:
             return []
         if any(turn.user_id != user_id for turn in turns):

@@ -157,7 +157,9 @@ class ContextBuilder:
                 exclude_call_id=exclude,
                 lines_by_id=source.lines_by_id,
             )
-        ranked = with_neighbours(said_in_periods(ranked, periods, lines))
+        if periods:
+            ranked = said_in_periods(ranked, periods, await source.said_in(periods))
+        ranked = with_neighbours(ranked)
         if not ranked and not ranked_facts:
             await self._fill_call_start_kept(block, source)
             return

@@ -96,16 +96,18 @@ _NAMED_DATES = (
 "February 2023". English month names only."""
 
 
+MAX_PERIODS = 4
+"""The periods an utterance is read for: a few are asked about at once, an utterance naming hundreds is not a
+question about each (and each is a read of the store)."""
 NAMED_SLACK = 86400.0
 """A date named is widened by a day either side: a line's time is when it was said, and what happened "on the 13th"
 may be told on the 14th (on LoCoMo's dated questions, 0.878 of the evidence found without it, 0.885 with it)."""
 
 
 def named_periods(text: str, now: float | None = None) -> list[tuple[float, float]]:
-    """The periods ``text`` names, as [start, end) UTC timestamps: a day for a date, a month for a month and year,
-    each widened by ``NAMED_SLACK``;
-    with ``now``, also the past it names relative to now ("yesterday", "last week", "3 days ago", "last Friday",
-    "last month", "last year": ``past_periods``)."""
+    """The first ``MAX_PERIODS`` periods ``text`` names, as [start, end) UTC timestamps: with ``now``, the past it
+    names relative to now ("yesterday", "last week", "3 days ago", "last Friday", "last month", "last year":
+    ``past_periods``); then a day for a date and a month for a month and year, each widened by ``NAMED_SLACK``."""
     periods = past_periods(text, now) if now is not None else []
     taken: list[tuple[int, int]] = []
     for pattern in _NAMED_DATES:
@@ -130,7 +132,9 @@ def named_periods(text: str, now: float | None = None) -> list[tuple[float, floa
                 continue
             taken.append((match.start(), match.end()))
             periods.append((_stamp(first) - NAMED_SLACK, _stamp(last) + NAMED_SLACK))
-    return periods
+            if len(periods) >= MAX_PERIODS:
+                return periods[:MAX_PERIODS]
+    return periods[:MAX_PERIODS]
 
 
 def _stamp(day: date) -> float:

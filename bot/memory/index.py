@@ -27,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -66,7 +67,7 @@ class IndexStore(Protocol):
     async def memory_stamp(self, user_id: int) -> tuple[int, int]: ...
     async def open_call_for_user(self, user_id: int) -> CallRecord | None: ...
     async def recent_turns_of(
-        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None, before: float | None = None
     ) -> list[TurnRecord]: ...
 
 
@@ -240,6 +241,13 @@ class MemberIndex:
     def recent(self, limit: int) -> list[TurnRecord]:
         """The latest ``limit`` lines, oldest first."""
         return self._lines[-limit:] if limit else []
+
+    def said_between(self, start: float, end: float, limit: int) -> list[TurnRecord]:
+        """The latest ``limit`` lines said in [``start``, ``end``), oldest first: what the store's
+        ``recent_turns_of(before=end)`` returns from then on. The lines are held in the order they were said."""
+        times = cast(list[float], self.derive("said at", lambda index: [turn.spoken_at for turn in index._lines]))
+        first, last = bisect_left(times, start), bisect_left(times, end)
+        return self._lines[max(first, last - limit) : last] if limit else []
 
     def derive(self, name: str, compute: Callable[[MemberIndex], object]) -> object:
         """``compute(self)``, once."""

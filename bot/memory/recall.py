@@ -10,7 +10,7 @@ neighbouring lines. Each rule was chosen on real long conversations (bench/locom
   words and of the meaning searched for (``distinctive``), unless nothing else is left.
 - **Dates named.** A question that names a day or a month ("what did I share on October 13, 2023?", "in May
   2023", "last week") is about what was said then: every line said in that period (``named_periods``) scores
-  ``PERIOD_WEIGHT`` of the best match more, a recent line that matches nothing included (``said_in_periods``). On
+  ``PERIOD_WEIGHT`` of the best match more, a line that matches nothing included (``said_in_periods``). On
   LoCoMo's questions that name a date, evidence recall rose from 0.76 to 0.91.
 - **Neighbours.** A retrieved line is often the question whose answer is the next line, or an answer whose subject
   is in the line before. A line's score is raised by ``NEIGHBOUR_WEIGHT`` of its neighbours' (``with_neighbours``),
@@ -200,11 +200,11 @@ PERIOD_WEIGHT = 0.5
 
 
 def said_in_periods(
-    ranked: list[tuple[TurnRecord, float]], periods: Sequence[tuple[float, float]], recent: Sequence[TurnRecord]
+    ranked: list[tuple[TurnRecord, float]], periods: Sequence[tuple[float, float]], said: Sequence[TurnRecord]
 ) -> list[tuple[TurnRecord, float]]:
     """``ranked`` (best first) with every line said within ``periods`` ([start, end) timestamps) scored
-    ``PERIOD_WEIGHT`` of the best match more, the ``recent`` lines said then that matched nothing included, best first
-    again."""
+    ``PERIOD_WEIGHT`` of the best match more, and the lines ``said`` then (``MemorySource.said_in``) that matched
+    nothing included, best first again."""
     if not periods:
         return ranked
     bonus = PERIOD_WEIGHT * (max((score for _, score in ranked), default=0.0) or 1.0)
@@ -213,7 +213,7 @@ def said_in_periods(
         return any(start <= turn.spoken_at < end for start, end in periods)
 
     scored = {turn.turn_id: (turn, score + bonus if said_then(turn) else score) for turn, score in ranked}
-    for turn in recent:
+    for turn in said:
         if turn.turn_id not in scored and said_then(turn):
             scored[turn.turn_id] = (turn, bonus)
     return sorted(scored.values(), key=lambda item: -item[1])

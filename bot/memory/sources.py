@@ -19,6 +19,8 @@ from bot.memory.recall import neighbour_positions, neighbours
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
 
 CALL_START_LINES = 400
+PERIOD_LINES = 100
+"""The latest lines of a period an utterance names that are read for it: a day's calls, most often."""
 FACT_PAGE = 64
 """Facts read at a time at a call start: about 40 fill the facts' share of a 1,500-token block."""
 
@@ -128,6 +130,10 @@ class MemorySource(Protocol):
         """``bot.memory.recall.neighbours`` of ``hits``."""
         ...
 
+    async def said_in(self, periods: Sequence[tuple[float, float]]) -> list[TurnRecord]:
+        """The latest ``PERIOD_LINES`` lines said in each period ([start, end) timestamps)."""
+        ...
+
     async def call_start(self, facts: int) -> CallStart: ...
 
     def facts(self, limit: int) -> Facts: ...
@@ -160,6 +166,15 @@ class StoredMemory:
     async def around(self, hits: Sequence[TurnRecord]) -> dict[int, tuple[TurnRecord, ...]]:
         found = await self.store.turns_at(neighbour_positions(hits))
         return neighbours(hits, lambda _: found)
+
+    async def said_in(self, periods: Sequence[tuple[float, float]]) -> list[TurnRecord]:
+        said: list[TurnRecord] = []
+        for start, end in periods:
+            before = await self.store.recent_turns_of(
+                self.user_id, PERIOD_LINES, exclude_call_id=self.exclude_call_id, before=end
+            )
+            said.extend(turn for turn in before if turn.spoken_at >= start)
+        return said
 
     async def call_start(self, facts: int) -> CallStart:
         """Everything from one read (``call_start_memory``): the first page of facts and the latest lines, ranked
@@ -200,6 +215,9 @@ class IndexedMemory:
 
     async def around(self, hits: Sequence[TurnRecord]) -> dict[int, tuple[TurnRecord, ...]]:
         return neighbours(hits, self.index.turns_at)
+
+    async def said_in(self, periods: Sequence[tuple[float, float]]) -> list[TurnRecord]:
+        return [turn for start, end in periods for turn in self.index.said_between(start, end, PERIOD_LINES)]
 
     async def call_start(self, facts: int) -> CallStart:
         lines, _, informative, _ = indexed_lines(self.index)

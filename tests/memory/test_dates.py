@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.memory.dates import named_periods, resolved
+from bot.memory.dates import MAX_PERIODS, named_periods, resolved
 from bot.memory.service import MemoryService
 from bot.store.repository import Store
 from standins.factories import make_call
@@ -127,3 +127,23 @@ async def test_a_question_naming_a_day_gets_what_was_said_that_day(
     assert said_that_day[1] in await asked(live.call_id), "a voice turn (the member's index) finds it too"
     monkeypatch.setattr("bot.memory.context.named_periods", lambda text, now: [])
     assert said_that_day[1] not in await asked(), "without the date, the question matches nothing: a call start"
+
+
+def test_an_utterance_is_read_for_its_first_few_periods_only() -> None:
+    many = " ".join(f"on {n} May 2023," for n in range(1, 29))
+    assert len(named_periods(many, TUESDAY)) == MAX_PERIODS
+
+
+async def test_a_day_older_than_the_latest_lines_is_read_from_the_store(store: Store, memory: MemoryService) -> None:
+    """The call start reads the latest 400 lines; a day long before them is read for the question that names it,
+    from the store for a chat message and from the member's index for a voice turn."""
+    said_then = ("user", "We picked the name Juniper for the boat, painted in green.")
+    await remember(store, memory, USER, [said_then, ("assistant", "A fine name.")], day("2021-03-02"))
+    for n in range(5):
+        await remember(store, memory, USER, chatter(100), day("2023-01-01") + n * DAY)
+    live = make_call(USER, state="active", started_at=day("2023-02-01"))
+    await store.create_call(live)
+    query = "What did I tell you on 2 March 2021?"
+    for during in (None, live.call_id):
+        block = (await memory.build_context(USER, query=query, budget_tokens=300, exclude_call_id=during))[1]
+        assert said_then[1] in block["content"], during

@@ -40,6 +40,22 @@ async def write_call(store: Store, user_id: int, at: float) -> str:
     return call.call_id
 
 
+async def test_the_latest_lines_said_before_a_time_are_read_oldest_first(store: Store) -> None:
+    """What a question naming a day reads (``recent_turns_of(before=...)``): the latest lines said before the end of
+    that day, another member's and the call left out excluded, on both backends and behind the encrypting layer."""
+    now = time.time()
+    early = await write_call(store, 42, now - 1000)
+    late = await write_call(store, 42, now - 100)
+    await write_call(store, 7, now - 500)
+    everything = await store.recent_turns_of(42, 20)
+    assert [t.call_id for t in everything] == [early] * 4 + [late] * 4
+    before = await store.recent_turns_of(42, 20, before=now - 100)
+    assert before == everything[:4], "the lines said before the later call, none of the other member's"
+    assert await store.recent_turns_of(42, 2, before=now - 997) == everything[1:3], "the latest two, oldest first"
+    assert await store.recent_turns_of(42, 20, exclude_call_id=early, before=now) == everything[4:]
+    assert await store.recent_turns_of(42, 20, before=now - 1000) == []
+
+
 def specifics_read(recent: RecentLines) -> list[int | None]:
     return [row[RecentLines.SPECIFICS] for row in recent.rows]
 

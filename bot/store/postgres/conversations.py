@@ -389,15 +389,17 @@ class PostgresConversations(PostgresFullText, SharedConversations):
         return rerank(first, found, limit)
 
     async def recent_turns_of(
-        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None, before: float | None = None
     ) -> list[TurnRecord]:
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 "
             "AND (call_id IS NULL OR call_id IS DISTINCT FROM $2) AND content <> '' "
+            "AND ($4::double precision IS NULL OR spoken_at < $4) "
             "ORDER BY spoken_at DESC, seq DESC LIMIT $3",
             user_id,
             exclude_call_id,
             limit,
+            before,
         )
         return [_turn(r) for r in reversed(rows)]
 

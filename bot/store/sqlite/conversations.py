@@ -167,13 +167,14 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         return [(_turn(row), score) for row, score in ranked]
 
     async def recent_turns_of(
-        self, user_id: int, limit: int, *, exclude_call_id: str | None = None
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None, before: float | None = None
     ) -> list[TurnRecord]:
-        """The member's latest ``limit`` lines with text, oldest first, leaving out the lines of ``exclude_call_id``."""
+        """The member's latest ``limit`` lines with text (said before ``before``, when given), oldest first, leaving
+        out the lines of ``exclude_call_id``."""
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND (call_id IS NULL OR call_id IS NOT ?) "
-            "AND content <> '' ORDER BY spoken_at DESC, seq DESC LIMIT ?",
-            (user_id, exclude_call_id, limit),
+            "AND content <> '' AND (? IS NULL OR spoken_at < ?) ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            (user_id, exclude_call_id, before, before, limit),
         )
         return [_turn(r) for r in reversed(rows)]
 
