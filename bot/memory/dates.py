@@ -96,6 +96,7 @@ _NAMED_DATES = (
 "February 2023". English month names only."""
 
 
+_YEAR_DIGITS = re.compile(r"\d\d\d\d")
 MAX_PERIODS = 4
 """The periods an utterance is read for: a few are asked about at once, an utterance naming hundreds is not a
 question about each (and each is a read of the store)."""
@@ -109,6 +110,8 @@ def named_periods(text: str, now: float | None = None) -> list[tuple[float, floa
     names relative to now ("yesterday", "last week", "3 days ago", "last Friday", "last month", "last year":
     ``past_periods``); then a day for a date and a month for a month and year, each widened by ``NAMED_SLACK``."""
     periods = past_periods(text, now) if now is not None else []
+    if not _YEAR_DIGITS.search(text):  # every date named carries its year: most utterances are passed over at once
+        return periods[:MAX_PERIODS]
     taken: list[tuple[int, int]] = []
     for pattern in _NAMED_DATES:
         for match in pattern.finditer(text):
