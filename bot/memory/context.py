@@ -137,9 +137,9 @@ class ContextBuilder:
         member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
         and the best bringing their neighbours (``bot.memory.recall``); when the utterance names one of the two
         people, that person's own lines (``bot.memory.speakers``: the names select whose lines, not which, so they
-        are left out of the words as well); when it names a day or a month, the lines said then score higher
-        (``said_in_periods``); then the rest of the facts, summaries and the
-        latest lines while anything fits. When the utterance matches nothing, that rest is the call start."""
+        are left out of the words as well); when it names a day, a month or the past relative to now, the lines
+        said then score higher (``said_in_periods``); then the rest of the facts, summaries and the latest lines
+        while anything fits. When the utterance matches nothing, that rest is the call start."""
         lines, priors, base = await source.recent()
         periods = named_periods(query, self.clock())
         address = address_words(lines, source.kept)
