@@ -228,10 +228,13 @@ class Calls(commands.Cog):
         if card is None:
             await self._edit_card_elsewhere(ended)
             return
-        self.cards[ended.call_id] = (card[0], ended)
-        await self._edit_card(card[0], ended_text(ended, words_of(card[0]), learning=self.learning))
+        # decided before the edit is awaited: a post-call job finishing meanwhile (call_processed) must find the
+        # card only if it is to report what was learned, or the card is edited twice
         if ended.private or ended.turns_stored == 0 or not self.learning or not ended.saved:
             self.cards.pop(ended.call_id, None)
+        else:
+            self.cards[ended.call_id] = (card[0], ended)
+        await self._edit_card(card[0], ended_text(ended, words_of(card[0]), learning=self.learning))
 
     async def call_processed(self, kind: str, ref_id: str, facts_learned: int) -> None:
         card = self.cards.pop(ref_id, None)

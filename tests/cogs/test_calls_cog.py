@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
 
 from bot.calls.errors import CallAlreadyActive, CallsDisabled, NoActiveCall, QuotaReached, VoiceUnavailable
+from bot.calls.model import CallEnded
 from standins.harness import CallWorld
 
 
@@ -229,3 +231,33 @@ async def test_hangup_on_a_full_disk_stops_the_agent_and_says_so_plainly(simcord
     await free_space(world)
     assert await world.calls.save_unsaved() == 1
     assert len(await world.store.call_turns(call.call_id)) == 5
+
+
+async def test_a_card_is_edited_once_when_processing_ends_while_the_end_is_being_shown(
+    simcord_env, world: CallWorld, member, monkeypatch
+) -> None:
+    """Without an LLM nothing is learned: the card says the call ended, once, even when the call's post-call job
+    reports while that edit is still on its way to Discord (a race seen with three processes)."""
+    _, channel, alice = member
+    await remembered_call(simcord_env, world, channel, alice)
+    call = await world.store.open_call_for_user(alice.id)
+    cog = simcord_env.bot.get_cog("Calls")
+    monkeypatch.setattr(type(cog), "learning", property(lambda self: False))  # no LLM: nothing is learned
+    edits: list[str] = []
+    editing = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_edit(interaction, content: str) -> None:
+        edits.append(content)
+        if len(edits) == 1:  # the end, still on its way to Discord
+            editing.set()
+            await release.wait()
+
+    monkeypatch.setattr(type(cog), "_edit_card", staticmethod(slow_edit))
+    ended = CallEnded(call.call_id, alice.id, None, "hangup_button", turns_stored=3, private=False)
+    shown = asyncio.create_task(cog.call_ended(ended))
+    await editing.wait()
+    await cog.call_processed("post_call", call.call_id, 0)
+    release.set()
+    await shown
+    assert len(edits) == 1 and "Call ended" in edits[0] and "learned" not in edits[0], edits
