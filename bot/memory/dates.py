@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, timedelta
+from typing import NamedTuple
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
@@ -28,35 +29,51 @@ def _day(ts: float) -> date:
     return datetime.fromtimestamp(ts, UTC).date()
 
 
-def _month(day: date, step: int) -> str:
+def _month_start(day: date, step: int = 0) -> date:
+    """The first day of the month ``step`` months from ``day``'s."""
     months = day.year * 12 + day.month - 1 + step
-    return f"{months // 12:04d}-{months % 12 + 1:02d}"
+    return date(months // 12, months % 12 + 1, 1)
 
 
-def _meaning(match: re.Match[str], said: date) -> tuple[str, str]:
-    """(the phrase as the note names it, the date or period it means)."""
+class _Meaning(NamedTuple):
+    phrase: str
+    """The phrase as the note names it."""
+    label: str
+    """The date or period it means, as the note says it."""
+    first: date
+    end: date
+    """The day after the period."""
+
+
+def _on(phrase: str, day: date) -> _Meaning:
+    return _Meaning(phrase, day.isoformat(), day, day + timedelta(days=1))
+
+
+def _meaning(match: re.Match[str], said: date) -> _Meaning:
     if match["yesterday"]:
-        return match["yesterday"].lower(), (said - timedelta(days=1)).isoformat()
+        return _on(match["yesterday"].lower(), said - timedelta(days=1))
     if match["tomorrow"]:
-        return "tomorrow", (said + timedelta(days=1)).isoformat()
+        return _on("tomorrow", said + timedelta(days=1))
     if match["ago"]:
         count = NUMBERS.get(match["ago"].lower()) or int(match["ago"])
         unit = match["unit"].lower().rstrip("s")
         days = count * (7 if unit == "week" else 1)
-        return f"{count} {unit}{'s' if count != 1 else ''} ago", (said - timedelta(days=days)).isoformat()
+        return _on(f"{count} {unit}{'s' if count != 1 else ''} ago", said - timedelta(days=days))
     step = -1 if match["which"].lower() == "last" else 1
     what = match["what"].lower()
     phrase = f"{match['which'].lower()} {what}"
     if what == "week":
         monday = said - timedelta(days=said.weekday()) + timedelta(weeks=step)
-        return phrase, f"the week of {monday.isoformat()}"
+        return _Meaning(phrase, f"the week of {monday.isoformat()}", monday, monday + timedelta(days=7))
     if what == "month":
-        return phrase, _month(said, step)
+        first = _month_start(said, step)
+        return _Meaning(phrase, first.isoformat()[:7], first, _month_start(first, 1))
     if what == "year":
-        return phrase, str(said.year + step)
+        year = said.year + step
+        return _Meaning(phrase, str(year), date(year, 1, 1), date(year + 1, 1, 1))
     weekday = WEEKDAYS.index(what)
     days = ((said.weekday() - weekday) % 7 or 7) if step < 0 else ((weekday - said.weekday()) % 7 or 7)
-    return phrase, (said + timedelta(days=step * days)).isoformat()
+    return _on(phrase, said + timedelta(days=step * days))
 
 
 def resolved(text: str, spoken_at: float) -> str:
@@ -65,7 +82,7 @@ def resolved(text: str, spoken_at: float) -> str:
     if not _HINT.search(text):
         return ""
     said = _day(spoken_at)
-    meanings = dict(_meaning(match, said) for match in _PHRASE.finditer(text))
+    meanings = {m.phrase: m.label for m in (_meaning(match, said) for match in _PHRASE.finditer(text))}
     return "(" + "; ".join(f"{phrase} = {when}" for phrase, when in meanings.items()) + ")" if meanings else ""
 
 
@@ -130,7 +147,7 @@ def named_periods(text: str, now: float | None = None) -> list[tuple[float, floa
                     last = first + timedelta(days=1)
                 else:
                     first = date(year, month, 1)
-                    last = date(year + month // 12, month % 12 + 1, 1)
+                    last = _month_start(first, 1)
             except ValueError:
                 continue
             taken.append((match.start(), match.end()))
@@ -150,21 +167,5 @@ def past_periods(text: str, now: float) -> list[tuple[float, float]]:
     if not _HINT.search(text):
         return []
     today = _day(now)
-    periods: list[tuple[float, float]] = []
-    for match in _PHRASE.finditer(text):
-        if match["tomorrow"] or (match["which"] or "").lower() == "next":
-            continue
-        _, when = _meaning(match, today)
-        if when.startswith("the week of "):
-            monday = date.fromisoformat(when.removeprefix("the week of "))
-            first, last = monday, monday + timedelta(days=7)
-        elif len(when) == 4:
-            first, last = date(int(when), 1, 1), date(int(when) + 1, 1, 1)
-        elif len(when) == 7:
-            year, month = int(when[:4]), int(when[5:])
-            first, last = date(year, month, 1), date(year + month // 12, month % 12 + 1, 1)
-        else:
-            first = date.fromisoformat(when)
-            last = first + timedelta(days=1)
-        periods.append((_stamp(first), _stamp(last)))
-    return periods
+    meanings = (_meaning(match, today) for match in _PHRASE.finditer(text))
+    return [(_stamp(m.first), _stamp(m.end)) for m in meanings if m.first <= today]
