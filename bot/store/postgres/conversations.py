@@ -391,15 +391,15 @@ class PostgresConversations(PostgresFullText, SharedConversations):
     async def recent_turns_of(
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None, before: float | None = None
     ) -> list[TurnRecord]:
+        until = "" if before is None else "AND spoken_at < $4 "  # a range the (user_id, spoken_at) index seeks to
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = $1 "
-            "AND (call_id IS NULL OR call_id IS DISTINCT FROM $2) AND content <> '' "
-            "AND ($4::double precision IS NULL OR spoken_at < $4) "
+            f"AND (call_id IS NULL OR call_id IS DISTINCT FROM $2) AND content <> '' {until}"
             "ORDER BY spoken_at DESC, seq DESC LIMIT $3",
             user_id,
             exclude_call_id,
             limit,
-            before,
+            *(() if before is None else (before,)),
         )
         return [_turn(r) for r in reversed(rows)]
 

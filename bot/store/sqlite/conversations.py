@@ -171,10 +171,11 @@ class SqliteConversations(SqliteFullText, SharedConversations):
     ) -> list[TurnRecord]:
         """The member's latest ``limit`` lines with text (said before ``before``, when given), oldest first, leaving
         out the lines of ``exclude_call_id``."""
+        until = "" if before is None else "AND spoken_at < ? "  # a range the (user_id, spoken_at) index seeks to
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE user_id = ? AND (call_id IS NULL OR call_id IS NOT ?) "
-            "AND content <> '' AND (? IS NULL OR spoken_at < ?) ORDER BY spoken_at DESC, seq DESC LIMIT ?",
-            (user_id, exclude_call_id, before, before, limit),
+            f"AND content <> '' {until}ORDER BY spoken_at DESC, seq DESC LIMIT ?",
+            (user_id, exclude_call_id, *(() if before is None else (before,)), limit),
         )
         return [_turn(r) for r in reversed(rows)]
 
