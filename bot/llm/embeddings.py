@@ -68,8 +68,16 @@ class EmbeddingClient:
     async def aclose(self) -> None:
         await self._connection.aclose()
 
-    async def embed(self, texts: Sequence[str], *, wait_seconds: float | None = None) -> Matrix:
-        """One request for all ``texts``: a (len(texts), dimensions) float32 matrix, rows in input order."""
+    @property
+    def weighs_words(self) -> bool:
+        """A server's model reads each text in context and weighs its words itself: no ``salience``."""
+        return False
+
+    async def embed(
+        self, texts: Sequence[str], *, wait_seconds: float | None = None, salience: object | None = None
+    ) -> Matrix:
+        """One request for all ``texts``: a (len(texts), dimensions) float32 matrix, rows in input order
+        (``salience`` is the embedded model's and not sent)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         wait = self._timeout if wait_seconds is None else wait_seconds

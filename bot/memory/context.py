@@ -24,11 +24,13 @@ from bot.memory.recall import (
     common_words,
     distinctive,
     earned,
+    in_conversations,
     keep_core,
     said_in_periods,
     with_neighbours,
     word_set,
 )
+from bot.memory.salience import member_salience
 from bot.memory.sources import (
     CALL_START_LINES,
     ContextStore,
@@ -156,10 +158,11 @@ class ContextBuilder:
                 limit=candidates,
                 exclude_call_id=exclude,
                 lines_by_id=source.lines_by_id,
+                salience=lambda: member_salience(lines, source.kept),
             )
         if periods:
             ranked = said_in_periods(ranked, periods, await source.said_in(periods))
-        ranked = with_neighbours(ranked)
+        ranked = with_neighbours(in_conversations(ranked))
         if not ranked and not ranked_facts:
             await self._fill_call_start_kept(block, source)
             return

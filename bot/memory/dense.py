@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bot.llm.errors import LLMError
+from bot.memory.salience import SALIENCE_LINES, Salience
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.vectors import EmbedItem, ItemKind, StoredVector, pack, unpack
 
@@ -77,7 +78,14 @@ class Embedder(Protocol):
         """The model's id, stored with each vector."""
         ...
 
-    async def embed(self, texts: Sequence[str], *, wait_seconds: float | None = None) -> Matrix:
+    @property
+    def weighs_words(self) -> bool:
+        """Whether ``embed`` weighs words by the member's ``salience`` (the embedded model does)."""
+        ...
+
+    async def embed(
+        self, texts: Sequence[str], *, wait_seconds: float | None = None, salience: Salience | None = None
+    ) -> Matrix:
         """A (len(texts), dimensions) float32 matrix, rows in input order."""
         ...
 
@@ -96,6 +104,9 @@ class EmbedStore(Protocol):
 
     async def unembedded(self, user_id: int, model: str, limit: int) -> list[EmbedItem]: ...
     async def put_vectors(self, user_id: int, model: str, vectors: Sequence[tuple[ItemKind, int, bytes]]) -> int: ...
+    async def recent_turns_of(
+        self, user_id: int, limit: int, *, exclude_call_id: str | None = None, before: float | None = None
+    ) -> list[TurnRecord]: ...
 
 
 class MemberEmbedder:
@@ -122,11 +133,15 @@ class MemberEmbedder:
         the batches stored before it stay, the job is retried later and goes on from there."""
         model = self.client.model
         stored = 0
+        salience: Salience | None = None
         for _ in range(self.max_batches):
             items = await self.store.unembedded(user_id, model, self.batch)
             if not items:
                 return stored, False
-            matrix = await self.client.embed([item.text[:MAX_EMBED_CHARS] for item in items])
+            if salience is None and self.client.weighs_words:
+                recent = await self.store.recent_turns_of(user_id, SALIENCE_LINES)
+                salience = Salience.of(turn.content for turn in recent)
+            matrix = await self.client.embed([item.text[:MAX_EMBED_CHARS] for item in items], salience=salience)
             rows = [(item.kind, item.item_id, pack(row)) for item, row in zip(items, matrix, strict=True)]
             stored += await self.store.put_vectors(user_id, model, rows)
             if self.on_stored is not None:
@@ -250,11 +265,12 @@ class DenseRetriever:
         """The member's vectors were written: the next build checks them against the store."""
         self._checked.pop(user_id, None)
 
-    async def embed_query(self, text: str) -> Matrix | None:
+    async def embed_query(self, text: str, salience: Salience | None = None) -> Matrix | None:
         """The utterance's unit vector, or None (logged once per run of failures) when it cannot be had in time."""
         try:
             matrix = await asyncio.wait_for(
-                self.client.embed([text[:MAX_EMBED_CHARS]], wait_seconds=self.query_timeout), self.query_timeout
+                self.client.embed([text[:MAX_EMBED_CHARS]], wait_seconds=self.query_timeout, salience=salience),
+                self.query_timeout,
             )
         except (LLMError, TimeoutError) as exc:
             if not self._failing:
@@ -315,14 +331,17 @@ class DenseRetriever:
         limit: int,
         exclude_call_id: str | None = None,
         lines_by_id: Callable[[Sequence[int]], list[TurnRecord]] | None = None,
+        salience: Callable[[], Salience] | None = None,
     ) -> tuple[list[tuple[FactRecord, float]], list[tuple[TurnRecord, float]]]:
         """The BM25 rankings of facts and lines fused with the dense ones by score (``fused_scores``), or as they
         are when the member has no vectors or the utterance cannot be embedded. ``lines_by_id``: where the nearest
-        lines are read (the member's index on the live path), instead of the store."""
+        lines are read (the member's index on the live path), instead of the store. ``salience``: the member's
+        word weights, asked for when the model weighs words."""
         member = await self._matrix(user_id)
         if member is None:
             return facts, turns
-        vector = await self.embed_query(query)
+        weights = salience() if salience is not None and self.client.weighs_words else None
+        vector = await self.embed_query(query, weights)
         if vector is None:
             return facts, turns
         turn_scores = await self._similarities(member.turns, vector)

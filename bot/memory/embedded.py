@@ -5,7 +5,8 @@ vectors (``weights/l2_supercat_256.safetensors``, 16 MB) and the tokenizer that 
 (``tokenizers/l2_supercat_tokenizer_config.json``). A text's embedding is the mean of its tokens' vectors, the
 model's own pooling: about 0.1 ms of CPU per line, no network, no GPU, nothing but numpy and the tokenizer.
 Function words are left out first (``content``): in a mean of a dozen tokens, "what did I say about my" outweighs
-"job", and a question then lands nearer other questions than the line that answers it.
+"job", and a question then lands nearer other questions than the line that answers it. The other words are
+weighed by how rare they are among the member's lines (``bot.memory.salience``).
 
 The two files are read from the installed package's folder by path. The package itself is never imported: its
 ``__init__`` configures the root logger (``logging.basicConfig``), and its ``load()`` (0.4.0) looks for the
@@ -28,19 +29,25 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from bot.llm.errors import LLMUnavailable
 
+if TYPE_CHECKING:
+    from bot.memory.salience import Salience
+
 PACKAGE = "wordllama"
 WEIGHTS = Path("weights") / "l2_supercat_256.safetensors"
 TOKENIZER = Path("tokenizers") / "l2_supercat_tokenizer_config.json"
 TENSOR = "embedding.weight"
-EMBEDDED_MODEL = "embedded:wordllama/l2_supercat_256"
+WORD_START = "\u2581"
+EMBEDDED_MODEL = "embedded:wordllama/l2_supercat_256/salience"
 """The model id stored with the vectors: switching to or from ``llm.embedding_model`` re-embeds (vectors are kept
-per model)."""
+per model). ``/salience``: texts are weighed by the member's words (``bot.memory.salience``), so vectors stored
+before the weighing are embedded again by the post-call queue's backfill."""
 BATCH = 256
 """Texts per batch of the post-call queue's embed step (``MemberEmbedder``) with this model: there is no request
 to keep small, and each batch first reads which of the member's lines lack a vector (a read over all of them), so
@@ -108,19 +115,39 @@ class EmbeddedModel:
     def dimensions(self) -> int:
         return int(self.vectors.shape[1])
 
-    def embed_one(self, text: str) -> Matrix:
-        """The mean of the token vectors of the text's content words (zeros for a text with no token)."""
-        ids = self.tokenizer.encode(content(text), add_special_tokens=False).ids  # type: ignore[attr-defined]
+    def embed_one(self, text: str, salience: Salience | None = None) -> Matrix:
+        """The mean of the token vectors of the text's content words (zeros for a text with no token), each token
+        weighed by its word's ``salience`` when given."""
+        kept = content(text)
+        encoding = self.tokenizer.encode(kept, add_special_tokens=False)  # type: ignore[attr-defined]
+        ids = encoding.ids
         if not ids:
             return np.zeros(self.dimensions, dtype=np.float32)
-        mean: Matrix = self.vectors[ids].mean(axis=0, dtype=np.float32)
-        return mean
+        if salience is None:
+            mean: Matrix = self.vectors[ids].mean(axis=0, dtype=np.float32)
+            return mean
+        weights = np.asarray(_token_weights(kept, encoding.tokens, salience), dtype=np.float32)
+        weighted: Matrix = weights @ self.vectors[ids].astype(np.float32) / weights.sum()
+        return weighted
 
-    def embed(self, texts: Sequence[str]) -> Matrix:
+    def embed(self, texts: Sequence[str], salience: Salience | None = None) -> Matrix:
         matrix = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for row, text in enumerate(texts):
-            matrix[row] = self.embed_one(text)
+            matrix[row] = self.embed_one(text, salience)
         return matrix
+
+
+def _token_weights(text: str, tokens: Sequence[str], salience: Salience) -> list[float]:
+    """Each token's weight: its word's. The tokenizer marks the first token of each space-separated word with
+    ``WORD_START`` (its normalizer turns spaces into it), so the tokens are matched to ``text.split(" ")`` in order."""
+    weights = [salience.weight(word) for word in text.split(" ")]
+    at = -1
+    out = []
+    for token in tokens:
+        if token.startswith(WORD_START) or at < 0:
+            at = min(at + 1, len(weights) - 1)
+        out.append(weights[at])
+    return out
 
 
 _loaded: dict[Path | None, EmbeddedModel] = {}
@@ -165,18 +192,25 @@ class EmbeddedEmbedder:
         """The model, read in a worker thread the first time (the event loop goes on meanwhile)."""
         return self._model if self._model is not None else await asyncio.to_thread(self._load)
 
-    async def embed(self, texts: Sequence[str], *, wait_seconds: float | None = None) -> Matrix:
+    @property
+    def weighs_words(self) -> bool:
+        """Texts are embedded with the member's word weights (``bot.memory.salience``)."""
+        return True
+
+    async def embed(
+        self, texts: Sequence[str], *, wait_seconds: float | None = None, salience: Salience | None = None
+    ) -> Matrix:
         """A (len(texts), 256) float32 matrix. A single text (an utterance) is embedded at once; more (a post-call
         batch) ``SLICE`` at a time, yielding to the event loop between slices. ``wait_seconds`` is for the HTTP
         client's sake: nothing here waits on anything but the first load."""
         model = await self.load()
         if len(texts) <= 1:
-            return model.embed(texts)
+            return model.embed(texts, salience)
         parts = []
         for start in range(0, len(texts), SLICE):
             if start:
                 await asyncio.sleep(0)
-            parts.append(model.embed(texts[start : start + SLICE]))
+            parts.append(model.embed(texts[start : start + SLICE], salience))
         return np.vstack(parts)
 
     async def aclose(self) -> None:

@@ -195,6 +195,43 @@ def with_neighbours(ranked: Sequence[tuple[TurnRecord, float]]) -> list[tuple[Tu
     return rescored
 
 
+CALL_WEIGHT = 0.2
+"""What a line of the conversation that matches best gains, as a share of the best line's score
+(``in_conversations``)."""
+CALL_HITS = 2
+CALLS_TO_COMPARE = 5
+"""Among fewer conversations with a match, one standing out says little (memory-eval's two or three calls, all about
+the same things, each holding a part of the answer: raising one of them lost facts)."""
+
+
+def in_conversations(ranked: list[tuple[TurnRecord, float]]) -> list[tuple[TurnRecord, float]]:
+    """``ranked`` (best first) with each line raised by how far its conversation stands out: a conversation's
+    relevance is the sum of its best ``CALL_HITS`` scores, and a line gains ``CALL_WEIGHT`` of the best line's
+    score times its conversation's lead over the mean conversation with a match, as a share of the best
+    conversation's lead. On LoCoMo a question's evidence is mostly said in one or two calls, and a call where two
+    lines match is more likely the one than a call where one line does (evidence recall at 1,500 tokens rose by
+    0.005; with ``CALLS_TO_COMPARE`` it leaves short histories as they were)."""
+    best: dict[str, list[float]] = {}
+    for turn, score in ranked:
+        if score > 0:
+            top = best.setdefault(conversation(turn), [])
+            if len(top) < CALL_HITS:
+                top.append(score)
+    if len(best) < CALLS_TO_COMPARE:
+        return ranked
+    totals = {convo: sum(scores) for convo, scores in best.items()}
+    usual = sum(totals.values()) / len(totals)
+    lead = max(totals.values()) - usual
+    if lead <= 0:
+        return ranked
+    scale = CALL_WEIGHT * ranked[0][1] / lead
+    rescored = [
+        (turn, score + scale * max(0.0, totals.get(conversation(turn), usual) - usual)) for turn, score in ranked
+    ]
+    rescored.sort(key=lambda item: -item[1])
+    return rescored
+
+
 PERIOD_WEIGHT = 0.5
 """What a line said in a period the utterance names scores above its relevance, as a share of the best match's."""
 

@@ -4,7 +4,9 @@ call start shows."""
 
 from __future__ import annotations
 
+from bot.memory.recall import in_conversations
 from bot.memory.service import MemoryService
+from bot.store.models import TurnRecord
 from bot.store.repository import Store
 from tests.memory.test_context import DAY, T0, chatter, remember
 
@@ -70,3 +72,19 @@ async def test_the_core_kept_for_a_call_gives_the_same_block_as_building_afresh(
         fresh = MemoryService(store, budget_tokens=600, persona="p")
         assert await fresh.build_context(USER, query=question, exclude_call_id=live.call_id) == block
     assert all(PASSPORT in block[1]["content"] for block in kept), "the told fact, restored with the core"
+
+
+def scored(call: str, seq: int, score: float) -> tuple[TurnRecord, float]:
+    return TurnRecord(
+        hash((call, seq)) & 0xFFFF, USER, call, None, seq, "user", f"{call} line {seq}", T0, "voice"
+    ), score
+
+
+def test_a_line_of_the_call_where_two_lines_match_comes_before_as_good_a_line_of_a_call_where_one_does() -> None:
+    alone, first, second = scored("c1", 4, 0.9), scored("c0", 7, 0.85), scored("c0", 12, 0.8)
+    others = [scored(f"c{n}", 1, 0.3) for n in range(2, 6)]
+    ranked = in_conversations([alone, first, second, *others])
+    assert [turn for turn, _ in ranked[:3]] == [first[0], second[0], alone[0]]
+    assert in_conversations([alone, first, second, *others[:1]]) == [alone, first, second, others[0]], (
+        "among three calls, one standing out says little"
+    )
