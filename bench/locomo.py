@@ -10,7 +10,8 @@ services opened after the import (what a fresh process has), at each budget. Wit
 ``python -m bot context`` processes instead (slow: one process per question; use ``--limit``).
 
 Evidence recall: the share of evidence lines found whole in the block (every word of the line, in order, compared
-as lower-cased letters and digits). Columns, side by side:
+as lower-cased letters and digits, the block's quoted lines read back first, so escaping does not matter: a line
+break inside a line is quoted as the two characters ``\\n``). Columns, side by side:
 
 - ``bm25``: plain BM25 (Okapi, k1 1.2, b 0.75) of the question over all lines (``speaker: text``), filled by rank
   within the budget at 4 characters a token (the README's floor);
@@ -117,9 +118,25 @@ def normal(text: str) -> str:
     return " " + " ".join(_WORD.findall(text.lower())) + " "
 
 
+_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def unescaped(block: str) -> str:
+    """``block`` with each JSON string literal (how the memory block quotes every remembered text) read back, so a
+    line said over two lines ("\\n" in the block) compares as said: the measure ignores quoting and escaping."""
+
+    def read(match: re.Match[str]) -> str:
+        try:
+            return str(json.loads(match.group(0)))
+        except ValueError:
+            return match.group(0)
+
+    return _STRING_LITERAL.sub(read, block)
+
+
 def evidence_found(block: str, question: Question, convo: Conversation) -> tuple[int, int]:
     """(evidence lines found whole in ``block``, evidence lines of the question)."""
-    text = normal(block)
+    text = normal(unescaped(block))
     return sum(normal(convo.lines[i][1]) in text for i in question.evidence if i in convo.lines), len(question.evidence)
 
 

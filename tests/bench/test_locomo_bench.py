@@ -41,6 +41,15 @@ def test_evidence_counts_only_whole_lines_in_order_whatever_the_punctuation(tmp_
     assert evidence_found("green deep sea a it s", question, convo) == (0, 1), "out of order"
 
 
+def test_a_line_said_over_two_lines_counts_as_the_block_quotes_it() -> None:
+    """The block quotes each line as a JSON string: a line break in it is the two characters \\n, not a word."""
+    convo = Conversation("x", [], {"D1:1": ("Evan", "\nThis is a painting I finished.\nIt shows C:\\new")}, [])
+    question = Question("?", 4, ("D1:1",))
+    quoted = "- them: " + json.dumps(convo.lines["D1:1"][1])
+    assert "\\nThis" in quoted
+    assert evidence_found(quoted, question, convo) == (1, 1)
+
+
 def test_a_run_imports_the_sessions_and_prints_every_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "data"
     data.mkdir()
