@@ -22,11 +22,13 @@ from bot.memory.priors import by_score
 from bot.memory.recall import (
     asks_something,
     common_words,
+    conversation_leads,
     distinctive,
     earned,
     in_conversations,
     keep_core,
     said_in_periods,
+    standout_positions,
     with_neighbours,
     word_set,
 )
@@ -162,7 +164,10 @@ class ContextBuilder:
             )
         if periods:
             ranked = said_in_periods(ranked, periods, await source.said_in(periods))
-        ranked = with_neighbours(in_conversations(ranked))
+        leads = conversation_leads(ranked)
+        if leads:
+            ranked = in_conversations(ranked, leads, await source.lines_at(standout_positions(ranked, leads)))
+        ranked = with_neighbours(ranked)
         if not ranked and not ranked_facts:
             await self._fill_call_start_kept(block, source)
             return

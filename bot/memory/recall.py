@@ -196,21 +196,24 @@ def with_neighbours(ranked: Sequence[tuple[TurnRecord, float]]) -> list[tuple[Tu
 
 
 CALL_WEIGHT = 0.2
-"""What a line of the conversation that matches best gains, as a share of the best line's score
-(``in_conversations``)."""
+"""What the lines of the conversation that matches best gain, as a share of the best line's score
+(``conversation_leads``)."""
 CALL_HITS = 2
 CALLS_TO_COMPARE = 5
 """Among fewer conversations with a match, one standing out says little (memory-eval's two or three calls, all about
 the same things, each holding a part of the answer: raising one of them lost facts)."""
+CALL_WINDOW = 6
+"""The lines this close to the best conversation's best hits are read and raised, those that matched nothing too."""
 
 
-def in_conversations(ranked: list[tuple[TurnRecord, float]]) -> list[tuple[TurnRecord, float]]:
-    """``ranked`` (best first) with each line raised by how far its conversation stands out: a conversation's
-    relevance is the sum of its best ``CALL_HITS`` scores, and a line gains ``CALL_WEIGHT`` of the best line's
-    score times its conversation's lead over the mean conversation with a match, as a share of the best
-    conversation's lead. On LoCoMo a question's evidence is mostly said in one or two calls, and a call where two
-    lines match is more likely the one than a call where one line does (evidence recall at 1,500 tokens rose by
-    0.005; with ``CALLS_TO_COMPARE`` it leaves short histories as they were)."""
+def conversation_leads(ranked: Sequence[tuple[TurnRecord, float]]) -> dict[str, float]:
+    """What the lines of each conversation that stands out gain: a conversation's relevance is the sum of its best
+    ``CALL_HITS`` scores in ``ranked`` (best first), and its lines gain ``CALL_WEIGHT`` of the best line's score
+    times its lead over the mean conversation with a match, as a share of the best conversation's lead. None among
+    fewer than ``CALLS_TO_COMPARE`` conversations with a match.
+
+    On LoCoMo a question's evidence is mostly said in one or two calls, and a call where two lines match is more
+    likely the one than a call where one line does."""
     best: dict[str, list[float]] = {}
     for turn, score in ranked:
         if score > 0:
@@ -218,18 +221,35 @@ def in_conversations(ranked: list[tuple[TurnRecord, float]]) -> list[tuple[TurnR
             if len(top) < CALL_HITS:
                 top.append(score)
     if len(best) < CALLS_TO_COMPARE:
-        return ranked
+        return {}
     totals = {convo: sum(scores) for convo, scores in best.items()}
     usual = sum(totals.values()) / len(totals)
     lead = max(totals.values()) - usual
     if lead <= 0:
-        return ranked
+        return {}
     scale = CALL_WEIGHT * ranked[0][1] / lead
-    rescored = [
-        (turn, score + scale * max(0.0, totals.get(conversation(turn), usual) - usual)) for turn, score in ranked
-    ]
-    rescored.sort(key=lambda item: -item[1])
-    return rescored
+    return {convo: scale * (total - usual) for convo, total in totals.items() if total > usual}
+
+
+def standout_positions(ranked: Sequence[tuple[TurnRecord, float]], leads: dict[str, float]) -> list[Position]:
+    """Where the lines within ``CALL_WINDOW`` of the leading conversation's best ``CALL_HITS`` hits are."""
+    if not leads:
+        return []
+    convo = max(leads, key=leads.__getitem__)
+    hits = [turn.seq for turn, score in ranked if score > 0 and conversation(turn) == convo][:CALL_HITS]
+    return sorted({(convo, seq) for hit in hits for seq in range(max(0, hit - CALL_WINDOW), hit + CALL_WINDOW + 1)})
+
+
+def in_conversations(
+    ranked: Sequence[tuple[TurnRecord, float]], leads: dict[str, float], nearby: Sequence[TurnRecord] = ()
+) -> list[tuple[TurnRecord, float]]:
+    """``ranked`` with each line raised by its conversation's lead (``conversation_leads``), and the ``nearby``
+    lines it does not hold (``standout_positions``) scored by their conversation's lead alone; best first."""
+    scored = {turn.turn_id: (turn, score + leads.get(conversation(turn), 0.0)) for turn, score in ranked}
+    for turn in nearby:
+        if turn.turn_id not in scored:
+            scored[turn.turn_id] = (turn, leads.get(conversation(turn), 0.0))
+    return sorted(scored.values(), key=lambda item: -item[1])
 
 
 PERIOD_WEIGHT = 0.5

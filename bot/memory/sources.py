@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol, cast
 
 from bot.memory.index import SUMMARIES, IndexStore, MemberIndex, Rendered
 from bot.memory.priors import QueryBase, RankedLines, informative_order, line_priors, opening_of
-from bot.memory.recall import neighbour_positions, neighbours
+from bot.memory.recall import Position, neighbour_positions, neighbours
 from bot.store.models import ConversationSummary, FactRecord, RecentLines, TurnRecord
 
 CALL_START_LINES = 400
@@ -134,6 +134,10 @@ class MemorySource(Protocol):
         """The latest ``PERIOD_LINES`` lines said in each period ([start, end) timestamps)."""
         ...
 
+    async def lines_at(self, positions: Sequence[Position]) -> list[TurnRecord]:
+        """The lines at (conversation id, seq) ``positions`` that exist."""
+        ...
+
     async def call_start(self, facts: int) -> CallStart: ...
 
     def facts(self, limit: int) -> Facts: ...
@@ -166,6 +170,9 @@ class StoredMemory:
     async def around(self, hits: Sequence[TurnRecord]) -> dict[int, tuple[TurnRecord, ...]]:
         found = await self.store.turns_at(neighbour_positions(hits))
         return neighbours(hits, lambda _: found)
+
+    async def lines_at(self, positions: Sequence[Position]) -> list[TurnRecord]:
+        return await self.store.turns_at(positions) if positions else []
 
     async def said_in(self, periods: Sequence[tuple[float, float]]) -> list[TurnRecord]:
         said: list[TurnRecord] = []
@@ -218,6 +225,9 @@ class IndexedMemory:
 
     async def said_in(self, periods: Sequence[tuple[float, float]]) -> list[TurnRecord]:
         return [turn for start, end in periods for turn in self.index.said_between(start, end, PERIOD_LINES)]
+
+    async def lines_at(self, positions: Sequence[Position]) -> list[TurnRecord]:
+        return self.index.turns_at(positions)
 
     async def call_start(self, facts: int) -> CallStart:
         lines, _, informative, _ = indexed_lines(self.index)

@@ -4,10 +4,17 @@ call start shows."""
 
 from __future__ import annotations
 
-from bot.memory.recall import in_conversations
+from bot.memory.recall import (
+    CALL_WEIGHT,
+    CALL_WINDOW,
+    conversation_leads,
+    in_conversations,
+    standout_positions,
+)
 from bot.memory.service import MemoryService
 from bot.store.models import TurnRecord
 from bot.store.repository import Store
+from standins.factories import make_call
 from tests.memory.test_context import DAY, T0, chatter, remember
 
 USER = 9
@@ -75,16 +82,49 @@ async def test_the_core_kept_for_a_call_gives_the_same_block_as_building_afresh(
 
 
 def scored(call: str, seq: int, score: float) -> tuple[TurnRecord, float]:
-    return TurnRecord(
-        hash((call, seq)) & 0xFFFF, USER, call, None, seq, "user", f"{call} line {seq}", T0, "voice"
-    ), score
+    turn = TurnRecord(hash((call, seq)) & 0xFFFF, USER, call, None, seq, "user", f"{call} line {seq}", T0, "voice")
+    return turn, score
 
 
-def test_a_line_of_the_call_where_two_lines_match_comes_before_as_good_a_line_of_a_call_where_one_does() -> None:
+def test_the_lines_of_the_call_where_two_lines_match_gain_over_a_call_where_one_does() -> None:
     alone, first, second = scored("c1", 4, 0.9), scored("c0", 7, 0.85), scored("c0", 12, 0.8)
     others = [scored(f"c{n}", 1, 0.3) for n in range(2, 6)]
-    ranked = in_conversations([alone, first, second, *others])
-    assert [turn for turn, _ in ranked[:3]] == [first[0], second[0], alone[0]]
-    assert in_conversations([alone, first, second, *others[:1]]) == [alone, first, second, others[0]], (
-        "among three calls, one standing out says little"
+    ranked = [alone, first, second, *others]
+    leads = conversation_leads(ranked)
+    assert max(leads, key=leads.__getitem__) == "c0" and set(leads) == {"c0", "c1"}
+    assert leads["c0"] == CALL_WEIGHT * 0.9, "the leading call gains a fifth of the best line's score"
+    assert [turn for turn, _ in in_conversations(ranked, leads)[:3]] == [first[0], second[0], alone[0]]
+    assert conversation_leads(ranked[:4]) == {}, "among four calls with a match, one standing out says little"
+    positions = standout_positions(ranked, leads)
+    assert positions[0] == ("c0", 7 - CALL_WINDOW) and positions[-1] == ("c0", 12 + CALL_WINDOW)
+    quiet = scored("c0", 9, 0.0)[0]
+    assert (quiet, leads["c0"]) in in_conversations(ranked, leads, [quiet]), "a line near them that matched nothing"
+
+
+async def test_a_question_gets_the_lines_around_what_it_matched_in_the_call_that_matches_best(
+    store: Store, memory: MemoryService
+) -> None:
+    """Seven calls mention the kayak; one of them twice, and there the member says what came of it three lines
+    later, in words the question does not use."""
+    answer = "afterwards the whole street smelled of fresh bread from the bakery"
+    trip = [
+        ("user", "I finally booked the kayak trip for the long weekend"),
+        *chatter(3),
+        ("user", "The kayak trip was the best weekend of my year"),
+        *chatter(2),
+        ("user", answer),
+        *chatter(60),
+    ]
+    await remember(store, memory, USER, trip, T0)
+    for n in range(1, 7):
+        said = [*chatter(40), ("user", f"my neighbour {n} sold me an old kayak paddle"), *chatter(40 + n)]
+        await remember(store, memory, USER, said, T0 + n * DAY)
+    asked = await block(memory, "How did my kayak trip go?")
+    assert "kayak trip was the best weekend" in asked
+    assert answer in asked, "the line near its two matches, in the call that matches best"
+    live = make_call(USER, state="active", started_at=T0 + 9 * DAY)
+    await store.create_call(live)
+    during_call = await memory.build_context(
+        USER, query="How did my kayak trip go?", budget_tokens=600, exclude_call_id=live.call_id
     )
+    assert answer in during_call[1]["content"], "the same from the member's index during a call"
