@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bot.llm.errors import LLMError
-from bot.memory.salience import SALIENCE_LINES, Salience
+from bot.memory.salience import SALIENCE_LINES, Salience, member_salience
 from bot.store.models import FactRecord, TurnRecord
 from bot.store.vectors import EmbedItem, ItemKind, StoredVector, pack, unpack
 
@@ -139,8 +139,7 @@ class MemberEmbedder:
             if not items:
                 return stored, False
             if salience is None and self.client.weighs_words:
-                recent = await self.store.recent_turns_of(user_id, SALIENCE_LINES)
-                salience = Salience.of(turn.content for turn in recent)
+                salience = member_salience(await self.store.recent_turns_of(user_id, SALIENCE_LINES))
             matrix = await self.client.embed([item.text[:MAX_EMBED_CHARS] for item in items], salience=salience)
             rows = [(item.kind, item.item_id, pack(row)) for item, row in zip(items, matrix, strict=True)]
             stored += await self.store.put_vectors(user_id, model, rows)
