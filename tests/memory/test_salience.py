@@ -5,14 +5,17 @@ the member's lines as they were, and the utterance by their lines as they are.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from bot.memory.dense import MemberEmbedder
+from bot.memory.dense import DenseRetriever, MemberEmbedder
 from bot.memory.embedded import EMBEDDED_MODEL, EmbeddedEmbedder, shared_model
 from bot.memory.salience import SALIENCE_LINES, Salience, member_salience
 from bot.memory.service import MemoryService
 from bot.store.models import TurnRecord
 from bot.store.repository import Store
 from bot.store.vectors import unpack
+from standins.factories import make_call
+from tests.memory.test_context import DAY, T0, chatter
 from tests.memory.test_postcall import USER, ended_call
 
 POTTERY = [f"My pottery class {i} was fun, the pottery teacher showed us pottery again" for i in range(40)]
@@ -64,3 +67,34 @@ async def test_lines_are_stored_weighed_by_the_members_latest_lines(store: Store
     weighed = model.embed_one(mixed, Salience.of(turn.content for turn in recent))
     assert np.allclose(stored[line.turn_id], weighed, atol=1e-5)
     assert not np.allclose(stored[line.turn_id], model.embed_one(mixed), atol=1e-3), "pottery weighs less"
+
+
+@pytest.mark.parametrize("weighed", [True, False], ids=["weighed", "plain mean"])
+async def test_a_question_in_other_words_finds_the_line_among_the_words_the_member_says_all_the_time(
+    store: Store, memory: MemoryService, monkeypatch: pytest.MonkeyPatch, weighed: bool
+) -> None:
+    """A member who talks of pottery in every call once said, among pottery, that they were given a puppy; later
+    they ask after their new dog, in words that line does not use, while other lines say "new". With the weights the
+    block built for the question holds that line, on the stored and the live path; with a plain mean of its words
+    (what the model did before), the pottery decides its meaning and the lines that say "new" come first."""
+    if not weighed:
+        monkeypatch.setattr(EmbeddedEmbedder, "weighs_words", property(lambda _: False))
+    gift = "My pottery teacher gave me a puppy from the pottery shelter after pottery class"
+    pottery = [("user" if n % 2 else "assistant", line) for n, line in enumerate(POTTERY)]
+    await ended_call(store, memory, [*pottery[:20], ("user", gift), *pottery[20:]], started_at=T0, queue=False)
+    said_new = [
+        ("user", "My new neighbour is doing fine"),
+        ("assistant", "Your new bike sounds great"),
+        ("user", "The new cafe opened near the river"),
+    ]
+    await ended_call(store, memory, [*chatter(30), *said_new, *chatter(30)], started_at=T0 + DAY, queue=False)
+    embedder = EmbeddedEmbedder()
+    await MemberEmbedder(store, embedder).embed_member(USER)
+    memory.context.dense = DenseRetriever(store, embedder)
+    live = make_call(USER, state="active", started_at=T0 + 2 * DAY)
+    await store.create_call(live)
+    question = "How is my new dog?"
+    stored = await memory.build_context(USER, query=question, budget_tokens=400)
+    during_call = await memory.build_context(USER, query=question, budget_tokens=400, exclude_call_id=live.call_id)
+    assert (gift in stored[1]["content"]) is weighed
+    assert (gift in during_call[1]["content"]) is weighed, "the same from the member's index during a call"
