@@ -298,6 +298,9 @@ class EncryptedConversations(OpenedReads):
 
     # ---- no member text: straight to the backend -------------------------------------------------------
 
+    async def conversation_lengths(self, refs: Sequence[str]) -> dict[str, int]:
+        return await self.backend.conversation_lengths(refs)
+
     async def count_open_calls(self) -> int:
         return await self.backend.count_open_calls()
 

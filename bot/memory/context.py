@@ -22,10 +22,12 @@ from bot.memory.priors import by_score
 from bot.memory.recall import (
     asks_something,
     common_words,
+    conversation,
     conversation_leads,
     distinctive,
     earned,
     in_conversations,
+    in_openings,
     keep_core,
     said_in_periods,
     standout_positions,
@@ -168,6 +170,7 @@ class ContextBuilder:
         if leads:
             ranked = in_conversations(ranked, leads, await source.lines_at(standout_positions(ranked, leads)))
         ranked = with_neighbours(ranked)
+        ranked = in_openings(ranked, await source.lengths(list(dict.fromkeys(conversation(t) for t, _ in ranked))))
         if not ranked and not ranked_facts:
             await self._fill_call_start_kept(block, source)
             return

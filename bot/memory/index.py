@@ -249,11 +249,24 @@ class MemberIndex:
         first, last = bisect_left(times, start), bisect_left(times, end)
         return self._lines[max(first, last - limit) : last] if limit else []
 
+    def conversation_lengths(self, refs: Sequence[str]) -> dict[str, int]:
+        """What the store's ``conversation_lengths`` returns for ``refs``, from the index's lines (worked out once)."""
+        lengths = cast(dict[str, int], self.derive("lengths", _lengths))
+        return {ref: lengths[ref] for ref in refs if ref in lengths}
+
     def derive(self, name: str, compute: Callable[[MemberIndex], object]) -> object:
         """``compute(self)``, once."""
         if name not in self.derived:
             self.derived[name] = compute(self)
         return self.derived[name]
+
+
+def _lengths(index: MemberIndex) -> dict[str, int]:
+    lengths: dict[str, int] = {}
+    for ref, seq in index._by_position:
+        if ref is not None:
+            lengths[ref] = max(lengths.get(ref, 0), seq + 1)
+    return lengths
 
 
 class MemberIndexes:

@@ -15,6 +15,11 @@ neighbouring lines. Each rule was chosen on real long conversations (bench/locom
 - **Conversations.** A question's evidence is mostly said in one or two calls: the conversation whose best lines
   match well above the others raises its lines, and those around its best hits are read and raised too
   (``conversation_leads``); among fewer than ``CALLS_TO_COMPARE`` conversations, nothing is.
+- **Openings.** A conversation's first lines say what it is about: what the member called for, the news they bring.
+  On LoCoMo 37% of the evidence is said in the first fifth of its session (7% in the last), and on memory-eval's
+  two- and three-call histories 57% of the facts are first said there. A line that matches, said in the first
+  ``OPENING_SHARE`` of its conversation, scores up to ``OPENING_WEIGHT`` of the best match more, the most at the
+  conversation's first line (``in_openings``).
 - **Neighbours.** A retrieved line is often the question whose answer is the next line, or an answer whose subject
   is in the line before. A line's score is raised by ``NEIGHBOUR_WEIGHT`` of its neighbours' (``with_neighbours``),
   and each of the best ``NEIGHBOURED_HITS`` brings the line before and the line after it in its conversation, when
@@ -253,6 +258,30 @@ def in_conversations(
         if turn.turn_id not in scored:
             scored[turn.turn_id] = (turn, leads.get(conversation(turn), 0.0))
     return sorted(scored.values(), key=lambda item: -item[1])
+
+
+OPENING_WEIGHT = 0.2
+"""What the first line of a conversation scores above its relevance, as a share of the best match's; less further
+in, nothing past ``OPENING_SHARE`` of the conversation."""
+OPENING_SHARE = 0.2
+
+
+def in_openings(ranked: Sequence[tuple[TurnRecord, float]], lengths: dict[str, int]) -> list[tuple[TurnRecord, float]]:
+    """``ranked`` (best first) with each line that matches raised by how early in its conversation it was said: a
+    line at position ``seq`` of a conversation of ``lengths[conversation]`` lines gains ``OPENING_WEIGHT`` of the
+    best score times ``1 - seq / (OPENING_SHARE * length)`` when that is above zero; best first again. A line of a
+    conversation whose length is not known gains nothing."""
+    top = max((score for _, score in ranked), default=0.0)
+    if top <= 0:
+        return list(ranked)
+
+    def early(turn: TurnRecord) -> float:
+        length = lengths.get(conversation(turn), 0)
+        return max(0.0, 1 - turn.seq / (OPENING_SHARE * length)) if length else 0.0
+
+    raised = [(turn, score + OPENING_WEIGHT * top * early(turn) if score > 0 else score) for turn, score in ranked]
+    raised.sort(key=lambda item: -item[1])
+    return raised
 
 
 PERIOD_WEIGHT = 0.5

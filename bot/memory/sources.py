@@ -36,6 +36,7 @@ class ContextStore(IndexStore, Protocol):
         self, user_id: int, query: str, limit: int, *, exclude_call_id: str | None = None
     ) -> list[tuple[TurnRecord, float]]: ...
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]: ...
+    async def conversation_lengths(self, refs: Sequence[str]) -> dict[str, int]: ...
 
 
 class FactPages:
@@ -138,6 +139,10 @@ class MemorySource(Protocol):
         """The lines at (conversation id, seq) ``positions`` that exist."""
         ...
 
+    async def lengths(self, conversations: Sequence[str]) -> dict[str, int]:
+        """How many positions each of ``conversations`` has (its last line's seq plus one)."""
+        ...
+
     async def call_start(self, facts: int) -> CallStart: ...
 
     def facts(self, limit: int) -> Facts: ...
@@ -173,6 +178,9 @@ class StoredMemory:
 
     async def lines_at(self, positions: Sequence[Position]) -> list[TurnRecord]:
         return await self.store.turns_at(positions) if positions else []
+
+    async def lengths(self, conversations: Sequence[str]) -> dict[str, int]:
+        return await self.store.conversation_lengths(conversations)
 
     async def said_in(self, periods: Sequence[tuple[float, float]]) -> list[TurnRecord]:
         said: list[TurnRecord] = []
@@ -228,6 +236,9 @@ class IndexedMemory:
 
     async def lines_at(self, positions: Sequence[Position]) -> list[TurnRecord]:
         return self.index.turns_at(positions)
+
+    async def lengths(self, conversations: Sequence[str]) -> dict[str, int]:
+        return self.index.conversation_lengths(conversations)
 
     async def call_start(self, facts: int) -> CallStart:
         lines, _, informative, _ = indexed_lines(self.index)

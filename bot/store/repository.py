@@ -223,6 +223,10 @@ class ConversationStore(Protocol):
         self, user_id: int, limit: int, *, exclude_call_id: str | None = None, before: float | None = None
     ) -> list[TurnRecord]: ...
     async def turns_at(self, positions: Sequence[tuple[str, int]]) -> list[TurnRecord]: ...
+    async def conversation_lengths(self, refs: Sequence[str]) -> dict[str, int]:
+        """How many positions each conversation (a call's or a chat's id) has: its last line's seq plus one."""
+        ...
+
     async def write_live_turn(
         self,
         call_id: str,

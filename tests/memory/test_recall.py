@@ -4,11 +4,17 @@ call start shows."""
 
 from __future__ import annotations
 
+import pytest
+
+from bot.memory import recall
 from bot.memory.recall import (
     CALL_WEIGHT,
     CALL_WINDOW,
+    OPENING_SHARE,
+    OPENING_WEIGHT,
     conversation_leads,
     in_conversations,
+    in_openings,
     standout_positions,
 )
 from bot.memory.service import MemoryService
@@ -128,3 +134,41 @@ async def test_a_question_gets_the_lines_around_what_it_matched_in_the_call_that
         USER, query="How did my kayak trip go?", budget_tokens=600, exclude_call_id=live.call_id
     )
     assert answer in during_call[1]["content"], "the same from the member's index during a call"
+
+
+def test_a_line_that_matches_early_in_its_conversation_gains_the_most_at_its_first_line() -> None:
+    first, early, later, quiet = scored("c0", 0, 0.5), scored("c1", 4, 0.5), scored("c1", 30, 0.6), scored("c0", 1, 0)
+    unknown = scored("c9", 0, 0.55)
+    raised = dict(
+        (turn.turn_id, score)
+        for turn, score in in_openings([later, unknown, first, early, quiet], {"c0": 40, "c1": 40})
+    )
+    assert raised[first[0].turn_id] == pytest.approx(0.5 + OPENING_WEIGHT * 0.6), "a fifth of the best, at the start"
+    assert raised[early[0].turn_id] == pytest.approx(0.5 + OPENING_WEIGHT * 0.6 * (1 - 4 / (OPENING_SHARE * 40)))
+    assert raised[later[0].turn_id] == 0.6, "past the first fifth of its conversation"
+    assert raised[quiet[0].turn_id] == 0, "a line that matches nothing stays where it is"
+    assert raised[unknown[0].turn_id] == 0.55, "a conversation whose length is not known"
+    assert [turn for turn, _ in in_openings([later, first], {"c0": 40, "c1": 40})] == [first[0], later[0]]
+
+
+@pytest.mark.parametrize("openings", [True, False], ids=["openings", "no openings"])
+async def test_a_question_gets_the_line_that_opened_a_conversation_before_one_said_in_passing(
+    store: Store, memory: MemoryService, monkeypatch: pytest.MonkeyPatch, openings: bool
+) -> None:
+    """A member began one call with news of their sourdough starter; weeks later, deep in another call, they
+    mentioned a sourdough starter in passing, in a shorter line that matches the question as well. Asked how the
+    starter is doing, a small block holds the line that opened the call (on the stored and the live path); without
+    the openings rule, the line said in passing comes first."""
+    if not openings:
+        monkeypatch.setattr(recall, "OPENING_WEIGHT", 0.0)
+    news = "Guess what, my sourdough starter finally bubbled right over the top of its jar"
+    passing = "A friend at work asked me about my sourdough starter again today"
+    await remember(store, memory, USER, [("user", news), *chatter(39)], T0)
+    await remember(store, memory, USER, [*chatter(30), ("user", passing), *chatter(9)], T0 + 20 * DAY)
+    live = make_call(USER, state="active", started_at=T0 + 21 * DAY)
+    await store.create_call(live)
+    question = "How is my sourdough starter doing?"
+    stored = (await memory.build_context(USER, query=question, budget_tokens=120))[1]["content"]
+    during_call = await memory.build_context(USER, query=question, budget_tokens=120, exclude_call_id=live.call_id)
+    assert (news in stored, passing in stored) == (openings, not openings)
+    assert news in during_call[1]["content"] if openings else passing in during_call[1]["content"]

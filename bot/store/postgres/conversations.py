@@ -422,6 +422,16 @@ class PostgresConversations(PostgresFullText, SharedConversations):
         )
         return [_turn(r) for r in rows]
 
+    async def conversation_lengths(self, refs: Sequence[str]) -> dict[str, int]:
+        if not refs:
+            return {}
+        rows = await self._all(
+            "SELECT r.ref, coalesce((SELECT max(seq) FROM turns WHERE call_id = r.ref AND content <> ''), "
+            "(SELECT max(seq) FROM turns WHERE chat_id = r.ref AND content <> '')) FROM unnest($1::text[]) AS r(ref)",
+            list(refs),
+        )
+        return {ref: seq + 1 for ref, seq in rows if seq is not None}
+
     async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
         rows = await self._all(
             f"SELECT {_TURN_COLUMNS} FROM turns WHERE call_id = $1 ORDER BY seq DESC LIMIT $2", call_id, limit

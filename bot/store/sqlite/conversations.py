@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -196,6 +197,19 @@ class SqliteConversations(SqliteFullText, SharedConversations):
         )
         rows = await self._all(lookups, [v for ref, seq in positions for v in (ref, seq, ref, seq)])
         return [_turn(r) for r in rows]
+
+    async def conversation_lengths(self, refs: Sequence[str]) -> dict[str, int]:
+        """How many positions each conversation of ``refs`` (a call's or a chat's id) has: its last line's seq
+        plus one (lines with content, as ``turns_at`` reads them); conversations with no line are left out. Two
+        indexed lookups per conversation."""
+        if not refs:
+            return {}
+        rows = await self._all(
+            "SELECT r.value, COALESCE((SELECT MAX(seq) FROM turns WHERE call_id = r.value AND content <> ''), "
+            "(SELECT MAX(seq) FROM turns WHERE chat_id = r.value AND content <> '')) FROM json_each(?) AS r",
+            [json.dumps(list(refs))],
+        )
+        return {ref: seq + 1 for ref, seq in rows if seq is not None}
 
     async def call_tail(self, call_id: str, limit: int) -> list[TurnRecord]:
         return await self._alone(trips.call_lines, call_id, limit)
