@@ -18,6 +18,7 @@ from bot.llm.client import LLMClient
 from bot.llm.embeddings import EmbeddingClient
 from bot.memory.chat import ChatService
 from bot.memory.dense import DENSE_WEIGHT, RECHECK_SECONDS, DenseRetriever, MemberEmbedder, fused_scores
+from bot.memory.embedded import EmbeddedEmbedder
 from bot.memory.postcall import EMBED_JOB, POST_CALL_JOB, PostCallProcessor
 from bot.memory.service import MemoryService
 from bot.store.models import Conversation
@@ -366,3 +367,14 @@ async def test_kept_vectors_are_checked_again_after_a_while_or_at_once_when_this
     assert len(await store.member_vectors(USER, MODEL)) == len(retriever._cache[USER].turn_ids) + len(
         retriever._cache[USER].fact_ids
     )
+
+
+async def test_only_lines_nearer_than_the_members_usual_line_are_found_by_meaning(store: Store, memory) -> None:
+    """In a short history the nearest ``limit`` lines are most of its lines: one further from the utterance than
+    the member's usual line is no match (it would rank, at a score below zero, under lines that match nothing)."""
+    await ended_call(store, memory, [("user", PURCHASE), *FILLER[:40]], started_at=TUESDAY, queue=False)
+    embedder = EmbeddedEmbedder()
+    await MemberEmbedder(store, embedder).embed_member(USER)
+    _, ranked = await DenseRetriever(store, embedder).fuse(USER, "Which car did I purchase?", [], [], limit=150)
+    assert ranked[0][0].content == PURCHASE
+    assert 1 < len(ranked) < 41 and all(score > 0 for _, score in ranked), "above the mean: a z-score above zero"
