@@ -338,6 +338,21 @@ def targets(results: Sequence[CaseResult]) -> list[tuple[str, float, float, bool
     ]
 
 
+def against_call_start(results: Sequence[CaseResult]) -> list[tuple[int, dict[str, float]]]:
+    """Query-aware recall less call start's, per budget, for each layer and all cases: issue 42 asks for no layer
+    below zero at any budget."""
+    gaps = []
+    for budget in sorted({r.budget for r in results}):
+        rows = [r for r in results if r.budget == budget]
+        by_layer = {
+            layer: _mean([r.measures["query_aware"].recall - r.measures["call_start"].recall for r in chosen])
+            for layer in ("layer1", "layer2", "all")
+            if (chosen := [r for r in rows if layer == "all" or r.case.layer == layer])
+        }
+        gaps.append((budget, by_layer))
+    return gaps
+
+
 def report(results: Sequence[CaseResult], *, extraction: bool, seconds: float | None = None) -> str:
     budgets = sorted({r.budget for r in results})
     cases = len({r.case.test_id for r in results})
@@ -365,6 +380,11 @@ def report(results: Sequence[CaseResult], *, extraction: bool, seconds: float | 
             f"  {what:<26} {got:+.3f}  (target >= {want:.2f}: {'met' if ok else 'NOT met'})"
             for what, got, want, ok in checks
         ]
+    out += ["", "query-aware - call-start (issue 42: >= 0 on each layer):"]
+    for budget, gaps in against_call_start(results):
+        verdict = "met" if all(gap >= 0 for gap in gaps.values()) else "NOT met"
+        shown = "  ".join(f"{layer} {gap:+.3f}" for layer, gap in gaps.items())
+        out.append(f"  {budget:>6}  {shown}  ({verdict})")
     stored = _mean([r.facts_stored for r in results])
     capped = sum(r.recipe_capped for r in results if r.budget == budgets[-1])
     out.append(

@@ -12,6 +12,7 @@ from bench import memory_eval_cases
 from bench.memory_eval_cases import ENV_VAR, load_cases
 from bench.memory_quality import (
     RECIPE_HEADER,
+    against_call_start,
     bm25_block,
     bm25_scores,
     main,
@@ -88,6 +89,10 @@ async def test_run_on_the_small_set_measures_every_column_at_every_budget() -> N
     assert "targets at 1500 tokens, layer 2:" in text
     assert [t[0] for t in targets(results)] == ["query-aware - bm25-all", "query-aware", "call-start - recent-fit"]
     assert "gold facts shipped (4)" in text
+    gaps = dict(against_call_start(results))
+    assert list(gaps) == [150, 1500] and list(gaps[1500]) == ["layer1", "layer2", "all"]
+    assert gaps[1500] == {"layer1": 0.0, "layer2": 0.0, "all": 0.0}, "both find every fact at 1,500"
+    assert re.search(r"^ +1500  layer1 \+0\.000  layer2 \+0\.000  all \+0\.000  \(met\)$", text, re.MULTILINE)
 
 
 def remember_user_lines_with_numbers(body: dict) -> str:
