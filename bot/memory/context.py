@@ -141,7 +141,8 @@ class ContextBuilder:
         """The facts the member told (``keep_core``), facts matching the utterance, then the member's lines by
         relevance: BM25 from the stemmed index plus the nearest by meaning (``DenseRetriever.fuse``), words the
         member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
-        and the best bringing their neighbours (``bot.memory.recall``); when the utterance names one of the two
+        and by how early in its conversation it was said, and the best bringing their neighbours
+        (``bot.memory.recall``); when the utterance names one of the two
         people, that person's own lines (``bot.memory.speakers``: the names select whose lines, not which, so they
         are left out of the words as well); when it names a day, a month or the past relative to now, the lines
         said then score higher (``said_in_periods``); then the rest of the facts, summaries and the latest lines
