@@ -20,12 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bot.memory.recall import word_set
+from bot.memory.sources import CALL_START_LINES
 from bot.store.models import TurnRecord
 from bot.store.terms import words
 
-SALIENCE_LINES = 400
-"""The member's latest lines the weights are counted over: as many as a call start reads (``CALL_START_LINES``),
-so a build counts over the lines it has already read."""
+SALIENCE_LINES = CALL_START_LINES
+"""The member's latest lines the weights are counted over: the lines a build has already read for a call start,
+so the utterance and the lines the post-call job embeds are weighed over the same number of lines."""
 
 
 @dataclass(frozen=True)
