@@ -568,6 +568,16 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         END;
         """,
     ),
+    (
+        21,
+        "turn specifics recounted: a line holding an identifier (a code, an account number) counts one more",
+        """
+        -- bot.store.specifics now counts an identifier once more. Only a line with a digit can hold one; those
+        -- lose their count here and are counted again when the store opens (sealed ones by the encrypting layer,
+        -- whose ciphertext always has digits), as the lines from before migration 10 were.
+        UPDATE turns SET specifics = NULL WHERE content GLOB '*[0-9]*';
+        """,
+    ),
 ]
 
 LATEST_VERSION = MIGRATIONS[-1][0]

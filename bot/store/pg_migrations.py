@@ -488,6 +488,14 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
             FOR EACH ROW EXECUTE FUNCTION greetings_drawn_on();
         """,
     ),
+    (
+        21,
+        "turn specifics recounted: a line holding an identifier (a code, an account number) counts one more",
+        """
+        -- As SQLite's migration 21: the lines with a digit lose their count and are counted again at open.
+        UPDATE turns SET specifics = NULL WHERE content ~ '[0-9]';
+        """,
+    ),
 ]
 
 PG_LATEST_VERSION = PG_MIGRATIONS[-1][0]

@@ -3,7 +3,8 @@
 A call start ranks the member's latest lines by this count (``bot.memory.context``). It is computed when a line is
 written, from its plain text, and kept in ``turns.specifics``, so ranking reads a small integer per line instead of
 every line's text: with member encryption, only the lines that go into the memory block are decrypted. The count
-reveals no text (a number from 0 to 10: how many numbers, names, dates and decisions, each kind capped).
+reveals no text (a number from 0 to 11: how many numbers, names, dates and decisions, each kind capped, and
+whether the line holds an identifier).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import re
 SPECIFICS_PAGE = 5000
 """Lines read at a time when older lines get their specifics counted (``count_specifics``)."""
 _NUMBER = re.compile(r"\d")
+_IDENTIFIER_CHARS = 5
+"""A word with a digit and at least this many characters, punctuation around it aside, is an identifier:
+"FS-447291", "7789-4456-901", "$9,124", "DL208", but not "2024", "3:00" or "$35"."""
+_AROUND = ".,;:!?'\"()[]"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 _DATE = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b(?:mon|tues|wednes|thurs|fri|satur|sun)day\b"
@@ -31,14 +36,20 @@ _SEALED = re.compile("[0-9a-f ]*\u27d0")
 
 @functools.lru_cache(maxsize=1 << 16)
 def specifics(text: str) -> int:
-    """Numbers and identifiers, names, dates, decisions and preferences in ``text``: counted, each kind capped,
-    so one long line does not win on length alone."""
+    """Numbers, names, dates, decisions and preferences in ``text``: counted, each kind capped, so one long line
+    does not win on length alone; a line holding an identifier (a confirmation code, an account number, an amount
+    with thousands) counts one more, since nothing else in a conversation can bring it back.
+
+    Measured (bench/memory_quality.py, memory-eval at 1,500 tokens): call start 0.945 -> 0.970, query-aware
+    0.932 -> 0.950; LoCoMo dev (bench/locomo.py) unchanged, its conversations hold few such words."""
     words = text.split()
-    numbers = min(3, sum(1 for w in words if _NUMBER.search(w)))
+    number_words = [w for w in words if _NUMBER.search(w)]
+    numbers = min(3, len(number_words))
+    identifiers = min(1, sum(1 for w in number_words if len(w.strip(_AROUND)) >= _IDENTIFIER_CHARS))
     names = min(3, len(_NAME.findall(text)))
     dates = min(2, len(_DATE.findall(text)))
     decisions = min(2, len(_DECISION.findall(text)))
-    return numbers + names + dates + decisions
+    return numbers + identifiers + names + dates + decisions
 
 
 def sealed(content: str) -> bool:

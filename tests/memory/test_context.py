@@ -27,6 +27,7 @@ from bot.memory.priors import LATEST_EXCHANGE, RankedLines, by_informativeness, 
 from bot.memory.service import MemoryService
 from bot.memory.tokens import estimate_message_tokens
 from bot.store.models import RecentLines, TurnRecord
+from bot.store.specifics import specifics
 from bot.store.sqlite import SqliteStore
 from bot.store.terms import query_stems
 from standins.factories import make_call, seed_fact
@@ -457,3 +458,26 @@ def test_the_fewest_tokens_of_a_line_are_never_more_than_its_count(content: str,
     """A late line is dropped as too long on this bound alone, without counting it: it must never exceed the count."""
     _, cost = render_turn_line(role, content)
     assert _fewest_tokens(content) <= cost
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["identifiers counted", "identifiers not counted"])
+async def test_a_call_start_keeps_the_confirmation_code_said_among_newer_details(
+    store, memory, monkeypatch: pytest.MonkeyPatch, counted: bool
+) -> None:
+    """A confirmation code said in an older call, a newer call full of times: the call start's few lines hold
+    the code, since a line holding an identifier counts one more (bot.store.specifics); without that count it ties
+    with the newer details and they come first."""
+    if not counted:
+        monkeypatch.setattr("bot.store.specifics._IDENTIFIER_CHARS", 10**6)
+    specifics.cache_clear()
+    try:
+        code = "Done, your confirmation code is RB-558213."
+        await remember(store, memory, 9, [*chatter(10), ("assistant", code), *chatter(10)], T0)
+        details = [("assistant", f"Noted, the {WORDS[i]} tomorrow at {i + 1}:30") for i in range(12)]
+        await remember(store, memory, 9, [*details, *chatter(6)], T0 + DAY)
+        assert specifics(code) == specifics(details[0][1]) + counted
+        block = (await memory.build_context(9, budget_tokens=250))[1]["content"]
+        assert "Noted, the" in block
+        assert (code in block) is counted
+    finally:
+        specifics.cache_clear()

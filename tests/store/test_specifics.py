@@ -32,12 +32,33 @@ LINES = [
 ]
 
 
-async def write_call(store: Store, user_id: int, at: float) -> str:
+async def write_call(store: Store, user_id: int, at: float, lines: list[tuple[str, str]] = LINES) -> str:
     call = make_call(user_id, state="ended", started_at=at, ended_at=at + 60)
     await store.create_call(call)
-    inserts = [NewTurn(role, text, at + i, i) for i, (role, text) in enumerate(LINES)]  # type: ignore[arg-type]
+    inserts = [NewTurn(role, text, at + i, i) for i, (role, text) in enumerate(lines)]  # type: ignore[arg-type]
     assert await store.apply_call_turns(call.call_id, user_id, inserts, [], anchored=True, checkpoint_at=at)
     return call.call_id
+
+
+@pytest.mark.parametrize(
+    ("said", "identifier"),
+    [
+        ("Your confirmation number is FS-447291.", True),
+        ("Account is 7789-4456-901, routing is on file", True),
+        ("Adding two captain's chairs: $9,124 total.", True),
+        ("Yes, DL208 departs Narita at noon", True),
+        ("We moved to Porto in 2024", False),
+        ("Drama Club meets at 3:00", False),
+        ("The wire fee is $35.", False),
+    ],
+)
+def test_a_line_holding_an_identifier_counts_one_more_than_with_a_short_number(said: str, identifier: bool) -> None:
+    """A code, an account number, an amount with thousands: a word with a digit and five characters or more. The
+    same line with a one-digit number in its place counts one less; a year, a time or a small amount counts the same.
+    """
+    (word,) = [w for w in said.split() if any(c.isdigit() for c in w)]
+    short = said.replace(word.strip(".,"), "7")
+    assert specifics(said) - specifics(short) == int(identifier)
 
 
 async def test_the_latest_lines_said_before_a_time_are_read_oldest_first(store: Store) -> None:
@@ -209,4 +230,56 @@ async def test_postgresql_counts_older_lines_at_open_a_page_at_a_time(
     _, recent = await store.call_start_memory(43, facts=0, lines=100)
     assert len(recent) == 3 * len(LINES)
     assert specifics_read(recent) == [specifics(recent.line(at).content) for at in range(len(recent))]
+    await store.close()
+
+
+SAID_WITH_CODES = [
+    ("user", "Please book the table for our anniversary"),
+    ("assistant", "Done, your confirmation code is RB-558213."),
+    ("user", "ok thanks"),
+]
+
+
+async def test_migration_21_counts_again_the_lines_with_a_digit(tmp_path: Path) -> None:
+    """Lines counted before identifiers counted (stale here: every count 5) are counted again when the store opens
+    after migration 21: a plain line without a digit keeps its count; sealed lines (their ciphertext has digits)
+    are all counted again, by the encrypting layer."""
+    for encrypted in (False, True):
+        path = tmp_path / f"memory-{encrypted}.db"
+        keys = SqliteKeyStore(tmp_path / f"keys-{encrypted}.db", parse_master_key(generate_master_key_text()))
+        await keys.open()
+        store: Store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
+        await store.open()
+        await write_call(store, 42, time.time() - 100, SAID_WITH_CODES)
+        await store.close()
+        db = sqlite3.connect(path)
+        db.execute("UPDATE turns SET specifics = 5")
+        db.execute("DELETE FROM schema_migrations WHERE version = 21")
+        db.commit()
+
+        store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
+        await store.open()
+        _, recent = await store.call_start_memory(42, facts=0, lines=10)
+        said = [recent.line(at).content for at in range(len(recent))]
+        assert said == [text for _, text in SAID_WITH_CODES]
+        counted = [specifics(text) for text in said]
+        assert specifics_read(recent) == (counted if encrypted else [5, counted[1], 5]), "those with a digit"
+        assert specifics(said[1]) == 3, "a number, an identifier, a confirmation"
+        db.close()
+        await store.close()
+        await keys.close()
+
+
+async def test_postgresql_migration_21_counts_again_the_lines_with_a_digit(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    await store.open()
+    await write_call(store, 44, time.time() - 100, SAID_WITH_CODES)
+    await store.pool.execute("UPDATE turns SET specifics = 5 WHERE user_id = 44")
+    await store.pool.execute("DELETE FROM schema_migrations WHERE version = 21")
+    await store.close()
+
+    store = PostgresStore(postgres_url)
+    await store.open()
+    _, recent = await store.call_start_memory(44, facts=0, lines=10)
+    assert specifics_read(recent) == [5, specifics(SAID_WITH_CODES[1][1]), 5]
     await store.close()
