@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from bot.memory.block import MEMORY_HEADER, BudgetedBlock, content_words, quoted, render_fact_line, render_turn_line
 from bot.memory.dates import named_periods
+from bot.memory.identifiers import identifier_lines, keep_identifiers
 from bot.memory.index import MemberIndexes, Renderer
 from bot.memory.priors import by_score
 from bot.memory.recall import (
@@ -48,7 +49,7 @@ from bot.memory.sources import (
 from bot.memory.speakers import SideFocus, address_words, named_side, vocatives
 from bot.memory.tokens import count_tokens
 from bot.store.models import TurnRecord
-from bot.store.specifics import specifics
+from bot.store.specifics import holds_identifier, specifics
 from bot.store.terms import content_query, stem
 
 if TYPE_CHECKING:
@@ -138,7 +139,8 @@ class ContextBuilder:
     async def _fill_for_query(
         self, block: BudgetedBlock, source: MemorySource, user_id: int, terms: str, exclude: str | None, query: str
     ) -> None:
-        """The facts the member told (``keep_core``), facts matching the utterance, then the member's lines by
+        """The facts the member told (``keep_core``), facts matching the utterance, the member's lines holding an
+        identifier in room made to measure for them (``bot.memory.identifiers``), then the member's lines by
         relevance: BM25 from the stemmed index plus the nearest by meaning (``DenseRetriever.fuse``), words the
         member says all the time left out of both (``distinctive``), each line raised by its neighbours' relevance
         and by how early in its conversation it was said, and the best bringing their neighbours
@@ -181,6 +183,7 @@ class ContextBuilder:
         for fact, _ in ranked_facts:
             if fact.current:
                 block.add_fact(fact)
+        keep_identifiers(block, identifier_lines(lines, priors, source.kept))
         focus = SideFocus.of(side, ranked)
         strong, weak = earned(ranked)
         for turn, _ in chain(((turn, True) for turn, _ in strong), by_score(weak, priors, base, lines)):
@@ -256,6 +259,6 @@ class ContextBuilder:
             block.add_turn(turn)
 
 
-TEXT_CACHES = (quoted, content_words, count_tokens, specifics, stem, word_set, vocatives)
+TEXT_CACHES = (quoted, content_words, count_tokens, holds_identifier, specifics, stem, word_set, vocatives)
 """The process-wide caches keyed by what members said (quoted lines, their words, token counts, specifics, stems):
 emptied whole when anything is forgotten (``ContextBuilder.forget``)."""
