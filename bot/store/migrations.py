@@ -572,10 +572,10 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         21,
         "turn specifics recounted: a line holding an identifier (a code, an account number) counts one more",
         """
-        -- bot.store.specifics now counts an identifier once more. Only a line with a digit can hold one; those
-        -- lose their count here and are counted again when the store opens (sealed ones by the encrypting layer,
-        -- whose ciphertext always has digits), as the lines from before migration 10 were.
-        UPDATE turns SET specifics = NULL WHERE content GLOB '*[0-9]*';
+        -- bot.store.specifics now counts an identifier once more. Only a line with a digit can hold one: those,
+        -- and every sealed line (its text is not readable here), lose their count and are counted again when the
+        -- store opens (sealed ones by the encrypting layer), as the lines from before migration 10 were.
+        UPDATE turns SET specifics = NULL WHERE content GLOB '*[0-9]*' OR content GLOB '*\u27d0*';
         """,
     ),
 ]

@@ -492,8 +492,9 @@ PG_MIGRATIONS: list[tuple[int, str, str]] = [
         21,
         "turn specifics recounted: a line holding an identifier (a code, an account number) counts one more",
         """
-        -- As SQLite's migration 21: the lines with a digit lose their count and are counted again at open.
-        UPDATE turns SET specifics = NULL WHERE content ~ '[0-9]';
+        -- As SQLite's migration 21: the lines with a digit, and every sealed line, lose their count and are
+        -- counted again at open.
+        UPDATE turns SET specifics = NULL WHERE content ~ '[0-9]' OR content ~ '^[0-9a-f ]*\u27d0';
         """,
     ),
 ]

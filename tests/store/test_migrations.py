@@ -37,7 +37,7 @@ PINNED = {
         18: "1c2314d96256ff76e3af5a701df26dd4afafd14e2e43d19a824bc11f8d0f0f0c",
         19: "f8a50601806aa81c861dedff1c97eb2cb4632298d9c6fb7bd54fcaa900d06b11",
         20: "7e44288db0be0c9d2b455e5645cdfb10d8d9e9aa1438bb8bba0fd8a0a73bca70",
-        21: "774d38d0d96ea551ded1cf696b3ce0f31b9d4c35547763589b662fe5b719f148",
+        21: "5a5a17db80f6d3153b7d8e1bf0cc993d74f0c25f422cb6d150368a65b9f7bae6",
     },
     "postgresql": {
         1: "cdc17a5ec4285ca67b3ef2f4f056dc19c2f491ca6670086ab3909b7c0e8f2bd7",
@@ -60,7 +60,7 @@ PINNED = {
         18: "5f81d88c2f5a3432a589cfd83eecea3f0e92e3e9e0bc4c0b16fabe01320c3e7b",
         19: "da8ae98b7d99eee81e96d86d676ac1b2a48ef86771e6af3774cffc9098ce55b4",
         20: "58663be6bf3b792611af7e084b5e6ae0b22f0f509a5d7940a714a481e1448aef",
-        21: "30bc19a5d6d3a71cf50c355d1b2ec3a00b700d189c8d8439c7597c46cfebaac0",
+        21: "0da7d914fb4b47539f0cd63fb346a5160a128fe788e43fe03abf0263cf00c56d",
     },
 }
 LISTS = {"sqlite": MIGRATIONS, "postgresql": PG_MIGRATIONS}

@@ -242,8 +242,8 @@ SAID_WITH_CODES = [
 
 async def test_migration_21_counts_again_the_lines_with_a_digit(tmp_path: Path) -> None:
     """Lines counted before identifiers counted (stale here: every count 5) are counted again when the store opens
-    after migration 21: a plain line without a digit keeps its count; sealed lines (their ciphertext has digits)
-    are all counted again, by the encrypting layer."""
+    after migration 21: a plain line without a digit keeps its count; sealed lines (their text is not readable in
+    the migration) are all counted again, by the encrypting layer."""
     for encrypted in (False, True):
         path = tmp_path / f"memory-{encrypted}.db"
         keys = SqliteKeyStore(tmp_path / f"keys-{encrypted}.db", parse_master_key(generate_master_key_text()))
