@@ -7,10 +7,11 @@ line that repeats one already in (near-duplicate content words) is left out.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -120,9 +121,17 @@ class BudgetedBlock:
     def empty(self) -> bool:
         return not self.groups
 
-    def reopen(self) -> None:
-        """Forget the lines that did not fit (the budget grew)."""
-        self._misfits = 0
+    @contextlib.contextmanager
+    def capped(self, used: int) -> Iterator[None]:
+        """Within the block, fill until ``used`` tokens are used in all (never more than its budget); then it has its
+        whole budget again."""
+        budget = self.budget
+        self.budget = min(budget, used)
+        try:
+            yield
+        finally:
+            self.budget = budget
+            self._misfits = 0  # the lines that did not fit may fit now
 
     def snapshot(self) -> tuple[Any, ...]:
         """What the block holds, for ``restore``: flat tuples of plain values, one per line."""

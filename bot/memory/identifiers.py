@@ -63,13 +63,8 @@ def keep_identifiers(block: BudgetedBlock, found: IdentifierLines) -> None:
     room = int(block.budget * min(IDENTIFIER_ROOM_MAX, IDENTIFIER_ROOM * found.share))
     if not found.lines or room <= 0:
         return
-    budget = block.budget
-    block.budget = min(budget, block.used + room)
-    try:
+    with block.capped(block.used + room):
         for turn in found.lines:
             if block.full:
                 break
             block.add_turn(turn)
-    finally:
-        block.budget = budget
-        block.reopen()

@@ -33,6 +33,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from bot.store.models import TurnRecord
@@ -55,8 +56,8 @@ class Budgeted(Protocol):
 
     budget: int
 
-    def reopen(self) -> None:
-        """Forget that the last lines tried did not fit (the budget grew)."""
+    def capped(self, used: int) -> AbstractContextManager[None]:
+        """Fill within ``used`` tokens in all, then have the whole budget again."""
         ...
 
     def snapshot(self) -> tuple[Any, ...]: ...
@@ -106,13 +107,8 @@ async def keep_core(
     if isinstance(snapshot, tuple):
         block.restore(snapshot)
         return
-    budget = block.budget
-    block.budget = int(budget * share)
-    try:
+    with block.capped(int(block.budget * share)):
         await fill()
-    finally:
-        block.budget = budget
-        block.reopen()
     if kept is not None:
         kept[key] = block.snapshot()
 

@@ -175,6 +175,13 @@ async def test_an_encrypted_call_start_opens_only_the_facts_it_reads(
     assert [f.text for f in page] == [f.text for f in current[1:]], "the first value, which does not open, is left out"
 
 
+async def open_sqlite(path: Path, keys: SqliteKeyStore, encrypted: bool) -> Store:
+    """The SQLite store at ``path``, opened, plain or behind the encrypting layer with ``keys``."""
+    store: Store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
+    await store.open()
+    return store
+
+
 async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,8 +193,7 @@ async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
         path = tmp_path / f"memory-{encrypted}.db"
         keys = SqliteKeyStore(tmp_path / f"keys-{encrypted}.db", parse_master_key(generate_master_key_text()))
         await keys.open()
-        store: Store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
-        await store.open()
+        store = await open_sqlite(path, keys, encrypted)
         for n in range(3):
             await write_call(store, 42, now - 1000 + n * 100)
         memory = MemoryService(store, budget_tokens=300, persona="p")
@@ -202,8 +208,7 @@ async def test_lines_written_before_specifics_were_stored_are_counted_at_open(
         assert set(specifics_read(recent)) == {None}
         await store.close()
 
-        store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
-        await store.open()
+        store = await open_sqlite(path, keys, encrypted)
         _, recent = await store.call_start_memory(42, facts=0, lines=100)
         assert specifics_read(recent) == [specifics(recent.line(at).content) for at in range(len(recent))]
         sealed = [row[0] for row in db.execute("SELECT content FROM turns")]
@@ -248,8 +253,7 @@ async def test_migration_21_counts_again_the_lines_with_a_digit(tmp_path: Path) 
         path = tmp_path / f"memory-{encrypted}.db"
         keys = SqliteKeyStore(tmp_path / f"keys-{encrypted}.db", parse_master_key(generate_master_key_text()))
         await keys.open()
-        store: Store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
-        await store.open()
+        store = await open_sqlite(path, keys, encrypted)
         await write_call(store, 42, time.time() - 100, SAID_WITH_CODES)
         await store.close()
         db = sqlite3.connect(path)
@@ -257,8 +261,7 @@ async def test_migration_21_counts_again_the_lines_with_a_digit(tmp_path: Path) 
         db.execute("DELETE FROM schema_migrations WHERE version = 21")
         db.commit()
 
-        store = EncryptedStore(SqliteStore(path), keys) if encrypted else SqliteStore(path)
-        await store.open()
+        store = await open_sqlite(path, keys, encrypted)
         _, recent = await store.call_start_memory(42, facts=0, lines=10)
         said = [recent.line(at).content for at in range(len(recent))]
         assert said == [text for _, text in SAID_WITH_CODES]
